@@ -1,0 +1,1 @@
+"""Shared library for the course: rewards, data, models, rollout, VRAM ledger."""

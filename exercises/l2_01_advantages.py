@@ -1,0 +1,21 @@
+"""L2.01 组内优势（group-relative advantage）。读 L2_algorithm/01_advantages/README.md 后实现。"""
+from __future__ import annotations
+
+import torch
+
+SCALES = ("group", "batch", "none")
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
+    """把 N = P·G 个 reward 变成 advantage。
+
+    rewards: (N,)，同一个 prompt 的 G 条回答相邻：[p0g0, p0g1, ..., p1g0, ...]。
+    scale:
+      "group" -> (r - mean_g) / (std_g + eps)
+      "batch" -> (r - mean_g) / (std_all + eps)
+      "none"  -> r - mean_g
+    std 用无偏的 torch.std（除以 n-1）。
+    非法输入（rewards 不是一维、group_size < 2、N 不能被 group_size 整除、未知 scale）抛 ValueError。
+    返回 (N,) 浮点张量。
+    """
+    raise NotImplementedError("提示：先 view(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。")

@@ -1,0 +1,88 @@
+"""快照测试的公共部分：用 solutions 生成的输入/输出存成 .pt，测试时让被测实现重算并比对。
+
+每个练习模块在 tests/snapshot_cases/<模块名>.py 里写 `CASES = [Case(...), ...]`，
+再运行 `python tests/make_snapshots.py` 重新生成 tests/snapshots/ 下的文件。
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+SNAPSHOT_DIR = Path(__file__).resolve().parent / "snapshots"
+
+
+@dataclass
+class Case:
+    name: str
+    func: str
+    inputs: Callable[[], dict[str, Any]]  # 确定性地造出关键字参数
+    rtol: float = 1e-5
+    atol: float = 1e-6
+    module: str = field(default="", init=False)  # 由 all_cases() 填入
+
+    @property
+    def path(self) -> Path:
+        return SNAPSHOT_DIR / f"{self.module}__{self.name}.pt"
+
+    @property
+    def id(self) -> str:
+        return f"{self.module}::{self.name}"
+
+
+def all_cases() -> list[Case]:
+    import snapshot_cases
+
+    cases = []
+    for info in sorted(pkgutil.iter_modules(snapshot_cases.__path__), key=lambda m: m.name):
+        mod = importlib.import_module(f"snapshot_cases.{info.name}")
+        for case in mod.CASES:
+            case.module = info.name
+            cases.append(case)
+    return cases
+
+
+def run(case: Case, package: str) -> Any:
+    fn = getattr(importlib.import_module(f"{package}.{case.module}"), case.func)
+    return fn(**case.inputs())
+
+
+def assert_same(got: Any, want: Any, rtol: float, atol: float, where: str = "输出") -> None:
+    """递归比较张量 / 元组 / 字典 / 数字。"""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), f"{where}: 应该是张量，得到 {type(got).__name__}"
+        assert got.shape == want.shape, f"{where}: 形状 {tuple(got.shape)} != 期望 {tuple(want.shape)}"
+        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != 期望 {want.dtype}"
+        if want.dtype == torch.bool:
+            assert torch.equal(got, want), f"{where}: 布尔张量不一致"
+        else:
+            torch.testing.assert_close(got.detach(), want, rtol=rtol, atol=atol, msg=lambda m: f"{where}: {m}")
+    elif isinstance(want, (tuple, list)):
+        assert isinstance(got, (tuple, list)) and len(got) == len(want), f"{where}: 应该返回 {len(want)} 个值"
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, rtol, atol, f"{where}[{i}]")
+    elif isinstance(want, dict):
+        assert isinstance(got, dict), f"{where}: 应该是 dict"
+        missing = set(want) - set(got)
+        assert not missing, f"{where}: 缺少键 {sorted(missing)}"
+        for k in want:
+            assert_same(got[k], want[k], rtol, atol, f"{where}[{k!r}]")
+    elif isinstance(want, float):
+        g = float(got.item() if isinstance(got, torch.Tensor) else got)
+        assert abs(g - want) <= atol + rtol * abs(want), f"{where}: {g} != 期望 {want}"
+    else:
+        assert got == want, f"{where}: {got!r} != 期望 {want!r}"
+
+
+def to_saveable(x: Any) -> Any:
+    if isinstance(x, torch.Tensor):
+        return x.detach().clone()
+    if isinstance(x, (tuple, list)):
+        return tuple(to_saveable(v) for v in x)
+    if isinstance(x, dict):
+        return {k: to_saveable(v) for k, v in x.items()}
+    return x
