@@ -1,0 +1,197 @@
+"""GSM8K-format data: the hub loader, a local jsonl loader, a synthetic generator, and prompts.
+
+A GSM8K row is ``{"question": str, "answer": str}`` where ``answer`` is a worked solution whose last
+line is ``#### <number>`` (calculator annotations ``<<48/2=24>>`` appear inline). ``Problem.gold`` is
+the canonical number after the last ``####`` (``common.reward.extract_answer`` normalises it).
+"""
+from __future__ import annotations
+
+import json
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+GSM8K_HUB_ID = "openai/gsm8k"
+
+# The course's answer format: reason briefly, then the final answer in \boxed{}. Qwen's own math prompt
+# asks for \boxed{} too, so a Qwen3 model already produces it often; common.reward.format_reward checks it.
+INSTRUCTION = "Solve the problem step by step. Put the final answer in \\boxed{}."
+
+
+class DataError(ValueError):
+    """A data file or row that cannot be used; the message says what to fix."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    answer: str  # GSM8K-style worked solution ending in "#### <number>"
+    gold: str  # canonical final answer, e.g. "72", "-5", "2.5"
+
+
+def parse_gold(answer: str) -> str | None:
+    """The canonical number after the last ``####`` of a GSM8K answer, or None if there is none."""
+    from common.reward import extract_answer
+
+    if "####" not in answer:
+        return None
+    return extract_answer("####" + answer.rsplit("####", 1)[1])
+
+
+def _problem(question: str, answer: str, where: str) -> Problem:
+    gold = parse_gold(answer)
+    if gold is None:
+        raise DataError(f"{where}：answer 里没有以 `#### <数字>` 结尾的最终答案（GSM8K 格式要求最后一行是 `#### 72` 这样）")
+    return Problem(question.strip(), answer.strip(), gold)
+
+
+def load_gsm8k(split: str = "train", limit: int | None = None) -> list[Problem]:
+    """GSM8K (``openai/gsm8k``, config ``main``) from the Hugging Face hub: 7,473 train / 1,319 test rows."""
+    if split not in ("train", "test"):
+        raise DataError(f"GSM8K 只有 train 和 test 两个 split，得到 {split!r}")
+    try:
+        from datasets import load_dataset
+
+        rows = load_dataset(GSM8K_HUB_ID, "main", split=split)
+    except Exception as err:  # network, cache, auth: all mean "can't get it from the hub"
+        raise DataError(
+            f"无法从 Hugging Face 下载 {GSM8K_HUB_ID}（{type(err).__name__}: {err}）。"
+            "检查网络或 HF_ENDPOINT 镜像设置；离线时用 --data path.jsonl 指向本地 GSM8K 格式文件。"
+        ) from err
+    if limit is not None:
+        rows = rows.select(range(min(limit, len(rows))))
+    return [_problem(r["question"], r["answer"], f"{GSM8K_HUB_ID}[{split}][{i}]") for i, r in enumerate(rows)]
+
+
+def load_jsonl(path: str | Path) -> list[Problem]:
+    """A local GSM8K-format jsonl file: one ``{"question": ..., "answer": "... #### N"}`` object per line."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"数据文件不存在：{path}。检查路径，或去掉 --data 改用内置的合成数据。")
+    problems = []
+    with path.open(encoding="utf-8") as f:
+        for lineno, line in enumerate(f, start=1):
+            if not line.strip():
+                continue
+            where = f"{path} 第 {lineno} 行"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise DataError(f"{where}：不是合法的 JSON（{err.msg}，第 {err.colno} 列）") from None
+            if not isinstance(row, dict):
+                raise DataError(f"{where}：应该是一个 JSON 对象 {{\"question\": ..., \"answer\": ...}}")
+            for key in ("question", "answer"):
+                if not isinstance(row.get(key), str) or not row[key].strip():
+                    raise DataError(f"{where}：缺少字符串字段 {key!r}（GSM8K 格式需要 question 和 answer）")
+            problems.append(_problem(row["question"], row["answer"], where))
+    if not problems:
+        raise DataError(f"{path} 是空的：至少需要一行题目")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------
+# Synthetic GSM8K-format word problems. Deterministic in (n, seed, difficulty); every gold answer is
+# computed with exact integer arithmetic, and the worked solution carries GSM8K's <<a+b=c>> annotations.
+# ---------------------------------------------------------------------------------------------
+NAMES = {"Tom": "He", "Ben": "He", "Sam": "He", "Leo": "He", "Anna": "She", "Lily": "She", "Mia": "She", "Zoe": "She"}
+ITEMS = ("apples", "pencils", "cookies", "books", "marbles", "stickers", "cards", "eggs")
+DIFFICULTIES = (1, 2, 3)
+
+
+def _step(a: int, op: str, b: int) -> tuple[int, str]:
+    """One arithmetic step with its GSM8K-style annotated line, e.g. ``3 + 5 = <<3+5=8>>8``."""
+    c = {"+": a + b, "-": a - b, "*": a * b, "/": a // b}[op]
+    shown = {"*": "x"}.get(op, op)
+    return c, f"{a} {shown} {b} = <<{a}{op}{b}={c}>>{c}"
+
+
+def _one(rng: random.Random, difficulty: int) -> Problem:
+    name, pron = rng.choice(list(NAMES.items()))
+    other = rng.choice([n for n in NAMES if n != name])
+    item = rng.choice(ITEMS)
+    hi = {1: 20, 2: 30, 3: 50}[difficulty]
+    a, b = rng.randint(2, hi), rng.randint(2, hi)
+    kind = rng.randrange(2) if difficulty == 1 else rng.randrange(4)
+    lines = []
+    if kind == 0:  # a + b
+        q = f"{name} has {a} {item}. {pron} buys {b} more. How many {item} does {name} have now?"
+        ans, line = _step(a, "+", b)
+        lines.append(line)
+    elif kind == 1:  # a - b, never negative
+        a, b = max(a, b) + 1, min(a, b)
+        q = f"{name} has {a} {item} and gives {b} to {other}. How many {item} does {name} have left?"
+        ans, line = _step(a, "-", b)
+        lines.append(line)
+    elif kind == 2:  # a * b, then maybe - c
+        a, b = rng.randint(2, 9), rng.randint(2, 12)
+        total, line = _step(a, "*", b)
+        lines.append(line)
+        c = rng.randint(1, total - 1)
+        q = f"{name} buys {a} bags of {item}. Each bag has {b} {item}. {pron} gives {c} to {other}. How many {item} does {name} have now?"
+        ans, line = _step(total, "-", c)
+        lines.append(line)
+    else:  # exact division; at difficulty 3 the total is a sum first
+        k, m = rng.randint(2, 5), rng.randint(2, 10 if difficulty == 2 else hi)
+        if difficulty == 3:
+            b = rng.randint(1, k * m - 1)
+            total, line = _step(k * m - b, "+", b)
+            lines.append(line)
+            q = f"{name} has {k * m - b} {item} and finds {b} more. {pron} shares them equally among {k} friends. How many {item} does each friend get?"
+        else:
+            total = k * m
+            q = f"{name} has {total} {item}. {pron} shares them equally among {k} friends. How many {item} does each friend get?"
+        ans, line = _step(total, "/", k)
+        lines.append(line)
+    return Problem(q, "\n".join(lines) + f"\n#### {ans}", str(ans))
+
+
+def synthetic_problems(n: int, seed: int = 0, difficulty: int = 1) -> list[Problem]:
+    """``n`` deterministic GSM8K-format word problems.
+
+    difficulty 1: one step (+, -), numbers up to 20; 2: also two-step (x then -) and exact division,
+    numbers up to 30; 3: adds a sum before the division, numbers up to 50.
+    """
+    if difficulty not in DIFFICULTIES:
+        raise DataError(f"difficulty 只能是 {DIFFICULTIES}，得到 {difficulty!r}")
+    if n < 0:
+        raise DataError(f"题目数 n 不能为负，得到 {n}")
+    rng = random.Random(f"synthetic-gsm8k:{seed}:{difficulty}")
+    return [_one(rng, difficulty) for _ in range(n)]
+
+
+def split_train_heldout(problems: list[Problem], n_heldout: int, seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+    """Shuffle deterministically and hold out ``n_heldout`` problems; no held-out question appears in train."""
+    if not 0 < n_heldout < len(problems):
+        raise DataError(f"n_heldout 必须在 1 到 {len(problems) - 1} 之间，得到 {n_heldout}")
+    order = list(problems)
+    random.Random(f"split:{seed}").shuffle(order)
+    heldout = order[:n_heldout]
+    seen = {p.question for p in heldout}
+    train = [p for p in order[n_heldout:] if p.question not in seen]
+    return train, heldout
+
+
+def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str:
+    """The question plus INSTRUCTION, rendered with the model's chat template as a generation prompt.
+
+    For Qwen3, ``enable_thinking=False`` makes the template append an empty ``<think>\\n\\n</think>``
+    block, so the model answers directly instead of spending hundreds of tokens thinking — on one
+    32 GB card, completion length is the budget that matters most.
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise DataError("这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设")
+    messages = [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
+    return tokenizer.apply_chat_template(
+        messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+    )
+
+
+_ANNOTATION = re.compile(r"<<[^<>]*>>")
+
+
+def reference_completion(problem: Problem) -> str:
+    """A correct completion in the course's format: the worked lines without ``<<…>>``, then ``\\boxed{gold}``."""
+    steps = problem.answer.rsplit("####", 1)[0]
+    steps = _ANNOTATION.sub("", steps).strip()
+    return f"{steps}\nThe answer is \\boxed{{{problem.gold}}}."
