@@ -1,0 +1,35 @@
+"""L2.03 策略损失。读 L2_algorithm/03_policy_loss/README.md 后实现。"""
+from __future__ import annotations
+
+import torch
+
+# 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
+CHECKPOINT_ANSWERS = {}
+
+
+def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:
+    """朴素 policy gradient（REINFORCE）的逐 token 损失。
+
+    logp: (B, T) 当前策略对采样 token 的 log 概率（带梯度）。
+    advantages: (B,) 每条回答一个 advantage，广播到它的每个 token。
+    返回 (B, T)：-A[:, None] * logp。
+    """
+    raise NotImplementedError("提示：advantages 是 (B,)，用 advantages[:, None] 变成 (B, 1) 才能和 (B, T) 的 logp 逐元素相乘；别忘了负号。")
+
+
+def clipped_surrogate_loss(
+    logp: torch.Tensor,
+    old_logp: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float = 0.2,
+    eps_high: float | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO/GRPO 的 clipped surrogate 逐 token 损失。
+
+    logp, old_logp: (B, T)；advantages: (B,)。
+    ratio = exp(logp - old_logp)；裁剪区间 [1 - eps_low, 1 + eps_high]，eps_high=None 表示等于 eps_low。
+    返回 (loss, clipped)，都是 (B, T)：
+      loss    = -min(ratio·A, clip(ratio, 1-eps_low, 1+eps_high)·A)
+      clipped = bool，裁剪分支被 min 选中、且它与未裁剪分支不相等的位置。
+    """
+    raise NotImplementedError("提示：ratio 用 torch.exp(logp - old_logp)，裁剪用 torch.clamp，两个目标取 torch.minimum 再取负；clipped 就是「裁剪后的目标严格更小」。")
