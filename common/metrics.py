@@ -1,0 +1,149 @@
+"""Per-step training metrics: an append-only jsonl log and the ``curves.png`` plot.
+
+Convention (other tools rely on it): wall-clock timings live ONLY under keys ending in ``_s`` or
+``_per_s`` and memory ONLY under keys ending in ``_gb``; every other value in a row is a deterministic
+function of the run's seed on a CPU, so two runs (or a run and its resumed twin) can be compared with
+:func:`deterministic_part`.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+
+NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
+
+# (key in metrics.jsonl, panel title) for curves.png, in the order a reader checks them (L2.08).
+CURVES = (
+    ("reward_mean", "reward (mean)"),
+    ("accuracy", "accuracy (train batch / held-out)"),
+    ("format_rate", "format rate (\\boxed{})"),
+    ("completion_len_mean", "completion length (tokens)"),
+    ("truncation_rate", "truncation rate"),
+    ("entropy", "entropy (nats/token)"),
+    ("kl", "KL to reference (k3)"),
+    ("clip_fraction", "clip fraction"),
+)
+
+
+def is_nondeterministic_key(key: str) -> bool:
+    return key.endswith(NONDETERMINISTIC_SUFFIXES)
+
+
+def deterministic_part(row: dict) -> dict:
+    """The row without timing/memory keys: what must be bit-identical across a resume on a CPU."""
+    return {k: v for k, v in row.items() if not is_nondeterministic_key(k)}
+
+
+def _clean(value):
+    """JSON has no NaN/inf: store them as null (and make the problem visible instead of crashing)."""
+    if hasattr(value, "item"):  # 0-d torch / numpy scalars
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def read_metrics(path: str | Path) -> list[dict]:
+    """All rows of a metrics.jsonl (a half-written last line from a killed run is ignored)."""
+    path = Path(path)
+    if not path.is_file():
+        return []
+    rows = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:
+            break  # only the very last line can be partial: the file is append-only
+    return rows
+
+
+class MetricsLogger:
+    """Append one JSON object per step to ``path``; each line is flushed so a crash loses at most one row."""
+
+    def __init__(self, path: str | Path, resume_from_step: int | None = None):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if resume_from_step is not None:
+            self.truncate_after(resume_from_step)
+
+    def truncate_after(self, step: int) -> None:
+        """Drop rows with ``row["step"] > step`` (logged after the checkpoint we resume from), atomically."""
+        kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+        os.replace(tmp, self.path)
+
+    def log(self, row: dict) -> None:
+        if "step" not in row:
+            raise ValueError("每一行 metrics 都必须有 'step' 键")
+        line = json.dumps({k: _clean(v) for k, v in row.items()}, ensure_ascii=False)
+        with self.path.open("a", encoding="utf-8") as f:
+            f.write(line + "\n")
+            f.flush()
+
+
+def write_json(path: str | Path, obj: dict) -> None:
+    """Write a small JSON file atomically (write a temp file, then rename over the target)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _smooth(values: list[float], window: int) -> list[float]:
+    """Trailing moving average that skips missing values (None)."""
+    out, buf = [], []
+    for v in values:
+        if v is not None:
+            buf.append(v)
+            buf = buf[-window:]
+        out.append(sum(buf) / len(buf) if buf else None)
+    return out
+
+
+def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy") -> Path:
+    """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``.
+
+    Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel also
+    shows the periodic greedy held-out accuracy (``eval_key``) as dots. Panels whose metric was never
+    logged (e.g. ``kl`` when beta = 0) say so instead of drawing an empty axis. Written atomically.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out_png = Path(out_png)
+    steps = [r["step"] for r in rows]
+    window = max(1, len(rows) // 20)
+    fig, axes = plt.subplots(2, 4, figsize=(16, 7), constrained_layout=True)
+    for ax, (key, label) in zip(axes.flat, CURVES):
+        values = [_clean(r.get(key)) for r in rows]
+        ax.set_title(label, fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.grid(alpha=0.3)
+        if any(v is not None for v in values):
+            xs = [s for s, v in zip(steps, values) if v is not None]
+            ax.plot(xs, [v for v in values if v is not None], color="C0", alpha=0.35, lw=0.8)
+            sm = _smooth(values, window)
+            ax.plot(steps, sm, color="C0", lw=2, label=f"avg of {window}" if window > 1 else None)
+        else:
+            ax.text(0.5, 0.5, f"'{key}' not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+        if key == "accuracy":
+            ev = [(r["step"], r[eval_key]) for r in rows if r.get(eval_key) is not None]
+            if ev:
+                ax.plot(*zip(*ev), "o-", color="C3", ms=4, label="held-out (greedy)")
+            ax.set_ylim(-0.02, 1.02)
+        if key in ("format_rate", "truncation_rate"):
+            ax.set_ylim(-0.02, 1.02)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    tmp = out_png.with_name(out_png.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=80)
+    plt.close(fig)
+    os.replace(tmp, out_png)
+    return out_png
