@@ -1,0 +1,21 @@
+"""L2.07 手写 GRPO 训练循环：梯度累积时每个 micro-batch 的损失权重。读 L2_algorithm/07_grpo_train/README.md 后实现。"""
+from __future__ import annotations
+
+import torch
+
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
+
+AGGREGATIONS = ("sequence_mean", "token_mean", "constant")
+
+
+def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:
+    """micro-batch 损失的权重 w，使 Σ_mb w_mb · grpo_loss(mb) == grpo_loss(整个 batch)。
+
+    mb_mask: (M, T) 这个 micro-batch 的回答 mask；batch_mask: (N, T) 整个 batch 的（mb 是它的若干行）。
+    aggregation:
+      "sequence_mean" / "constant" -> M / N
+      "token_mean"                 -> Σ mb_mask / Σ batch_mask
+    batch_mask 全 0 时 "token_mean" 返回 0.0（不出 NaN）。未知 aggregation、mask 不是二维时抛 ValueError。
+    返回 Python float。
+    """
+    raise NotImplementedError("提示：先想清楚每种 aggregation 的分母是「行数」还是「有效 token 数」，权重就是这个 micro-batch 占分母的份额。")

@@ -1,0 +1,34 @@
+"""L2.07 手写 GRPO 训练循环里唯一新写的函数：梯度累积时，每个 micro-batch 的损失该乘多少。
+
+grpo_train.py 把 N = P·G 条回答切成若干个 micro-batch 分别 forward/backward，梯度在 .grad 里累加。
+要让累加出来的梯度和「整个 batch 一次算完」完全相同，每个 micro-batch 的损失必须乘上一个权重，
+而这个权重取决于 L2.05 的 aggregation。算错了不会报错，只会悄悄改变长短回答的相对权重
+（2024 年 Hugging Face 修过的梯度累积 bug 就是 token 平均时按 micro-batch 个数平均）。
+"""
+from __future__ import annotations
+
+import torch
+
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "C", "Q4": "BD"}
+
+AGGREGATIONS = ("sequence_mean", "token_mean", "constant")
+
+
+def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:
+    """micro-batch 损失的权重 w，使 Σ_mb w_mb · grpo_loss(mb) == grpo_loss(整个 batch)。
+
+    mb_mask: (M, T) 这个 micro-batch 的回答 mask；batch_mask: (N, T) 整个 batch 的（mb 是它的若干行）。
+    aggregation:
+      "sequence_mean" / "constant" -> M / N     （这两种都是「每行的量」对 N 行取平均）
+      "token_mean"                 -> Σ mb_mask / Σ batch_mask   （按有效 token 数分摊）
+    batch_mask 全 0（整个 batch 没有有效 token）时 "token_mean" 返回 0.0，不出 NaN。
+    返回 Python float。
+    """
+    if aggregation not in AGGREGATIONS:
+        raise ValueError(f"未知的 aggregation={aggregation!r}，可选 {AGGREGATIONS}")
+    if mb_mask.dim() != 2 or batch_mask.dim() != 2:
+        raise ValueError(f"mask 必须是二维 (行, T)，得到 {tuple(mb_mask.shape)} 和 {tuple(batch_mask.shape)}")
+    if aggregation == "token_mean":
+        total = float(batch_mask.sum())
+        return float(mb_mask.sum()) / total if total > 0 else 0.0
+    return mb_mask.shape[0] / batch_mask.shape[0]
