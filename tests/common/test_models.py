@@ -1,0 +1,135 @@
+"""common.models 预设 + common.tokenizer 的 tiny tokenizer：形状、特殊 token、出错信息。"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from common.data import build_prompt, reference_completion, synthetic_problems
+from common.models import PRESETS, PresetError, get_preset, load_model, model_config
+from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
+
+
+@pytest.fixture(scope="module")
+def tiny_tok():
+    return build_tiny_tokenizer()
+
+
+def test_unknown_preset_lists_valid_names():
+    with pytest.raises(ValueError) as err:
+        get_preset("qwen3-7b")
+    for name in PRESETS:
+        assert name in str(err.value)
+    assert get_preset(PRESETS["tiny"]) is PRESETS["tiny"]
+
+
+def test_unknown_init_is_an_error():
+    with pytest.raises(PresetError, match="init"):
+        load_model("tiny", init="warm")
+
+
+def test_preset_fields():
+    assert set(PRESETS) == {"tiny", "qwen3-0.6b", "qwen3-1.7b-lora"}
+    assert PRESETS["tiny"].needs_cuda is False and PRESETS["tiny"].hub_id is None
+    assert PRESETS["qwen3-0.6b"].hub_id == "Qwen/Qwen3-0.6B" and PRESETS["qwen3-0.6b"].lora_rank is None
+    assert PRESETS["qwen3-1.7b-lora"].hub_id == "Qwen/Qwen3-1.7B" and PRESETS["qwen3-1.7b-lora"].lora_rank > 0
+    for p in PRESETS.values():
+        for key in ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta", "temperature"):
+            assert key in p.defaults, (p.name, key)
+
+
+def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):
+    qwen = load_qwen3_tokenizer()
+    for preset, tok in ((PRESETS["tiny"], tiny_tok), (PRESETS["qwen3-0.6b"], qwen), (PRESETS["qwen3-1.7b-lora"], qwen)):
+        assert tok.convert_ids_to_tokens(list(preset.eos_token_ids)) == ["<|im_end|>", "<|endoftext|>"]
+        assert tok.convert_ids_to_tokens(preset.pad_token_id) == "<|endoftext|>"
+        assert tok.pad_token_id == preset.pad_token_id
+
+
+def test_tiny_tokenizer_chat_template_and_round_trip(tiny_tok):
+    from transformers import PreTrainedTokenizerFast
+
+    assert isinstance(tiny_tok, PreTrainedTokenizerFast)
+    p = synthetic_problems(1, seed=3, difficulty=3)[0]
+    prompt = build_prompt(tiny_tok, p.question)
+    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    text = prompt + reference_completion(p) + "<|im_end|>"
+    ids = tiny_tok(text, add_special_tokens=False).input_ids
+    assert tiny_tok.decode(ids) == text
+    assert len(ids) < 100  # short sequences keep the CPU preset fast
+    # every digit is its own token, so numbers are spelled digit by digit
+    digits = tiny_tok("1234567890", add_special_tokens=False).input_ids
+    assert tiny_tok.convert_ids_to_tokens(digits) == list("1234567890")
+    # text outside the synthetic vocabulary never crashes and round-trips (byte-level fallback)
+    odd = "Unknown wörds, 中文 and émojis 🙂 cost 1,234.50$"
+    assert tiny_tok.decode(tiny_tok(odd, add_special_tokens=False).input_ids) == odd
+
+
+def test_tiny_tokenizer_is_deterministic(tiny_tok):
+    import json
+
+    from common.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
+
+    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))["model"]  # retrain, bypassing the cache
+    assert fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]  # same vocab and merges
+
+
+def _count_params(cfg) -> int:
+    """Parameter count of a dense Qwen3 from its config (tied embeddings counted once)."""
+    h, i, L, hd = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.head_dim
+    q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
+    attn = h * q + 2 * h * kv + q * h + 2 * hd  # q,k,v,o projections + q_norm, k_norm
+    mlp = 3 * h * i
+    per_layer = attn + mlp + 2 * h  # two RMSNorms
+    emb = cfg.vocab_size * h * (1 if cfg.tie_word_embeddings else 2)
+    return emb + L * per_layer + h  # final norm
+
+
+@pytest.mark.parametrize(
+    "name, hidden, inter, layers, n_params",
+    [("qwen3-0.6b", 1024, 3072, 28, 596_049_920), ("qwen3-1.7b-lora", 2048, 6144, 28, None)],
+)
+def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_params):
+    cfg = model_config(name)
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (hidden, inter, layers)
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size) == (16, 8, 128, 151936)
+    assert cfg.tie_word_embeddings and cfg.rope_parameters["rope_theta"] == 1e6 and cfg.rms_norm_eps == 1e-6
+    assert cfg.max_position_embeddings == 40960
+    model, tok = load_model(name, init="random", device="meta")  # shapes only, no memory, no download
+    assert len(tok) == 151669
+    base = model.get_base_model() if get_preset(name).lora_rank else model
+    n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
+    n_base = sum(p.numel() for n_, p in base.named_parameters() if "lora_" not in n_)
+    assert n_base == _count_params(cfg)
+    if n_params is not None:  # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+        assert n_base == n_params
+    assert n >= n_base
+    if get_preset(name).lora_rank:
+        trainable = [n_ for n_, p in model.named_parameters() if p.requires_grad]
+        assert trainable and all("lora_" in n_ for n_ in trainable)
+    assert next(base.parameters()).dtype == torch.bfloat16
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="这台机器有 GPU")
+@pytest.mark.parametrize("name", ["qwen3-0.6b", "qwen3-1.7b-lora"])
+def test_gpu_preset_without_cuda_says_what_to_do(name):
+    with pytest.raises(PresetError) as err:
+        load_model(name, init="random")
+    assert "--preset tiny" in str(err.value) and "GPU" in str(err.value)
+    with pytest.raises(PresetError):
+        load_model("tiny", init="random", device="cuda")
+
+
+def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
+    torch.manual_seed(123)
+    state = torch.get_rng_state()
+    m1, tok = load_model("tiny", init="random")
+    assert torch.equal(torch.get_rng_state(), state)
+    m2, _ = load_model("tiny", init="random")
+    for (n, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        assert torch.equal(a, b), n
+    assert m1.training and m1.dtype == torch.float32 and m1.config.vocab_size == len(tok)
+    assert type(m1).__name__ == "Qwen3ForCausalLM" and tok.padding_side == "left"
+    assert sum(p.numel() for p in m1.parameters()) == _count_params(m1.config)
+    ids = torch.tensor([tok(build_prompt(tok, "Tom has 3 apples."), add_special_tokens=False).input_ids])
+    logits = m1(ids).logits
+    assert logits.shape == (1, ids.shape[1], len(tok)) and torch.isfinite(logits).all()
