@@ -1,0 +1,64 @@
+"""common.fast_decode 的解码逻辑（静态 KV cache、逐行 EOS、左 padding）在 CPU 上与 HF generate 逐 token 一致。
+
+torch.compile 和 CUDA graph 只在 GPU 上有意义，由 L2_algorithm/06_sampling/bench_rollout.py 在 GPU 上检查；
+这里关掉它们，检查的是同一份解码代码。
+"""
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import Qwen3Config, Qwen3ForCausalLM
+
+from common.fast_decode import StaticDecoder, _Key, fast_generate
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    cfg = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
+    m = Qwen3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        m.lm_head.weight.mul_(20)  # 让分布更尖，贪心路径更有区分度（随机初始化的 logits 几乎一样大）
+    return m
+
+
+def _prompts(batch=5, tp=9):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(3, 300, (batch, tp), generator=g)
+    mask = torch.ones(batch, tp, dtype=torch.long)
+    for i in range(batch):  # 第 i 行左边 i 个 pad
+        mask[i, :i] = 0
+        ids[i, :i] = 0
+    return ids, mask
+
+
+@pytest.mark.parametrize("steps_per_graph", [1, 4, 7])
+def test_greedy_matches_hf_generate(model, steps_per_graph):
+    ids, mask = _prompts()
+    n, eos = 40, [7, 11]
+    ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
+                         eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
+    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    dec = StaticDecoder(model, _Key(8, 128, True, 1.0, 1.0), eos, 0, None, steps_per_graph, compile=False)
+    got = dec.generate(ids, mask, n)
+    assert torch.equal(got, ref)
+    assert (got == 7).any() or (got == 11).any(), "测试用例里至少要有一行遇到 EOS"
+
+
+def test_sampling_respects_process_logits(model):
+    ids, mask = _prompts(3)
+    only = torch.full((300,), float("-inf"))
+    only[42] = 0.0
+
+    def force_42(logits, temperature, top_p):  # 一个只留下 token 42 的 "process_logits"
+        return logits * 0 + only
+
+    dec = StaticDecoder(model, _Key(8, 128, False, 0.7, 0.9), [7], 0, force_42, 4, compile=False)
+    assert torch.equal(dec.generate(ids, mask, 10), torch.full((3, 10), 42))
+
+
+def test_fast_generate_refuses_cpu(model):
+    ids, mask = _prompts(2)
+    with pytest.raises(ValueError, match="CUDA"):
+        fast_generate(model, ids, mask, max_new_tokens=4, eos_token_ids=[7], pad_token_id=0)
