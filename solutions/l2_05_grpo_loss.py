@@ -71,7 +71,14 @@ def grpo_loss(
                 "请传生成时用的 max_new_tokens"
             )
 
+    valid = mask != 0
     mask = mask.to(logp.dtype)
+    # padding 位置上的 old_logp / ref_logp 可能是任意值（vLLM 打不了分的 token 甚至是 NaN）。
+    # 先把它们换成 logp 本身（ratio = 1、k3 = 0），否则 0 * NaN 会让 loss 和梯度变成 NaN。
+    old_logp = torch.where(valid, old_logp, logp.detach())
+    if ref_logp is not None:
+        ref_logp = torch.where(valid, ref_logp, logp.detach())
+
     # 1) 逐 token 的 clipped surrogate（L2.03）
     per_token, clipped = clipped_surrogate_loss(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)
     # 2) KL 惩罚：逐 token 加在损失上（DeepSeekMath 的写法），而不是减进 reward
@@ -85,8 +92,7 @@ def grpo_loss(
     elif aggregation == "token_mean":
         loss = masked_mean(per_token, mask)                     # 所有有效 token 一起平均
     else:  # "constant"
-        # 先把 padding 位置置 0 再求和（padding 上的 logp 可能是任意值，0 * inf 会是 NaN）
-        loss = torch.where(mask != 0, per_token, torch.zeros_like(per_token)).sum() / (B * max_completion_length)
+        loss = (per_token * mask).sum() / (B * max_completion_length)
 
     # 4) 监控指标：不参与反传
     with torch.no_grad():
