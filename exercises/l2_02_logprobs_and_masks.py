@@ -8,6 +8,9 @@ import torch
 # 每块处理多少行（一行 = 一个 token 位置的整条 V 维 logits）。测试要求你按行分块，别一次算完整个 (B,T,V)。
 CHUNK_ROWS = 128
 
+# 检查点：读 README「检查点」一节，把答案写成大写字母串（多选按字母顺序，如 "AC"）。
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
+
 
 def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """每个位置上「实际采到的那个 token」的 log 概率。

@@ -12,6 +12,9 @@ from torch.utils.checkpoint import checkpoint
 # TRL 的 entropy_from_logits 默认也是 chunk_size=128（trl/trainer/utils.py）。
 CHUNK_ROWS = 128
 
+# 检查点答案（README「检查点」一节）。
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ABD", "Q3": "B", "Q4": "B", "Q5": "C"}
+
 
 def _chunk_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """(n, V) 任意浮点 + (n,) -> (n,) float32：log_softmax(x)[y] = x[y] - logsumexp(x)。"""
