@@ -1,0 +1,14 @@
+"""L3.02 读 slime 的检查点：读 L3_frameworks/02_slime_reading/README.md，把 None 换成你的答案（如 "B"、"ABD"）。"""
+
+CHECKPOINT_ANSWERS = {
+    "Q1": None,
+    "Q2": None,
+    "Q3": None,
+    "Q4": None,
+    "Q5": None,
+    "Q6": None,
+    "Q7": None,
+    "Q8": None,
+    "Q9": None,
+    "Q10": None,
+}
