@@ -5,6 +5,9 @@ import torch
 
 SCALES = ("group", "batch", "none")
 
+# 检查点：读 README「检查点」一节，把答案写成大写字母串（多选按字母顺序，如 "AC"）。
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
+
 
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
     """把 N = P·G 个 reward 变成 advantage。
@@ -18,4 +21,4 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, 
     非法输入（rewards 不是一维、group_size < 2、N 不能被 group_size 整除、未知 scale）抛 ValueError。
     返回 (N,) 浮点张量。
     """
-    raise NotImplementedError("提示：先 view(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。")
+    raise NotImplementedError("提示：先 reshape(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。")

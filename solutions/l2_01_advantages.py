@@ -5,6 +5,9 @@ import torch
 
 SCALES = ("group", "batch", "none")
 
+# 检查点答案（README「检查点」一节）。
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "A", "Q4": "B", "Q5": "B"}
+
 
 def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
     """把 N = P·G 个 reward 变成 advantage。
@@ -27,7 +30,7 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, 
         raise ValueError(f"未知的 scale={scale!r}，可选 {SCALES}")
 
     r = rewards if rewards.is_floating_point() else rewards.float()
-    grouped = r.view(-1, group_size)                      # (P, G)：每行是一个 prompt 的一组回答
+    grouped = r.reshape(-1, group_size)                   # (P, G)：每行是一个 prompt 的一组回答
     centered = grouped - grouped.mean(dim=1, keepdim=True)  # 组内基线：减去组均值
     if scale == "none":
         return centered.reshape(-1)
