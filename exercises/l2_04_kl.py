@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 
 # 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
-CHECKPOINT_ANSWERS = {}
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
 
 
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import torch
 
-CHECKPOINT_ANSWERS = {}
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ABC", "Q3": "D", "Q4": "C"}
 
 
 def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.Tensor:

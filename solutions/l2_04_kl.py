@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-CHECKPOINT_ANSWERS = {}
+CHECKPOINT_ANSWERS = {"Q1": "A", "Q2": "ACD", "Q3": "C", "Q4": "D"}
 
 
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:

@@ -73,11 +73,12 @@ def grpo_loss(
 
     valid = mask != 0
     mask = mask.to(logp.dtype)
-    # padding 位置上的 old_logp / ref_logp 可能是任意值（vLLM 打不了分的 token 甚至是 NaN）。
-    # 先把它们换成 logp 本身（ratio = 1、k3 = 0），否则 0 * NaN 会让 loss 和梯度变成 NaN。
-    old_logp = torch.where(valid, old_logp, logp.detach())
+    # old_logp / ref_logp 是常数：detach 一下，防止调用方忘了 no_grad（否则 ratio 的梯度会互相抵消成 0）。
+    # padding 位置上它们可能是任意值（vLLM 打不了分的 token 甚至是 NaN）：换成 logp 本身（ratio = 1、k3 = 0），
+    # 否则 0 * NaN 会让 loss 和梯度变成 NaN。
+    old_logp = torch.where(valid, old_logp.detach(), logp.detach())
     if ref_logp is not None:
-        ref_logp = torch.where(valid, ref_logp, logp.detach())
+        ref_logp = torch.where(valid, ref_logp.detach(), logp.detach())
 
     # 1) 逐 token 的 clipped surrogate（L2.03）
     per_token, clipped = clipped_surrogate_loss(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)

@@ -99,3 +99,34 @@ def test_k3_lower_variance_than_k1_when_close(mod):
     k1, k3 = mod.kl_k1(logp, ref), mod.kl_k3(logp, ref)
     assert var(k3) < 0.1 * var(k1)
     assert (k1 < 0).any() and (k3 >= 0).all()
+
+
+def _grad(fn):
+    """对 logits a 求梯度：a 决定当前策略 π = softmax(a)。"""
+    g = torch.Generator().manual_seed(5)
+    a = torch.randn(6, generator=g, dtype=torch.float64).requires_grad_()
+    ref = torch.log_softmax(torch.randn(6, generator=g, dtype=torch.float64), 0)
+    logp = torch.log_softmax(a, 0)
+    (g_a,) = torch.autograd.grad(fn(logp, ref), a)
+    return g_a
+
+
+def test_gradient_of_estimators_in_the_loss(mod):
+    """「估计量的值无偏」不等于「放进 loss 后梯度无偏」（README 坑 2、坑 3）。
+
+    这里精确求期望（不采样）：采样分布是 π 本身但不求导（对应"样本已经采好了"），梯度只经过 logp。
+    """
+    w = lambda logp: logp.exp().detach()  # noqa: E731  采样权重 π(x)，不带梯度
+    reverse_kl = _grad(lambda lp, rp: (lp.exp() * (lp - rp)).sum())     # ∇ KL(π || π_ref)：我们想要的
+    forward_kl = _grad(lambda lp, rp: (rp.exp() * (rp - lp)).sum())     # ∇ KL(π_ref || π)：方向反了的
+    # k3 放进 loss：梯度的期望是「反方向」KL 的梯度，不是 KL(π||π_ref) 的
+    k3_in_loss = _grad(lambda lp, rp: (w(lp) * mod.kl_k3(lp, rp)).sum())
+    torch.testing.assert_close(k3_in_loss, forward_kl)
+    assert (k3_in_loss - reverse_kl).abs().max() > 1e-3
+    # 乘上 ratio = π/π_old（值为 1，但可导）之后：正好是 KL(π||π_ref) 的梯度（DeepSeek-V3.2、TRL use_bias_correction_kl）
+    ratio = lambda lp: torch.exp(lp - lp.detach())  # noqa: E731
+    corrected = _grad(lambda lp, rp: (w(lp) * ratio(lp) * mod.kl_k3(lp, rp)).sum())
+    torch.testing.assert_close(corrected, reverse_kl)
+    # k1 放进 loss：梯度的期望恰好是 0（E_π[∇log π] = 0），它根本不把策略往参考模型拉
+    k1_in_loss = _grad(lambda lp, rp: (w(lp) * mod.kl_k1(lp, rp)).sum())
+    torch.testing.assert_close(k1_in_loss, torch.zeros_like(k1_in_loss), atol=1e-12, rtol=0)
