@@ -11,7 +11,7 @@ from exercises.l2_03_policy_loss import clipped_surrogate_loss  # noqa: F401  �
 from exercises.l2_04_kl import kl_k3  # noqa: F401  你在 L2.04 写的
 
 # 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
-CHECKPOINT_ANSWERS = {}
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
 
 # 合法的聚合方式（说明见 README）
 AGGREGATIONS = {

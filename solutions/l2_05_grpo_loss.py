@@ -11,7 +11,7 @@ from solutions.l2_02_logprobs_and_masks import masked_mean
 from solutions.l2_03_policy_loss import clipped_surrogate_loss
 from solutions.l2_04_kl import kl_k3
 
-CHECKPOINT_ANSWERS = {}
+CHECKPOINT_ANSWERS = {"Q1": "C", "Q2": "BC", "Q3": "C", "Q4": "D", "Q5": "A"}
 
 # 聚合方式 -> 对应的论文 / 框架名字（只用来写报错信息）
 AGGREGATIONS = {
