@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import torch
 
+# 检查点：读 README「检查点」一节，把答案写成大写字母串（多选按字母顺序，如 "AC"）。
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
+
 
 def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
     """把模型输出的 logits 变成「要从中采样的分布」的 logits。

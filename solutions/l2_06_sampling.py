@@ -3,6 +3,9 @@ from __future__ import annotations
 
 import torch
 
+# 检查点答案（README「检查点」一节）。
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "B", "Q4": "B", "Q5": "B"}
+
 
 def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
     """把模型输出的 logits 变成「要从中采样的分布」的 logits。
