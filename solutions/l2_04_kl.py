@@ -28,4 +28,5 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     无偏且恒 >= 0（因为 log r <= r - 1）。GRPO（DeepSeekMath）、TRL、simple_GRPO 用的就是它。形状同输入。
     """
     log_r = ref_logp - logp
-    return torch.exp(log_r) - log_r - 1
+    # expm1(x) = exp(x) - 1，x 很小时不会有 "1 + 小数 - 1" 的抵消误差；expm1(x) - x 在浮点下也精确 >= 0
+    return torch.expm1(log_r) - log_r

@@ -114,7 +114,7 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
 @settings(max_examples=80, deadline=None)
 @given(
     st.lists(st.floats(-1.5, 1.5), min_size=6, max_size=6),
-    st.floats(-3, 3),
+    st.floats(-3, 3).filter(lambda v: v == 0 or abs(v) > 1e-3),  # 不要次正规数：r·A 会下溢成相等
     st.floats(0.01, 0.5),
     st.floats(0.01, 0.5),
 )
@@ -128,6 +128,8 @@ def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
     loss.sum().backward()
     for j, x in enumerate(log_ratios):
         r = math.exp(x)
+        if min(abs(r - (1 + eps_high)), abs(r - (1 - eps_low))) < 1e-9:
+            continue  # 恰好在边界上：两个分支相等，算不算「裁剪」取决于舍入，不检查
         expect_clip = (a > 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
         assert bool(clipped[0, j]) == expect_clip
         rc = min(max(r, 1 - eps_low), 1 + eps_high)

@@ -12,12 +12,12 @@
    ——这是唯一被替换的地方，它本来是"模型前向 + 选出采样 token 的 log 概率"；
 4. 调用真的 `GRPOTrainer._compute_loss(model, inputs)`，inputs 里放 completion_mask、advantages、
    old_per_token_logps、ref_per_token_logps，以及 dapo 需要的 num_items_in_batch = mask.sum()；
-5. 对 TRL 的 loss 和我们的 loss 分别 backward，比较 loss 值、对 logp 的梯度，以及 TRL 记录的
-   clip_ratio/region_mean、clip_ratio/low_mean、clip_ratio/high_mean、kl 指标。
+5. 对 TRL 的 loss 和我们的 loss 分别 backward，比较 loss 值、对 logp 的梯度（atol 1e-12），以及 TRL 记录的
+   clip_ratio/region_mean、clip_ratio/low_mean、clip_ratio/high_mean、kl 指标（atol 1e-6）。
 
 对应关系（单进程、steps_per_generation = gradient_accumulation_steps = 1）：
   TRL "grpo" = sequence_mean，"dapo"/"bnpo" = token_mean，"dr_grpo" = constant（max_completion_length 相同）。
-全部用 float64，逐位一致（atol 1e-12）。
+全部用 float64；在参考实现上 loss 与梯度逐位相同。
 
 无法完全一致的地方（及原因）：
 - use_bias_correction_kl=True（TRL 1.16 的默认，PR #6503）把 k3 乘上 ratio = exp(logp - old_logp)。
@@ -136,12 +136,13 @@ def test_matches_trl(trl_mods, mod, loss_type, beta, eps_high):
 
     torch.testing.assert_close(loss, trl_loss, rtol=0, atol=1e-12)
     torch.testing.assert_close(grad, trl_grad, rtol=0, atol=1e-12)
+    # 指标只用来看曲线：允许用 float32 统计（clipped.float()），容差放宽到 1e-6
     assert trl_metrics["clip_ratio/region_mean"] > 0  # 这组数据确实触发了裁剪，对照才有意义
-    assert metrics["clip_fraction"] == pytest.approx(trl_metrics["clip_ratio/region_mean"], abs=1e-12)
-    assert metrics["clip_low_fraction"] == pytest.approx(trl_metrics["clip_ratio/low_mean"], abs=1e-12)
-    assert metrics["clip_high_fraction"] == pytest.approx(trl_metrics["clip_ratio/high_mean"], abs=1e-12)
+    assert metrics["clip_fraction"] == pytest.approx(trl_metrics["clip_ratio/region_mean"], abs=1e-6)
+    assert metrics["clip_low_fraction"] == pytest.approx(trl_metrics["clip_ratio/low_mean"], abs=1e-6)
+    assert metrics["clip_high_fraction"] == pytest.approx(trl_metrics["clip_ratio/high_mean"], abs=1e-6)
     if beta > 0:
-        assert metrics["kl"] == pytest.approx(trl_metrics["kl"], abs=1e-12)
+        assert metrics["kl"] == pytest.approx(trl_metrics["kl"], abs=1e-6)
 
 
 def _k3(logp, ref):
