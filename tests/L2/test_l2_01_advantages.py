@@ -86,3 +86,11 @@ def test_integer_rewards_are_accepted(mod):
 def test_bad_input_raises(mod, rewards, g, scale):
     with pytest.raises(ValueError):
         mod.group_advantages(rewards, g, scale=scale)
+
+
+def test_non_contiguous_rewards(mod):
+    # 从更大的张量里切出来的 reward（步长不为 1）也要能用：reshape 可以，view 会报错
+    full = torch.tensor([1.0, 9.0, 0.0, 9.0, 0.0, 9.0, 1.0, 9.0])
+    r = full[::2]
+    assert not r.is_contiguous()
+    torch.testing.assert_close(mod.group_advantages(r, 2), mod.group_advantages(r.contiguous(), 2))
