@@ -11,7 +11,7 @@ READMES = lesson_readmes()
 
 
 def _ids(p):
-    return str(p.parent.relative_to(ROOT))
+    return module_name(p)  # 例如 l2_01_advantages：`-k l2_01` 或 `-k 01_advantages` 都能选中
 
 
 def test_every_lesson_has_a_checkpoint():
@@ -25,7 +25,7 @@ def test_readme_and_answer_key_agree(readme):
     questions, readme_answers = parse_checkpoint(readme)
     key = importlib.import_module(f"solutions.{module_name(readme)}").CHECKPOINT_ANSWERS
     assert [q.qid for q in questions] == sorted(key, key=lambda s: int(s[1:])), (
-        f"{_ids(readme)}: README 的题号与 solutions/{module_name(readme)}.py 的答案键不一致"
+        f"{readme.parent.name}: README 的题号与 solutions/{module_name(readme)}.py 的答案键不一致"
     )
     for q in questions:
         ans = key[q.qid]
@@ -50,13 +50,13 @@ def test_your_answers(readme, impl_name):
     if todo:
         pytest.fail(
             f"还没作答：exercises/{mod}.py 里 CHECKPOINT_ANSWERS 的 {', '.join(todo)}。"
-            f"读 {_ids(readme)}/README.md 的「检查点」，把答案写成大写字母串（多选按字母顺序，如 \"AC\"）。",
+            f"读 {readme.parent.relative_to(ROOT)}/README.md 的「检查点」，把答案写成大写字母串（多选按字母顺序，如 \"AC\"）。",
             pytrace=False,
         )
     wrong = [q for q in key if str(yours.get(q, "")).upper() != key[q]]
     if wrong:
         pytest.fail(
-            f"{_ids(readme)} 的检查点 {', '.join(wrong)} 答得不对。回到 README 对应段落再想想，"
+            f"{readme.parent.relative_to(ROOT)} 的检查点 {', '.join(wrong)} 答得不对。回到 README 对应段落再想想，"
             f"实在卡住再展开「答案与解析」。",
             pytrace=False,
         )

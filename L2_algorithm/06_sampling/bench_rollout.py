@@ -21,7 +21,6 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from common.fast_decode import fast_generate, release_fast_decoders  # noqa: E402
 from common.models import load_model  # noqa: E402
-from common.rollout import generate as eager_generate  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 
@@ -105,6 +104,7 @@ def main() -> int:
     ids = torch.randint(10, 150000, (B, tp), device="cuda")
     mask = torch.ones_like(ids)
     pad = tok.pad_token_id
+    never = [model.config.vocab_size]  # 不存在的 token id 当 EOS：长度固定为 N
     runs = {}
 
     def hf_default():
@@ -117,13 +117,15 @@ def main() -> int:
     prompt_lists = ids.tolist()
 
     def ours_eager():
-        eager_generate(model, prompt_lists, max_new_tokens=N, eos_token_ids=[], pad_token_id=pad, greedy=True)
+        from common.rollout import generate as eager_generate
+
+        eager_generate(model, prompt_lists, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)
 
     def ours_fast():
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=[], pad_token_id=pad, greedy=True)
+        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)
 
     def ours_fast_sample():
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=[], pad_token_id=pad,
+        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad,
                       temperature=1.0, top_p=1.0, process_logits=process_logits)
 
     cases = [("HF generate 默认", hf_default), ("HF static cache + compile", hf_static),
