@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 # 检查点答案（README「检查点」一节）。
-CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "B", "Q4": "B", "Q5": "B"}
+CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "B", "Q4": "B", "Q5": "B", "Q6": "C"}
 
 
 def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:

@@ -124,12 +124,22 @@ def main() -> int:
     def ours_fast():
         fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)
 
+    def ours_fast_no_graph():  # 消融：只有静态 cache + compile，不用 CUDA graph
+        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
+                      cuda_graph=False)
+
+    def ours_fast_no_compile():  # 消融：CUDA graph，但 layer step 不编译
+        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
+                      compile=False)
+
     def ours_fast_sample():
         fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad,
                       temperature=1.0, top_p=1.0, process_logits=process_logits)
 
     cases = [("HF generate 默认", hf_default), ("HF static cache + compile", hf_static),
-             ("我们的 eager 路径 (common.rollout)", ours_eager), ("我们的快速路径 (贪心)", ours_fast),
+             ("我们的 eager 路径 (common.rollout)", ours_eager),
+             ("快速路径，去掉 CUDA graph", ours_fast_no_graph), ("快速路径，去掉 compile", ours_fast_no_compile),
+             ("我们的快速路径 (贪心)", ours_fast),
              ("我们的快速路径 (采样 T=1)", ours_fast_sample)]
     if args.skip_hf_static:
         cases.pop(1)
