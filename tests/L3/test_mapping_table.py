@@ -1,0 +1,118 @@
+"""L3.01 参数对照表：表里每个 TRL 名字都是 GRPOConfig 的字段，每个手写名字都真实存在，README 与数据源一致。"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import importlib
+import importlib.util
+import inspect
+import io
+import re
+import runpy
+import sys
+from pathlib import Path
+
+import pytest
+import trl
+import trl.trainer.grpo_config
+import trl.trainer.grpo_trainer
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_PY = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "mapping_table.py"
+GRPO_TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+
+
+def _load_table():
+    spec = importlib.util.spec_from_file_location("l3_01_mapping_table", TABLE_PY)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod  # dataclass 需要能在 sys.modules 里找到自己的模块
+    spec.loader.exec_module(mod)
+    return mod
+
+
+mt = _load_table()
+GRPO_FIELDS = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+TRL_SOURCE = inspect.getsource(trl.trainer.grpo_config) + inspect.getsource(trl.trainer.grpo_trainer)
+
+
+def _refs(kind: str) -> list[tuple[str, str]]:
+    """(行 key, 名字)：kind="flag" 取 --xxx，kind="api" 取其余的手写名字。"""
+    out = []
+    for row in mt.ROWS:
+        for ref in row.ours:
+            if ref.startswith("--") == (kind == "flag"):
+                out.append((row.key, ref))
+    return out
+
+
+def test_table_has_enough_rows_and_the_seed_five():
+    keys = [r.key for r in mt.ROWS]
+    assert len(keys) >= 20, f"对照表至少 20 行，现在 {len(keys)} 行"
+    assert len(set(keys)) == len(keys), "行 key 重复了"
+    missing = [k for k in mt.SEED_FIVE if k not in keys]
+    assert not missing, f"种子课里的五行缺了：{missing}"
+    for row in mt.ROWS:
+        assert row.ours or row.trl or row.slime, f"{row.key}: 一行里至少要有一个框架名字"
+        assert row.note.strip(), f"{row.key}: 说明不能空"
+
+
+@pytest.mark.parametrize("row", mt.ROWS, ids=lambda r: r.key)
+def test_trl_names_are_grpoconfig_fields(row):
+    for entry in row.trl:
+        name, value = mt.trl_field(entry)
+        assert name in GRPO_FIELDS, f"{row.key}: {name!r} 不是 trl {trl.__version__} GRPOConfig 的字段"
+        if value is not None:
+            # 字符串取值（如 loss_type="dr_grpo"）必须是 TRL 源码里真的处理的值
+            assert f'"{value}"' in TRL_SOURCE, f"{row.key}: {name}={value!r} 在 TRL 源码里找不到这个取值"
+
+
+def test_removed_and_renamed_fields_are_as_the_lesson_says():
+    # 课文说：1.16 删掉了 max_prompt_length；transformers 5.17 下激活重算的字段名是 gradient_checkpointing
+    assert "max_prompt_length" not in GRPO_FIELDS
+    assert "gradient_checkpointing" in GRPO_FIELDS
+
+
+@pytest.mark.parametrize("key,ref", _refs("api"), ids=lambda x: x if isinstance(x, str) else None)
+def test_handwritten_api_names_exist(key, ref, impl):
+    """`l2_xx.func(param)` -> 模块里有 func 且签名里有 param；`common.mod.NAME` -> 能 import 到。"""
+    if ref.startswith("common."):
+        module, name = ref.rsplit(".", 1)
+        assert hasattr(importlib.import_module(module), name), f"{key}: {ref} 不存在"
+        return
+    target, _, param = ref.partition("(")
+    module, func = target.split(".")
+    fn = getattr(impl(module), func, None)
+    assert callable(fn), f"{key}: {module}.{func} 不存在"
+    if param:
+        param = param.rstrip(")")
+        assert param in inspect.signature(fn).parameters, f"{key}: {module}.{func} 没有参数 {param!r}"
+
+
+def _help_flags(script: Path, monkeypatch) -> set[str]:
+    """在本进程里执行 `script --help`（runpy，和命令行上一样走 __main__），从帮助文本里抽出所有长选项。
+
+    不解析源码：参数可能是循环里拼出来的（grpo_train.py 就是从 DEFAULTS 生成 --group-size 等），只有 argparse 自己最清楚。
+    """
+    monkeypatch.setattr(sys, "argv", [str(script), "--help"])
+    monkeypatch.setattr(sys, "path", list(sys.path))  # 脚本会往 sys.path 里插仓库根目录，测试结束后还原
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as exit_info:
+        runpy.run_path(str(script), run_name="__main__")
+    assert exit_info.value.code in (0, None), f"{script.name} --help 失败：{buf.getvalue()[-500:]}"
+    return set(re.findall(r"--[a-z][a-z0-9-]*", buf.getvalue()))
+
+
+def test_handwritten_flags_exist_in_grpo_train(monkeypatch):
+    if not GRPO_TRAIN.is_file():
+        pytest.skip(f"{GRPO_TRAIN.relative_to(ROOT)} 还不存在；它落地后这个测试会检查表里的每个 --flag")
+    flags = _help_flags(GRPO_TRAIN, monkeypatch)
+    missing = [(k, f) for k, f in _refs("flag") if f not in flags]
+    assert not missing, f"grpo_train.py 的命令行参数里没有这些：{missing}（它有：{sorted(flags)}）"
+
+
+def test_readme_table_is_rendered_from_the_source():
+    text = mt.README.read_text(encoding="utf-8")
+    assert mt.readme_section(text) == mt.render_markdown(), (
+        "README 里的对照表和 mapping_table.py 不一致；运行 "
+        "python3 L3_frameworks/01_trl_vllm_colocate/mapping_table.py --write-readme 重新渲染"
+    )
