@@ -85,20 +85,38 @@ class StaticDecoder:
     """Decode state and captured CUDA graph for one shape bucket (see module docstring)."""
 
     def __init__(self, model, key: _Key, eos_token_ids: Sequence[int], pad_token_id: int,
-                 process_logits: Callable | None, steps_per_graph: int, compile: bool):
+                 process_logits: Callable | None, steps_per_graph: int, compile: bool, dtype: torch.dtype | None = None):
         cfg = model.config
-        dev, dt = model.device, model.dtype
+        dev, dt = model.device, dtype or model.dtype
         self.model, self.key, self.k_steps = model, key, steps_per_graph
         self.eps, self.scale = cfg.rms_norm_eps, cfg.head_dim**-0.5
         self.pad = pad_token_id
         self.process_logits = process_logits
         B, S, KV, hd = key.batch, key.cache_len, cfg.num_key_value_heads, cfg.head_dim
+        # Weights in the decode dtype. Same dtype as the model: the parameter tensors themselves (in-place
+        # optimizer updates are seen at once). fp32 master weights + bf16 decode: bf16 copies at fixed
+        # addresses, refreshed by `sync_weights()` at the start of every generation (a tiny "weight sync").
+        self._copies: list[tuple[torch.Tensor, torch.Tensor]] = []
+        seen: dict[int, torch.Tensor] = {}
+
+        def w(t: torch.Tensor) -> torch.Tensor:
+            t = t.detach()
+            if t.dtype == dt:
+                return t
+            if id(t) not in seen:  # tied embedding / lm_head: one copy
+                seen[id(t)] = t.to(dt)
+                self._copies.append((t, seen[id(t)]))
+            return seen[id(t)]
+
         self.layers = [
-            (l.input_layernorm.weight, l.self_attn.q_proj.weight, l.self_attn.k_proj.weight, l.self_attn.v_proj.weight,
-             l.self_attn.o_proj.weight, l.self_attn.q_norm.weight, l.self_attn.k_norm.weight,
-             l.post_attention_layernorm.weight, l.mlp.gate_proj.weight, l.mlp.up_proj.weight, l.mlp.down_proj.weight)
+            tuple(w(x) for x in (l.input_layernorm.weight, l.self_attn.q_proj.weight, l.self_attn.k_proj.weight,
+                                 l.self_attn.v_proj.weight, l.self_attn.o_proj.weight, l.self_attn.q_norm.weight,
+                                 l.self_attn.k_norm.weight, l.post_attention_layernorm.weight, l.mlp.gate_proj.weight,
+                                 l.mlp.up_proj.weight, l.mlp.down_proj.weight))
             for l in model.model.layers
         ]
+        self.embed, self.norm, self.lm_head = (w(model.model.embed_tokens.weight), w(model.model.norm.weight),
+                                               w(model.lm_head.weight))
         self.k = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         pos = torch.arange(S, device=dev)[None]
@@ -136,21 +154,25 @@ class StaticDecoder:
 
     def _step(self) -> None:
         """Feed ``token`` (at column ``slot``, position ``pos``) through the model and emit the next one."""
-        m = self.model.model
         self.valid.index_fill_(1, self.slot, True)  # the new token attends to itself
-        h = F.embedding(self.token, m.embed_tokens.weight)
+        h = F.embedding(self.token, self.embed)
         cos, sin = self.cos_table[self.pos][:, None], self.sin_table[self.pos][:, None]
         for w, kc, vc in zip(self.layers, self.k, self.v):
             h = self.layer_fn(h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale)
-        logits = F.linear(_rms(h, m.norm.weight, self.eps), self.model.lm_head.weight).float()
+        logits = F.linear(_rms(h, self.norm, self.eps), self.lm_head).float()
         nxt = self.sample(logits)
         self.slot += 1
         self.pos += 1
         self._emit(nxt)
 
     def _run(self) -> None:
-        for _ in range(self.k_steps):
-            self._step()
+        with torch.autocast("cuda", enabled=False):  # the decode dtype is explicit; autocast must not re-cast it
+            for _ in range(self.k_steps):
+                self._step()
+
+    def sync_weights(self) -> None:
+        for src, dst in self._copies:
+            dst.copy_(src)
 
     def capture(self) -> None:
         """Warm up (this compiles) on a side stream, then capture ``steps_per_graph`` steps as one CUDA graph."""
@@ -171,6 +193,7 @@ class StaticDecoder:
     def generate(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
         """prompt_ids/prompt_mask (b, Tp) left-padded, b <= bucket batch -> (b, max_new_tokens), pad after EOS."""
         b, tp = prompt_ids.shape
+        self.sync_weights()
         mask = prompt_mask.bool()
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         out = self.model(input_ids=prompt_ids, attention_mask=mask.long(), position_ids=positions,
@@ -210,27 +233,38 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
                   eos_token_ids: Sequence[int], pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0,
                   greedy: bool = False, process_logits: Callable | None = None, steps_per_graph: int = 16,
                   cuda_graph: bool = True, compile: bool = True, batch_bucket: int = 16,
-                  len_bucket: int = 128) -> torch.Tensor:
+                  len_bucket: int = 128, dtype: torch.dtype | None = None) -> torch.Tensor:
     """Generate with a cached ``StaticDecoder`` for this shape bucket.
 
     prompt_ids/prompt_mask: (b, Tp) left-padded on the model's CUDA device. Returns (b, max_new_tokens)
     token ids, pad after each row's first EOS. The first call of a bucket compiles and captures (seconds);
     later calls only replay. ``process_logits(logits (B,V), temperature, top_p)`` must be traceable torch.
+    ``dtype``: decode dtype; default: the autocast dtype if CUDA autocast is on (fp32 master weights trained
+    under bf16 autocast decode in bf16), else the model's dtype.
     """
     if not prompt_ids.is_cuda:
         raise ValueError("fast_generate 只在 CUDA 上可用；CPU 上请用 common.rollout 的 eager 路径")
+    if dtype is None:
+        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
     b, tp = prompt_ids.shape
     steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
     key = _Key(_bucket(b, batch_bucket), _bucket(tp + steps + 1, len_bucket), greedy,
                float(temperature), float(top_p))
     cache = model.__dict__.setdefault("_fast_decoders", {})
-    dec = cache.get((key, steps_per_graph, cuda_graph, compile, tuple(eos_token_ids), pad_token_id, process_logits))
+    full_key = (key, steps_per_graph, cuda_graph, compile, tuple(eos_token_ids), pad_token_id, process_logits, dtype)
+    dec = cache.get(full_key)
     if dec is None:
-        dec = StaticDecoder(model, key, eos_token_ids, pad_token_id, process_logits, steps_per_graph, compile)
+        dec = StaticDecoder(model, key, eos_token_ids, pad_token_id, process_logits, steps_per_graph, compile, dtype)
         if cuda_graph:
             dec.capture()
-        cache[(key, steps_per_graph, cuda_graph, compile, tuple(eos_token_ids), pad_token_id, process_logits)] = dec
+        cache[full_key] = dec
     return dec.generate(prompt_ids, prompt_mask, max_new_tokens)
+
+
+def supports_fast_decode(model) -> bool:
+    """True for a plain HF Qwen3 causal LM on CUDA (not a peft-wrapped model: LoRA deltas are not in the fast step)."""
+    return (getattr(getattr(model, "config", None), "model_type", None) == "qwen3" and not hasattr(model, "peft_config")
+            and next(model.parameters()).is_cuda)
 
 
 def release_fast_decoders(model) -> None:

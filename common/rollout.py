@@ -138,7 +138,8 @@ def _default_process_logits():
 @torch.no_grad()
 def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, eos_token_ids: Sequence[int],
              pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-             process_logits: Callable | None = None, generator: torch.Generator | None = None) -> Rollout:
+             process_logits: Callable | None = None, generator: torch.Generator | None = None,
+             backend: str = "auto") -> Rollout:
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
     prompt_ids: B lists of token ids (any lengths). Rows stop independently at any of `eos_token_ids`.
@@ -147,6 +148,10 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
     rollout. `greedy=True` takes the argmax and ignores temperature/top_p. Runs under no_grad (not
     inference_mode: the returned ids are used later in a forward that needs autograd); the model's
     train/eval mode is restored afterwards.
+
+    backend: "eager" (this file, any device), "fast" (`common.fast_decode`: static cache + compiled step +
+    CUDA graphs, sampling on the GPU with the global CUDA RNG, so `generator` is not used), or "auto" =
+    fast for a plain Qwen3 model on CUDA, eager otherwise (CPU, LoRA). Both return the same `Rollout`.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens 必须 >= 1，得到 {max_new_tokens}")
@@ -157,6 +162,15 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
         process_logits = _default_process_logits()
     device = next(model.parameters()).device
     ids, mask = left_pad(prompt_ids, pad_token_id, device)
+    if backend not in ("auto", "eager", "fast"):
+        raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")
+    from common.fast_decode import fast_generate, supports_fast_decode
+
+    if backend == "fast" or (backend == "auto" and supports_fast_decode(model)):
+        out = fast_generate(model, ids, mask, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
+                            pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, greedy=greedy,
+                            process_logits=process_logits)
+        return finish_rollout(ids, mask, out, eos_token_ids, pad_token_id)
     eos = torch.tensor(eos_token_ids, device=device)
 
     def pick(logits: torch.Tensor) -> torch.Tensor:  # (B, V) float32 -> (B,) long

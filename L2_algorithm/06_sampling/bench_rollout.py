@@ -119,7 +119,8 @@ def main() -> int:
     def ours_eager():
         from common.rollout import generate as eager_generate
 
-        eager_generate(model, prompt_lists, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)
+        eager_generate(model, prompt_lists, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
+                       backend="eager")
 
     def ours_fast():
         fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)

@@ -62,3 +62,19 @@ def test_fast_generate_refuses_cpu(model):
     ids, mask = _prompts(2)
     with pytest.raises(ValueError, match="CUDA"):
         fast_generate(model, ids, mask, max_new_tokens=4, eos_token_ids=[7], pad_token_id=0)
+
+
+def test_bf16_decode_of_fp32_master_weights_syncs_after_updates(model):
+    """fp32 主权重 + bf16 解码：解码器持有 bf16 副本，每次生成前从主权重同步（一次微型的 weight sync）。"""
+    dec = StaticDecoder(model, _Key(8, 128, True, 1.0, 1.0), [7], 0, None, 4, compile=False, dtype=torch.bfloat16)
+    assert dec.embed.dtype == torch.bfloat16 and dec.lm_head.data_ptr() != model.lm_head.weight.data_ptr()
+    w = model.model.layers[0].mlp.down_proj.weight
+    old = w.detach().clone()
+    with torch.no_grad():
+        w.add_(1.0)  # 优化器原地更新主权重
+    try:
+        dec.sync_weights()
+        assert torch.equal(dec.layers[0][-1], w.detach().to(torch.bfloat16))
+    finally:
+        with torch.no_grad():
+            w.copy_(old)
