@@ -187,7 +187,8 @@ TRL_TO_COURSE = {
 class StepStats(TrainerCallback):
     """每个优化步（生成 + 全部 micro-batch 的前向反向 + AdamW）的墙钟时间和显存峰值，打印并写进 --out。
 
-    - steps.jsonl（多卡时 steps_rank{N}.jsonl）：step_s、peak_alloc_gb（torch.cuda.max_memory_allocated，本进程经
+    - steps.jsonl（多卡时 steps_rank{N}.jsonl）：step_s（整步）、generate_s（其中纯采样：HF generate 或 vLLM）、
+      score_s（采样 + 奖励 + old/ref logp 前向 + advantage，即 TRL 的 _generate_and_score_completions）、peak_alloc_gb（torch.cuda.max_memory_allocated，本进程经
       PyTorch 分配的峰值；colocate 时 vLLM 在同一进程里，它的 KV cache 也算在内）、peak_reserved_gb（缓存分配器占着的）、
       device_used_gb（整张卡已用，含别的进程和 CUDA context；对照 nvidia-smi）。
     - metrics.jsonl：TRL 每步的日志换成课程的键名（reward_mean、accuracy、entropy ...），最后画 curves.png。
@@ -198,17 +199,35 @@ class StepStats(TrainerCallback):
         self.steps = MetricsLogger(out / ("steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl"))
         self.metrics = MetricsLogger(out / "metrics.jsonl") if rank == 0 else None
         self.rank, self.t0 = rank, 0.0
+        self.phase_s: dict[str, float] = {}
+
+    def time_method(self, trainer, method: str, key: str) -> None:
+        """把 trainer.<method> 包一层计时，累加到本步的 <key>（只读时间，不改行为）。"""
+        fn = getattr(trainer, method)
+
+        def timed(*args, **kwargs):
+            if self.cuda:
+                torch.cuda.synchronize()
+            t = time.perf_counter()
+            out = fn(*args, **kwargs)
+            if self.cuda:
+                torch.cuda.synchronize()
+            self.phase_s[key] = self.phase_s.get(key, 0.0) + time.perf_counter() - t
+            return out
+
+        setattr(trainer, method, timed)
 
     def on_step_begin(self, args, state, control, **kwargs):
         if self.cuda:
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
+        self.phase_s = {}
         self.t0 = time.perf_counter()
 
     def on_step_end(self, args, state, control, **kwargs):
         if self.cuda:
             torch.cuda.synchronize()
-        row = {"step": state.global_step, "step_s": time.perf_counter() - self.t0}
+        row = {"step": state.global_step, "step_s": time.perf_counter() - self.t0, **self.phase_s}
         if self.cuda:
             free, total = torch.cuda.mem_get_info()
             row.update(peak_alloc_gb=torch.cuda.max_memory_allocated() / 2**30,
@@ -386,10 +405,14 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         model.config._name_or_path = str(path)
     trainer_cls = GRPOTrainer if a.impl == "trl" else CourseGRPOTrainer
     extra = {} if a.impl == "trl" else {"impl": a.impl}
-    return trainer_cls(
+    stats = StepStats(a.out, config.process_index)
+    trainer = trainer_cls(
         model=model, reward_funcs=[correctness, format_boxed], args=config, train_dataset=build_dataset(train),
-        processing_class=tok, callbacks=[StepStats(a.out, config.process_index)], **extra,
+        processing_class=tok, callbacks=[stats], **extra,
     )
+    stats.time_method(trainer, "_generate", "generate_s")
+    stats.time_method(trainer, "_generate_and_score_completions", "score_s")
+    return trainer
 
 
 def main(a: argparse.Namespace) -> None:
