@@ -1,0 +1,82 @@
+"""common.env_check：GPU 识别、带宽表、预设与装箱表的判断；没有 GPU 时指向「无 GPU 路线」。"""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from common import env_check, vram
+
+
+def test_bandwidth_lookup():
+    assert env_check.bandwidth_tbs("NVIDIA GeForce RTX 5090") == 1.79
+    assert env_check.bandwidth_tbs("NVIDIA H200") == 4.80
+    assert env_check.bandwidth_tbs("NVIDIA A100-SXM4-80GB") == 2.04
+    assert env_check.bandwidth_tbs("NVIDIA A100-SXM4-40GB") == 1.56
+    assert env_check.bandwidth_tbs("NVIDIA H100 PCIe") == 2.00
+    assert env_check.bandwidth_tbs("NVIDIA GeForce RTX 3090 Ti") == 1.01
+    assert env_check.bandwidth_tbs("Some Future GPU") is None
+    assert "未知" in env_check.bandwidth_class(None)
+    assert "1.0 倍" in env_check.bandwidth_class(1.79)
+
+
+def test_library_versions_lists_installed_and_missing():
+    versions = env_check.library_versions()
+    assert versions["torch"] == torch.__version__.split("+")[0] or versions["torch"].startswith(torch.__version__[:4])
+    assert set(versions) == set(env_check.LIBRARIES)
+
+
+def test_preset_settings_follow_the_presets():
+    from common.models import PRESETS
+
+    shape, s = env_check.preset_settings(PRESETS["qwen3-0.6b"])
+    assert shape is vram.QWEN3["Qwen3-0.6B"] and s.method == "full" and s.layout == "policy"
+    assert (s.prompts, s.group) == (PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
+                                    PRESETS["qwen3-0.6b"].defaults["group_size"])
+    shape, s = env_check.preset_settings(PRESETS["qwen3-1.7b-lora"])
+    assert shape is vram.QWEN3["Qwen3-1.7B"] and s.method == "lora" and s.lora_rank == PRESETS["qwen3-1.7b-lora"].lora_rank
+    assert env_check.preset_settings(PRESETS["tiny"]) == (None, None)
+
+
+def test_cpu_only_report_points_to_the_no_gpu_route(capsys, monkeypatch):
+    monkeypatch.setattr(env_check, "gpu_info", lambda: None)
+    assert env_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert "没有可用的 CUDA GPU" in out
+    assert env_check.NO_GPU_ROUTE in out
+    assert "tiny" in out and "可以跑" in out
+    assert "qwen3-0.6b" in out and "需要 CUDA GPU" in out
+    assert "Qwen3-0.6B full" in out  # 32 GiB 参考装箱表
+
+
+def _fake_gpu(gib, name="NVIDIA GeForce RTX 5090"):
+    tbs = env_check.bandwidth_tbs(name)
+    return {"name": name, "count": 1, "total_gib": gib, "capability": "12.0", "bandwidth_tbs": tbs,
+            "bandwidth_class": env_check.bandwidth_class(tbs), "cuda": "13.0"}
+
+
+def test_report_for_a_5090(capsys, monkeypatch):
+    monkeypatch.setattr(env_check, "gpu_info", lambda: _fake_gpu(32.0))
+    assert env_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert "RTX 5090" in out and "1.79 TB/s" in out
+    rows = {r["preset"]: r for r in env_check.preset_report(_fake_gpu(32.0))}
+    assert rows["qwen3-0.6b"]["ok"] and rows["qwen3-1.7b-lora"]["ok"] and rows["tiny"]["ok"]
+    assert "无 GPU 路线" not in out
+
+
+def test_small_card_cannot_run_the_full_finetune():
+    rows = {r["preset"]: r for r in env_check.preset_report(_fake_gpu(8.0, "NVIDIA T4"))}
+    assert not rows["qwen3-0.6b"]["ok"]
+    verdicts = env_check.runnable_rows(8.0)
+    assert "Qwen3-0.6B full" in verdicts["no"]
+    assert env_check.runnable_rows(32.0)["fits"][0] == "Qwen3-0.6B full"
+
+
+def test_rejects_arguments(capsys):
+    assert env_check.main(["--gpu"]) == 2
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="需要 CUDA")
+def test_real_gpu_is_described():
+    info = env_check.gpu_info()
+    assert info["total_gib"] > 0 and info["name"]
