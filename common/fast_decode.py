@@ -73,26 +73,31 @@ def _bucket(n: int, size: int) -> int:
 
 
 @dataclass(frozen=True)
-class _Key:
-    batch: int
-    cache_len: int
-    greedy: bool
-    temperature: float
-    top_p: float
+class Sampling:
+    """How the next token is picked. Each distinct value gets its own captured graph (same decode state)."""
+
+    greedy: bool = False
+    temperature: float = 1.0
+    top_p: float = 1.0
+    process_logits: Callable | None = None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
 
 
 class StaticDecoder:
-    """Decode state and captured CUDA graph for one shape bucket (see module docstring)."""
+    """Decode state for one shape bucket (batch, cache length) plus one CUDA graph per `Sampling`.
 
-    def __init__(self, model, key: _Key, eos_token_ids: Sequence[int], pad_token_id: int,
-                 process_logits: Callable | None, steps_per_graph: int, compile: bool, dtype: torch.dtype | None = None):
+    Greedy evaluation and sampled rollouts of the same bucket share the KV buffers and weight copies,
+    so the cache memory is paid once. See the module docstring for the tricks.
+    """
+
+    def __init__(self, model, batch: int, cache_len: int, eos_token_ids: Sequence[int], pad_token_id: int,
+                 steps_per_graph: int = 16, compile: bool = True, dtype: torch.dtype | None = None):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
-        self.model, self.key, self.k_steps = model, key, steps_per_graph
+        self.model, self.k_steps = model, steps_per_graph
         self.eps, self.scale = cfg.rms_norm_eps, cfg.head_dim**-0.5
         self.pad = pad_token_id
-        self.process_logits = process_logits
-        B, S, KV, hd = key.batch, key.cache_len, cfg.num_key_value_heads, cfg.head_dim
+        B, S, KV, hd = batch, cache_len, cfg.num_key_value_heads, cfg.head_dim
+        self.batch, self.cache_len = B, S
         # Weights in the decode dtype. Same dtype as the model: the parameter tensors themselves (in-place
         # optimizer updates are seen at once). fp32 master weights + bf16 decode: bf16 copies at fixed
         # addresses, refreshed by `sync_weights()` at the start of every generation (a tiny "weight sync").
@@ -124,24 +129,25 @@ class StaticDecoder:
         self.cos_table, self.sin_table = cos[0], sin[0]  # (S, hd), computed exactly as the HF forward does
         # Per-row decode state; every tensor keeps its address so a captured graph can replay on it.
         self.token = torch.full((B,), pad_token_id, device=dev, dtype=torch.long)
-        self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of the next token
-        self.slot = torch.zeros(1, device=dev, dtype=torch.long)  # cache column of the next token
+        self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of `token`
+        self.slot = torch.zeros(1, device=dev, dtype=torch.long)  # cache column of `token`
         self.valid = torch.zeros(B, S, device=dev, dtype=torch.bool)
         self.done = torch.zeros(B, device=dev, dtype=torch.bool)
         self.eos = torch.tensor(list(eos_token_ids) or [-1], device=dev, dtype=torch.long)
-        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)  # generated tokens by slot
+        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)  # generated tokens by column
         self.layer_fn = torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
-        self.graph = None
+        self.graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
 
     # -- one token for every row ------------------------------------------------------------------
-    def sample(self, logits: torch.Tensor) -> torch.Tensor:
+    @staticmethod
+    def sample(logits: torch.Tensor, how: Sampling) -> torch.Tensor:
         """(B, V) logits -> (B,) token ids. Greedy, or Gumbel-max over the processed logits."""
-        if self.key.greedy:
+        if how.greedy:
             return logits.argmax(-1)
-        if self.process_logits is not None:
-            logits = self.process_logits(logits, self.key.temperature, self.key.top_p)
+        if how.process_logits is not None:
+            logits = how.process_logits(logits, how.temperature, how.top_p)
         else:
-            logits = logits / self.key.temperature
+            logits = logits / how.temperature
         noise = torch.empty_like(logits).exponential_(1.0)
         return (logits - noise.log()).argmax(-1)
 
@@ -152,7 +158,7 @@ class StaticDecoder:
         self.done |= torch.isin(nxt, self.eos)
         self.token.copy_(nxt)
 
-    def _step(self) -> None:
+    def _step(self, how: Sampling) -> None:
         """Feed ``token`` (at column ``slot``, position ``pos``) through the model and emit the next one."""
         self.valid.index_fill_(1, self.slot, True)  # the new token attends to itself
         h = F.embedding(self.token, self.embed)
@@ -160,39 +166,44 @@ class StaticDecoder:
         for w, kc, vc in zip(self.layers, self.k, self.v):
             h = self.layer_fn(h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale)
         logits = F.linear(_rms(h, self.norm, self.eps), self.lm_head).float()
-        nxt = self.sample(logits)
+        nxt = self.sample(logits, how)
         self.slot += 1
         self.pos += 1
         self._emit(nxt)
 
-    def _run(self) -> None:
+    def _run(self, how: Sampling) -> None:
         with torch.autocast("cuda", enabled=False):  # the decode dtype is explicit; autocast must not re-cast it
             for _ in range(self.k_steps):
-                self._step()
+                self._step(how)
 
     def sync_weights(self) -> None:
         for src, dst in self._copies:
             dst.copy_(src)
 
-    def capture(self) -> None:
+    def capture(self, how: Sampling) -> None:
         """Warm up (this compiles) on a side stream, then capture ``steps_per_graph`` steps as one CUDA graph."""
+        self.valid[:, 0] = True  # capture runs on whatever state is there: keep softmax rows finite
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             for _ in range(2):
                 self.slot.zero_()
-                self._run()
+                self._run(how)
         torch.cuda.current_stream().wait_stream(side)
         self.slot.zero_()
-        self.graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self.graph):
-            self._run()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._run(how)
+        self.graphs[how] = graph
 
     # -- a whole generation -------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int) -> torch.Tensor:
+    def generate(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int,
+                 how: Sampling, cuda_graph: bool = True) -> torch.Tensor:
         """prompt_ids/prompt_mask (b, Tp) left-padded, b <= bucket batch -> (b, max_new_tokens), pad after EOS."""
         b, tp = prompt_ids.shape
+        if cuda_graph and how not in self.graphs:
+            self.capture(how)
         self.sync_weights()
         mask = prompt_mask.bool()
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
@@ -203,7 +214,7 @@ class StaticDecoder:
             vc.zero_()
             kc[:b, :, :tp].copy_(out.past_key_values.layers[i].keys)
             vc[:b, :, :tp].copy_(out.past_key_values.layers[i].values)
-        first = self.sample(out.logits[:, -1].float())
+        first = self.sample(out.logits[:, -1].float(), how)
         del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
@@ -219,10 +230,10 @@ class StaticDecoder:
         self._emit(self.token.clone())
         emitted = 1
         while emitted < max_new_tokens:
-            if self.graph is not None:
-                self.graph.replay()
+            if cuda_graph:
+                self.graphs[how].replay()
             else:
-                self._run()
+                self._run(how)
             emitted += self.k_steps
             if bool(self.done[:b].all()):  # one host sync per replay: early exit once every row hit EOS
                 break
@@ -234,11 +245,11 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
                   greedy: bool = False, process_logits: Callable | None = None, steps_per_graph: int = 16,
                   cuda_graph: bool = True, compile: bool = True, batch_bucket: int = 16,
                   len_bucket: int = 128, dtype: torch.dtype | None = None) -> torch.Tensor:
-    """Generate with a cached ``StaticDecoder`` for this shape bucket.
+    """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
 
     prompt_ids/prompt_mask: (b, Tp) left-padded on the model's CUDA device. Returns (b, max_new_tokens)
-    token ids, pad after each row's first EOS. The first call of a bucket compiles and captures (seconds);
-    later calls only replay. ``process_logits(logits (B,V), temperature, top_p)`` must be traceable torch.
+    token ids, pad after each row's first EOS. The first call of a bucket (and of a sampling setting)
+    compiles and captures (seconds); later calls only replay.
     ``dtype``: decode dtype; default: the autocast dtype if CUDA autocast is on (fp32 master weights trained
     under bf16 autocast decode in bf16), else the model's dtype.
     """
@@ -248,17 +259,13 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
         dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
     b, tp = prompt_ids.shape
     steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
-    key = _Key(_bucket(b, batch_bucket), _bucket(tp + steps + 1, len_bucket), greedy,
-               float(temperature), float(top_p))
+    key = (_bucket(b, batch_bucket), _bucket(tp + steps + 1, len_bucket), tuple(eos_token_ids), pad_token_id,
+           steps_per_graph, compile, dtype)
     cache = model.__dict__.setdefault("_fast_decoders", {})
-    full_key = (key, steps_per_graph, cuda_graph, compile, tuple(eos_token_ids), pad_token_id, process_logits, dtype)
-    dec = cache.get(full_key)
-    if dec is None:
-        dec = StaticDecoder(model, key, eos_token_ids, pad_token_id, process_logits, steps_per_graph, compile, dtype)
-        if cuda_graph:
-            dec.capture()
-        cache[full_key] = dec
-    return dec.generate(prompt_ids, prompt_mask, max_new_tokens)
+    if key not in cache:
+        cache[key] = StaticDecoder(model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype)
+    how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
+    return cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
 
 
 def supports_fast_decode(model) -> bool:
@@ -268,6 +275,6 @@ def supports_fast_decode(model) -> bool:
 
 
 def release_fast_decoders(model) -> None:
-    """Drop cached decoders (their KV buffers and graph pools), e.g. before loading another model."""
+    """Drop cached decoders (their KV buffers, weight copies and graph pools), e.g. before loading another model."""
     model.__dict__.pop("_fast_decoders", None)
     torch.cuda.empty_cache()

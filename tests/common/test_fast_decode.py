@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from common.fast_decode import StaticDecoder, _Key, fast_generate
+from common.fast_decode import Sampling, StaticDecoder, fast_generate
 
 
 @pytest.fixture(scope="module")
@@ -40,8 +40,8 @@ def test_greedy_matches_hf_generate(model, steps_per_graph):
     ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
                          eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
     ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
-    dec = StaticDecoder(model, _Key(8, 128, True, 1.0, 1.0), eos, 0, None, steps_per_graph, compile=False)
-    got = dec.generate(ids, mask, n)
+    dec = StaticDecoder(model, 8, 128, eos, 0, steps_per_graph, compile=False)
+    got = dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False)
     assert torch.equal(got, ref)
     assert (got == 7).any() or (got == 11).any(), "测试用例里至少要有一行遇到 EOS"
 
@@ -54,8 +54,9 @@ def test_sampling_respects_process_logits(model):
     def force_42(logits, temperature, top_p):  # 一个只留下 token 42 的 "process_logits"
         return logits * 0 + only
 
-    dec = StaticDecoder(model, _Key(8, 128, False, 0.7, 0.9), [7], 0, force_42, 4, compile=False)
-    assert torch.equal(dec.generate(ids, mask, 10), torch.full((3, 10), 42))
+    dec = StaticDecoder(model, 8, 128, [7], 0, 4, compile=False)
+    got = dec.generate(ids, mask, 10, Sampling(temperature=0.7, top_p=0.9, process_logits=force_42), cuda_graph=False)
+    assert torch.equal(got, torch.full((3, 10), 42))
 
 
 def test_fast_generate_refuses_cpu(model):
@@ -66,7 +67,7 @@ def test_fast_generate_refuses_cpu(model):
 
 def test_bf16_decode_of_fp32_master_weights_syncs_after_updates(model):
     """fp32 主权重 + bf16 解码：解码器持有 bf16 副本，每次生成前从主权重同步（一次微型的 weight sync）。"""
-    dec = StaticDecoder(model, _Key(8, 128, True, 1.0, 1.0), [7], 0, None, 4, compile=False, dtype=torch.bfloat16)
+    dec = StaticDecoder(model, 8, 128, [7], 0, 4, compile=False, dtype=torch.bfloat16)
     assert dec.embed.dtype == torch.bfloat16 and dec.lm_head.data_ptr() != model.lm_head.weight.data_ptr()
     w = model.model.layers[0].mlp.down_proj.weight
     old = w.detach().clone()
