@@ -68,6 +68,21 @@ class ModelShape:
     rope_theta: float = 1_000_000.0  # rope_theta
     rms_norm_eps: float = 1e-6  # rms_norm_eps
 
+    @classmethod
+    def from_config(cls, config, name: str = "", hub_id: str = "") -> "ModelShape":
+        """The shape of a transformers Qwen3Config / Qwen3MoeConfig (e.g. a preset's model.config)."""
+        get = lambda key, default=0: getattr(config, key, default) or default
+        return cls(name or get("_name_or_path", "model"), hub_id or get("_name_or_path", ""),
+                   hidden=config.hidden_size, layers=config.num_hidden_layers, heads=config.num_attention_heads,
+                   kv_heads=config.num_key_value_heads,
+                   head_dim=get("head_dim", config.hidden_size // config.num_attention_heads),
+                   intermediate=config.intermediate_size, vocab=config.vocab_size,
+                   tied=bool(config.tie_word_embeddings), max_position=config.max_position_embeddings,
+                   experts=get("num_experts"), experts_per_token=get("num_experts_per_tok"),
+                   moe_intermediate=get("moe_intermediate_size"),
+                   rope_theta=(get("rope_parameters", {}) or {}).get("rope_theta", 1_000_000.0),
+                   rms_norm_eps=get("rms_norm_eps", 1e-6))
+
     def config_dict(self) -> dict:
         """The config.json fields above under their HF names (e.g. for transformers' Qwen3Config)."""
         cfg = dict(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
@@ -211,6 +226,10 @@ LAYER_BACKWARD_EXTRA = 0.25
 CUDA_CONTEXT_GIB = 0.5  # CUDA context + kernels; not in torch.cuda.memory_allocated (nvidia-smi shows it)
 ALLOCATOR_SLACK = 0.05  # caching allocator: reserved exceeds allocated by ~5 % of the peak (fragmentation)
 ENGINE_WORKSPACE_GIB = 1.0  # colocated vLLM: activation profile at 4096 batched tokens, sampler, CUDA graphs
+# common.fast_decode (static cache + CUDA graphs): its bucket sizes, and the graph's private memory
+# pool, estimated as the sampling working set (fp32 logits, processed logits, noise, log) per row.
+FAST_BATCH_BUCKET, FAST_LEN_BUCKET, FAST_STEPS_PER_GRAPH = 16, 128, 16
+FAST_POOL_BYTES = 16
 
 FITS_MAX_USAGE = 0.85  # "fits": at least 15 % of the card left over ...
 ANSWER_ROOM_TOKENS = 1024  # ... and answers can grow to 1024 tokens on the same card ("room to tune")
@@ -242,6 +261,7 @@ class Settings:
     optimizer: str = "foreach"  # foreach (torch default) | fused
     layout: str = "policy"  # policy: the policy model generates (our script) | colocate: + a vLLM engine
     engine_gb: float | None = None  # colocate: the engine's share in GiB (None: exactly what it needs)
+    rollout_backend: str = "eager"  # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
 
     def __post_init__(self):
         checks = {
@@ -251,6 +271,7 @@ class Settings:
             "logits_over": (self.logits_over, ("completion", "all")),
             "optimizer": (self.optimizer, ("foreach", "fused")),
             "layout": (self.layout, ("policy", "colocate")),
+            "rollout_backend": (self.rollout_backend, ("eager", "fast")),
         }
         for name, (value, valid) in checks.items():
             if value not in valid:
@@ -420,9 +441,9 @@ def _weights(m: ModelShape, s: Settings) -> tuple[float, int, str]:
     if s.method == "full":
         return n * w, n, f"{n / 1e9:.3f}B 参数 × {w} B"
     adapters = m.lora_params(s.lora_rank)
-    if s.method == "lora":
-        return n * w + adapters * ADAPTER_BYTES[0], adapters, (
-            f"基座 {n / 1e9:.3f}B × {w} B + LoRA {adapters / 1e6:.1f}M × {ADAPTER_BYTES[0]} B")
+    if s.method == "lora":  # the frozen base stays bf16 (only trainable tensors get fp32 masters)
+        return n * COMPUTE_BYTES + adapters * ADAPTER_BYTES[0], adapters, (
+            f"bf16 基座 {n / 1e9:.3f}B × {COMPUTE_BYTES} B + LoRA {adapters / 1e6:.1f}M × {ADAPTER_BYTES[0]} B")
     lin = m.n_quantized_params()
     rest = n - lin
     base = lin * NF4_BYTES_PER_PARAM + rest * COMPUTE_BYTES
@@ -509,12 +530,28 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
     # ---- rollout: the policy generates (policy), or a colocated engine holds weights + KV (colocate) ----
     kv = s.concurrent * seq * m.kv_bytes_per_token(COMPUTE_BYTES)
     kv_formula = f"{s.concurrent} 条 × {seq} token × {m.layers} 层 × 2 × {m.kv_heads} 头 × {m.head_dim} × 2 B"
-    if s.layout == "policy":
+    if s.layout == "policy" and s.rollout_backend == "eager":
         add("kv_cache", "rollout 的 KV cache", kv, kv_formula)
         prefill = s.concurrent * s.prompt_len * nograd_layer_bytes_per_token(m)  # one layer, during prefill
         sampling = s.concurrent * m.vocab * (COMPUTE_BYTES + 4 * 3)  # last-position logits + fp32 copies
         add("rollout_workspace", "rollout 工作区", prefill + sampling,
             f"prefill 一层中间量 + 采样用 logits（{s.concurrent}×{m.vocab}，bf16 + 3 份 fp32）")
+    elif s.layout == "policy":
+        # common.fast_decode: a StaticDecoder per shape bucket, cached on the model for the whole run:
+        # static KV for the bucketed batch and length, bf16 copies of fp32 master weights, CUDA-graph pool
+        rows = max(FAST_BATCH_BUCKET, math.ceil(s.concurrent / FAST_BATCH_BUCKET) * FAST_BATCH_BUCKET)
+        steps = 1 + math.ceil(max(s.max_new_tokens - 1, 0) / FAST_STEPS_PER_GRAPH) * FAST_STEPS_PER_GRAPH
+        slots = max(FAST_LEN_BUCKET, math.ceil((s.prompt_len + steps + 1) / FAST_LEN_BUCKET) * FAST_LEN_BUCKET)
+        static_kv = rows * slots * m.kv_bytes_per_token(COMPUTE_BYTES)
+        copies = m.n_params() * COMPUTE_BYTES if (s.method == "full" and s.precision == "fp32") else 0
+        pool = FAST_POOL_BYTES * rows * m.vocab
+        add("fast_decoder", "快速解码器（常驻）", static_kv + copies + pool,
+            f"静态 KV {rows} 行 × {slots} 槽 × {m.kv_bytes_per_token(COMPUTE_BYTES)} B {static_kv / GiB:.2f} GiB"
+            f" + bf16 权重副本 {copies / GiB:.2f} GiB + CUDA graph 内存池 ≈ {rows}×{m.vocab}×{FAST_POOL_BYTES} B")
+        prefill_kv = s.concurrent * s.prompt_len * m.kv_bytes_per_token(COMPUTE_BYTES)
+        prefill = s.concurrent * s.prompt_len * nograd_layer_bytes_per_token(m)
+        add("rollout_workspace", "rollout 工作区", prefill_kv + prefill,
+            f"HF prefill 的动态 KV（{s.concurrent}×{s.prompt_len} token）+ 一层中间量")
     else:
         if s.method == "full":
             engine_w = m.n_params() * COMPUTE_BYTES  # the engine serves bf16 weights
@@ -536,9 +573,10 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
     opt = g["optimizer"].nbytes
     grads = g["gradients"].nbytes
     get = lambda key: g[key].nbytes if key in g else 0.0
-    engine, autocast = get("engine"), get("autocast_copies")
+    autocast = get("autocast_copies")
+    engine = get("engine") + get("fast_decoder")  # resident for the whole step (after the first rollout)
     L.phases = {
-        "loaded": loaded + engine,
+        "loaded": loaded + get("engine"),
         "rollout": loaded + opt + engine + autocast + get("kv_cache") + get("rollout_workspace"),
         "ref_forward": loaded + opt + engine + autocast + g["nograd_forward"].nbytes,
         # the logits' backward runs first and is freed before the layers' backward starts: max, not sum
@@ -649,29 +687,28 @@ COLUMNS = (("weights", "权重"), ("gradients", "梯度"), ("optimizer", "优化
            ("activations", "激活"), ("logits", "logits"), ("engine", "引擎"))
 
 
-def _width(text: str) -> int:
+def width(text: str) -> int:
     """Terminal columns: CJK and emoji take two (the emoji variation selector after ⚠ adds one)."""
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def _cell(text: str, width: int, right: bool = False) -> str:
-    """Pad to a display width."""
-    w = _width(text)
-    pad = " " * max(width - w, 0)
+def cell(text: str, columns: int, right: bool = False) -> str:
+    """Pad to a display width (for tables with Chinese labels)."""
+    pad = " " * max(columns - width(text), 0)
     return pad + text if right else text + pad
 
 
 def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -> str:
-    head = (_cell("模型", 15) + _cell("方式", 7) + _cell("结论", 10) + _cell("合计", 7, True) + _cell("占比", 6, True)
-            + "".join(_cell(label, 8 if key == "optimizer" else 7, True) for key, label in COLUMNS)
-            + _cell("回答上限", 10, True) + _cell("P 上限", 8, True) + "  说明")
+    head = (cell("模型", 15) + cell("方式", 7) + cell("结论", 10) + cell("合计", 7, True) + cell("占比", 6, True)
+            + "".join(cell(label, 8 if key == "optimizer" else 7, True) for key, label in COLUMNS)
+            + cell("回答上限", 10, True) + cell("P 上限", 8, True) + "  说明")
     out = [f"单卡 {gpu_gb:g} GiB 跑 GRPO：训推同卡（策略训练 + vLLM colocate），单位 GiB", head]
     for r in rows:
         b = r["breakdown"]
-        line = (_cell(r["model"], 15) + _cell(r["method"], 7) + _cell(MARK[r["verdict"]], 10)
-                + _cell(f"{r['total_gb']:.1f}", 7, True) + _cell(f"{r['usage']:.0%}", 6, True)
-                + "".join(_cell(f"{b.get(key, 0):.1f}", 8 if key == "optimizer" else 7, True) for key, _ in COLUMNS)
-                + _cell(str(r["max_new_tokens_fit"] or "-"), 10, True) + _cell(str(r["max_prompts_fit"] or "-"), 8, True)
+        line = (cell(r["model"], 15) + cell(r["method"], 7) + cell(MARK[r["verdict"]], 10)
+                + cell(f"{r['total_gb']:.1f}", 7, True) + cell(f"{r['usage']:.0%}", 6, True)
+                + "".join(cell(f"{b.get(key, 0):.1f}", 8 if key == "optimizer" else 7, True) for key, _ in COLUMNS)
+                + cell(str(r["max_new_tokens_fit"] or "-"), 10, True) + cell(str(r["max_prompts_fit"] or "-"), 8, True)
                 + "  " + r["note"])
         out.append(line)
     out += [
@@ -691,12 +728,12 @@ def explain(L: Ledger) -> str:
            + (f"，每 token 激活 {m.n_params(active_only=True) / 1e9:.2f}B" if m.is_moe else "") + f"）· {s.method}",
            f"设定：{s.short()}", ""]
     for line in L.lines.values():
-        out.append(f"  {_cell(line.label, 30)}{line.nbytes / GiB:>7.2f} GiB   {line.formula}")
+        out.append(f"  {cell(line.label, 30)}{line.nbytes / GiB:>7.2f} GiB   {line.formula}")
     out.append("")
     out.append("各阶段（PyTorch allocated，稳态：上一步的 AdamW 状态已在显存里）：")
     for ph, b in L.phases.items():
         mark = "  ← 峰值" if ph == L.peak_phase else ""
-        out.append(f"  {_cell(PHASE_LABELS[ph], 18)}{b / GiB:>7.2f} GiB{mark}")
+        out.append(f"  {cell(PHASE_LABELS[ph], 18)}{b / GiB:>7.2f} GiB{mark}")
     out.append(f"  + 分配器余量 {L.slack / GiB:.2f} GiB（{ALLOCATOR_SLACK:.0%}）+ CUDA 上下文 {L.context / GiB:.2f} GiB")
     limit = L.answer_limit
     out.append(f"合计 {L.total / GiB:.2f} GiB / {L.gpu_gb:g} GiB = {L.usage:.0%}；回答上限 {limit or '-'} token"
@@ -719,8 +756,8 @@ def cuda_available() -> bool:
 
 @contextlib.contextmanager
 def peak_memory(label: str = "", device=None, verbose: bool = False):
-    """Measure the CUDA memory of a block. Yields a dict filled on exit (bytes):
-    peak (max allocated inside the block), allocated and reserved (at exit), start (allocated at entry).
+    """Measure the CUDA memory of a block. Yields a dict filled on exit (bytes): peak and peak_reserved
+    (max allocated / reserved inside the block), allocated and reserved (at exit), start (allocated at entry).
     On a machine without CUDA it yields {"cuda": False} and, if verbose, says so."""
     result: dict = {"label": label, "cuda": cuda_available()}
     if not result["cuda"]:
@@ -740,6 +777,7 @@ def peak_memory(label: str = "", device=None, verbose: bool = False):
         result["peak"] = torch.cuda.max_memory_allocated(device)
         result["allocated"] = torch.cuda.memory_allocated(device)
         result["reserved"] = torch.cuda.memory_reserved(device)
+        result["peak_reserved"] = torch.cuda.max_memory_reserved(device)
         if verbose:
             print(f"[peak_memory] {label}: peak {result['peak'] / GiB:.2f} GiB，"
                   f"allocated {result['allocated'] / GiB:.2f} GiB，reserved {result['reserved'] / GiB:.2f} GiB")
@@ -785,6 +823,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--optimizer", choices=("foreach", "fused"), help="torch AdamW 的实现")
     p.add_argument("--layout", choices=("policy", "colocate"), help="policy：策略模型自己生成；colocate：同卡 vLLM")
     p.add_argument("--engine-gb", type=float, help="colocate 时给推理引擎预留多少 GiB")
+    p.add_argument("--rollout-backend", choices=("eager", "fast"), help="policy 布局的生成方式（common.rollout 的 backend）")
 
 
 def settings_from_args(a: argparse.Namespace, base: Settings = Settings()) -> Settings:

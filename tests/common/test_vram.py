@@ -439,6 +439,7 @@ def test_measuring_helpers_call_the_cuda_api(monkeypatch):
         "memory_allocated": lambda device=None: 3 * GiB,
         "max_memory_allocated": lambda device=None: 5 * GiB,
         "memory_reserved": lambda device=None: 6 * GiB,
+        "max_memory_reserved": lambda device=None: 7 * GiB,
         "get_device_properties": lambda device=None: type("P", (), {"total_memory": 140 * GiB})(),
         "set_per_process_memory_fraction": lambda frac, device=None: calls.append(frac),
     }
@@ -447,7 +448,8 @@ def test_measuring_helpers_call_the_cuda_api(monkeypatch):
     monkeypatch.setattr(vram, "cuda_available", lambda: True)
     with vram.peak_memory("step") as m:
         pass
-    assert calls[0] == "reset" and (m["peak"], m["allocated"], m["reserved"]) == (5 * GiB, 3 * GiB, 6 * GiB)
+    assert calls[0] == "reset"
+    assert (m["peak"], m["allocated"], m["reserved"], m["peak_reserved"]) == (5 * GiB, 3 * GiB, 6 * GiB, 7 * GiB)
     assert vram.cap_to_gpu_gb(32) == pytest.approx(32 / 140) and calls[-1] == pytest.approx(32 / 140)
     with pytest.raises(ValueError, match="cap-gb"):
         vram.cap_to_gpu_gb(200)

@@ -1,0 +1,64 @@
+"""L1.04 的 measure_vram.py：CPU 上用 tiny 预设跑通（不测显存、明确说出来），参数错误给出清楚的提示。"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "L1_concepts" / "04_vram_ledger" / "measure_vram.py"
+
+
+def _run(*args, timeout=600):
+    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("measure_vram", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("args,hint", [
+    (["--prompts", "3", "--group", "4", "--micro-batch", "5"], "--micro-batch"),
+    (["--group", "1"], "--group"),
+    (["--preset", "qwen3-7b"], "qwen3-0.6b"),
+    (["--cap-gb", "0"], "--cap-gb"),
+])
+def test_bad_arguments_exit_nonzero_with_a_hint(script, capsys, args, hint):
+    with pytest.raises(SystemExit) as err:
+        script.main(args)
+    assert err.value.code != 0 and hint in capsys.readouterr().err
+
+
+def test_gpu_preset_on_a_cpu_machine_says_what_to_do(script, capsys):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("这台机器有 CUDA")
+    assert script.main(["--preset", "qwen3-0.6b"]) == 2
+    assert "--preset tiny" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_tiny_preset_runs_on_cpu(tmp_path):
+    import torch
+
+    out = tmp_path / "vram.json"
+    r = _run("--preset", "tiny", "--prompts", "2", "--group", "4", "--max-new-tokens", "12", "--beta", "0.04",
+             "--json", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    if not torch.cuda.is_available():
+        assert "没有 CUDA" in r.stdout and "不测显存" in r.stdout
+    summary = json.loads(out.read_text(encoding="utf-8"))
+    phases = [row["phase"] for row in summary["phases"]]
+    assert phases == ["loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step"]
+    assert all(row["predicted_gib"] > 0 for row in summary["phases"])
+    assert summary["settings"]["beta"] == 0.04 and summary["settings"]["prompt_len"] > 0
