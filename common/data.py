@@ -172,6 +172,11 @@ def split_train_heldout(problems: list[Problem], n_heldout: int, seed: int = 0) 
     return train, heldout
 
 
+def prompt_messages(question: str) -> list[dict]:
+    """The chat messages of one prompt (conversational format, as TRL's datasets use): the question + INSTRUCTION."""
+    return [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
+
+
 def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str:
     """The question plus INSTRUCTION, rendered with the model's chat template as a generation prompt.
 
@@ -181,9 +186,8 @@ def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str
     """
     if not getattr(tokenizer, "chat_template", None):
         raise DataError("这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设")
-    messages = [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]
     return tokenizer.apply_chat_template(
-        messages, tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+        prompt_messages(question), tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
     )
 
 

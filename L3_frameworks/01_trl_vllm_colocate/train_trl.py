@@ -56,14 +56,9 @@ def format_boxed(completions, **kwargs) -> list[float]:
 
 
 # ---------------------------------------------------------------- 数据：datasets.Dataset --------------------------------
-def prompt_messages(question: str) -> list[dict]:
-    """对话格式的 prompt：和 common.data.build_prompt 同一条 user 消息（测试检查两者渲染后逐字相同）。"""
-    return [{"role": "user", "content": f"{question}\n{D.INSTRUCTION}"}]
-
-
 def build_dataset(problems: list[D.Problem]) -> Dataset:
     """"prompt" 列 = 消息列表（TRL 用 chat template 渲染，带上 chat_template_kwargs）；"gold" 列传给奖励函数。"""
-    return Dataset.from_dict({"prompt": [prompt_messages(p.question) for p in problems], "gold": [p.gold for p in problems]})
+    return Dataset.from_dict({"prompt": [D.prompt_messages(p.question) for p in problems], "gold": [p.gold for p in problems]})
 
 
 def load_problems(source: str, preset) -> list[D.Problem]:

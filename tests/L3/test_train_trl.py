@@ -42,7 +42,7 @@ def test_prompt_messages_render_exactly_like_build_prompt(T):
     q = D.synthetic_problems(1, seed=3, difficulty=2)[0].question
     for tok in (build_tiny_tokenizer(), load_qwen3_tokenizer(offline=True)):
         rendered = tok.apply_chat_template(
-            T.prompt_messages(q), tokenize=False, add_generation_prompt=True, enable_thinking=False
+            D.prompt_messages(q), tokenize=False, add_generation_prompt=True, enable_thinking=False
         )
         assert rendered == D.build_prompt(tok, q)
     ds = T.build_dataset(D.synthetic_problems(3, seed=0))
