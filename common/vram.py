@@ -262,6 +262,7 @@ class Settings:
     layout: str = "policy"  # policy: the policy model generates (our script) | colocate: + a vLLM engine
     engine_gb: float | None = None  # colocate: the engine's share in GiB (None: exactly what it needs)
     rollout_backend: str = "eager"  # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
+    ref_bytes: int = 2  # reference weights: 2 = frozen bf16 copy (grpo_train.py), 4 = fp32 (TRL: the policy's dtype)
 
     def __post_init__(self):
         checks = {
@@ -283,6 +284,8 @@ class Settings:
             raise ValueError(f"rollout_batch 必须 >= 1，得到 {self.rollout_batch}")
         if self.beta < 0:
             raise ValueError(f"beta 不能为负，得到 {self.beta}")
+        if self.ref_bytes not in (2, 4):
+            raise ValueError(f"ref_bytes 只能是 2（bf16）或 4（fp32），得到 {self.ref_bytes}")
 
     @property
     def sequences(self) -> int:
@@ -472,8 +475,8 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
 
     ref = 0.0
     if s.beta > 0 and s.method == "full":
-        ref = m.n_params() * COMPUTE_BYTES
-        ref_formula = f"冻结的 bf16 副本：{m.n_params() / 1e9:.3f}B × {COMPUTE_BYTES} B"
+        ref = m.n_params() * s.ref_bytes
+        ref_formula = f"冻结的 {'bf16' if s.ref_bytes == 2 else 'fp32'} 副本：{m.n_params() / 1e9:.3f}B × {s.ref_bytes} B"
     elif s.beta > 0:
         ref_formula = "LoRA：关掉 adapter 就是参考模型，不占额外显存"
     else:
@@ -728,7 +731,7 @@ def explain(L: Ledger) -> str:
            + (f"，每 token 激活 {m.n_params(active_only=True) / 1e9:.2f}B" if m.is_moe else "") + f"）· {s.method}",
            f"设定：{s.short()}", ""]
     for line in L.lines.values():
-        out.append(f"  {cell(line.label, 30)}{line.nbytes / GiB:>7.2f} GiB   {line.formula}")
+        out.append(f"  {cell(line.label, 34)}{line.nbytes / GiB:>7.2f} GiB   {line.formula}")
     out.append("")
     out.append("各阶段（PyTorch allocated，稳态：上一步的 AdamW 状态已在显存里）：")
     for ph, b in L.phases.items():
@@ -824,6 +827,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--layout", choices=("policy", "colocate"), help="policy：策略模型自己生成；colocate：同卡 vLLM")
     p.add_argument("--engine-gb", type=float, help="colocate 时给推理引擎预留多少 GiB")
     p.add_argument("--rollout-backend", choices=("eager", "fast"), help="policy 布局的生成方式（common.rollout 的 backend）")
+    p.add_argument("--ref-bytes", type=int, choices=(2, 4), help="参考模型每参数字节：2 = bf16（grpo_train.py），4 = fp32（TRL）")
 
 
 def settings_from_args(a: argparse.Namespace, base: Settings = Settings()) -> Settings:
