@@ -1,0 +1,51 @@
+"""L1 的课文：贴出来的账本输出必须和 common.vram 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
+from __future__ import annotations
+
+import contextlib
+import io
+import re
+from pathlib import Path
+
+import pytest
+
+from common import vram
+
+ROOT = Path(__file__).resolve().parents[2]
+L1 = ROOT / "L1_concepts"
+BASE_0P6 = ["--model", "Qwen3-0.6B", "--layout", "policy", "--precision", "fp32", "--rollout-backend", "fast"]
+
+PASTED = [
+    ("01_what_you_need", []),
+    ("04_vram_ledger", BASE_0P6),
+    ("04_vram_ledger", ["--model", "Qwen3-4B", "--method", "lora"]),
+]
+
+
+def _vram_output(argv) -> str:
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert vram.main(argv) == 0
+    return buf.getvalue()
+
+
+@pytest.mark.parametrize("lesson,argv", PASTED, ids=lambda x: x if isinstance(x, str) else " ".join(x) or "table")
+def test_pasted_ledger_output_is_current(lesson, argv):
+    readme = (L1 / lesson / "README.md").read_text(encoding="utf-8")
+    out = _vram_output(argv)
+    assert out in readme, (
+        f"L1_concepts/{lesson}/README.md 里贴的 `python -m common.vram {' '.join(argv)}` 输出已经过时："
+        "重新运行这条命令，把输出原样贴回去，并检查正文里引用的数字")
+
+
+def test_knob_table_in_the_ledger_lesson_is_current():
+    readme = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
+    for extra in (["--logprobs", "naive"], ["--no-checkpointing"], ["--micro-batch", "16"]):
+        total = re.search(r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", _vram_output(BASE_0P6 + extra))
+        assert f"{total.group(1)} GiB（{total.group(2)}%" in readme, extra
+
+
+@pytest.mark.parametrize("lesson", sorted(p.parent.name for p in L1.glob("[0-9][0-9]_*/README.md")))
+def test_lesson_ends_with_the_three_sections(lesson):
+    text = (L1 / lesson / "README.md").read_text(encoding="utf-8")
+    heads = [line for line in text.splitlines() if line.startswith("## ")]
+    assert heads[-3:] == ["## 学完这节你能做到", "## 检查点", "## 练习"], lesson
