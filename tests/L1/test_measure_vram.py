@@ -1,8 +1,8 @@
 """L1.04 的 measure_vram.py：CPU 上用 tiny 预设跑通（不测显存、明确说出来），参数错误给出清楚的提示。"""
 from __future__ import annotations
 
-import importlib.util
 import json
+import runpy
 import subprocess
 import sys
 from pathlib import Path
@@ -19,11 +19,8 @@ def _run(*args, timeout=600):
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("measure_vram", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def main():
+    return runpy.run_path(str(SCRIPT))["main"]  # 不以 __main__ 运行：只取出 main()
 
 
 @pytest.mark.parametrize("args,hint", [
@@ -32,18 +29,18 @@ def script():
     (["--preset", "qwen3-7b"], "qwen3-0.6b"),
     (["--cap-gb", "0"], "--cap-gb"),
 ])
-def test_bad_arguments_exit_nonzero_with_a_hint(script, capsys, args, hint):
+def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     with pytest.raises(SystemExit) as err:
-        script.main(args)
+        main(args)
     assert err.value.code != 0 and hint in capsys.readouterr().err
 
 
-def test_gpu_preset_on_a_cpu_machine_says_what_to_do(script, capsys):
+def test_gpu_preset_on_a_cpu_machine_says_what_to_do(main, capsys):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("这台机器有 CUDA")
-    assert script.main(["--preset", "qwen3-0.6b"]) == 2
+    assert main(["--preset", "qwen3-0.6b"]) == 2
     assert "--preset tiny" in capsys.readouterr().err
 
 
