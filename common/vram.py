@@ -16,6 +16,8 @@ AdamW states already exist from the previous step):
 
     loaded        policy weights (+ reference weights when beta > 0 and method == "full")
     rollout       + AdamW states + KV cache of the concurrent rollouts + sampling workspace
+                  (rollout_backend="fast": common.fast_decode keeps its static KV cache, bf16 weight
+                  copies and CUDA-graph pool cached on the model, so they count in every later phase)
     ref_forward   + AdamW states + one no-grad forward of a micro-batch (logits, log-probs)
     backward      + AdamW states + gradients + activations + logits/log-prob tensors of a micro-batch
     optimizer     + AdamW states + gradients + the foreach temporary of torch.optim.AdamW
@@ -218,8 +220,8 @@ LOGPROB_CHUNK_ROWS = 128  # = solutions/l2_02_logprobs_and_masks.py CHUNK_ROWS
 NOGRAD_CHUNK_BYTES = 12
 CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x - lse, exp, grad
 
-# Backward through one decoder layer needs its saved activations plus gradients of about
-# 3/4 of that size alive at once (MLP: grads of the mul output, act and up, 6I against 8I saved).
+# While one decoder layer runs its backward, the gradients of its intermediates add about a quarter
+# of its saved activations on top (counted on CPU with a live-tensor tracker, tests/common/test_vram.py).
 LAYER_BACKWARD_EXTRA = 0.25
 
 # Outside the tensors PyTorch reports as allocated:
