@@ -49,3 +49,13 @@ def test_lesson_ends_with_the_three_sections(lesson):
     text = (L1 / lesson / "README.md").read_text(encoding="utf-8")
     heads = [line for line in text.splitlines() if line.startswith("## ")]
     assert heads[-3:] == ["## 学完这节你能做到", "## 检查点", "## 练习"], lesson
+
+
+def test_numbers_quoted_in_the_first_lesson_are_current():
+    from common import env_check
+
+    readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
+    row = next(r for r in vram.fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
+    assert f"占 {row['usage']:.0%}，回答上限 {row['max_new_tokens_fit']} token" in readme
+    for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
+        assert r["why"] in readme, r["preset"]
