@@ -103,9 +103,10 @@ def library_versions() -> dict[str, str | None]:
 
 
 def preset_settings(preset) -> tuple[vram.ModelShape | None, vram.Settings | None]:
-    """The ledger's model and settings for a course preset (common.models): the policy generates its
-    own rollouts, fp32 master weights under bf16 autocast (as grpo_train.py does), P/G/answer length/β
-    from the preset's defaults; micro-batch and checkpointing from them when given, else the ledger's."""
+    """The ledger's model and settings for a course preset (common.models), as grpo_train.py runs it on a
+    GPU: the policy generates its own rollouts (common.fast_decode for a plain Qwen3, the eager path for
+    LoRA), fp32 master weights under bf16 autocast; P/G/answer length/β from the preset's defaults,
+    micro-batch and checkpointing from them when given, else the ledger's."""
     if preset.hub_id is None:
         return None, None
     shape = next((m for m in vram.QWEN3.values() if m.hub_id == preset.hub_id), None)
@@ -124,6 +125,7 @@ def preset_settings(preset) -> tuple[vram.ModelShape | None, vram.Settings | Non
         checkpointing=d.get("gradient_checkpointing", base.checkpointing),
         precision="fp32",
         layout="policy",
+        rollout_backend="eager" if preset.lora_rank else "fast",
     )
     return shape, s
 

@@ -314,6 +314,8 @@ class Settings:
         extras.append("ckpt" if self.checkpointing else "no-ckpt")
         if self.layout == "colocate":
             extras.append("colocate")
+        elif self.rollout_backend == "fast":
+            extras.append("fast rollout")
         return (f"P{self.prompts}×G{self.group}{roll}，prompt {self.prompt_len} + 回答 {self.max_new_tokens}，"
                 f"micro-batch {self.mb}，β={self.beta:g}，{'/'.join(extras)}")
 

@@ -30,6 +30,7 @@ def test_preset_settings_follow_the_presets():
 
     shape, s = env_check.preset_settings(PRESETS["qwen3-0.6b"])
     assert shape is vram.QWEN3["Qwen3-0.6B"] and s.method == "full" and s.layout == "policy"
+    assert s.rollout_backend == "fast"  # grpo_train.py 在 GPU 上走 common.fast_decode
     assert (s.prompts, s.group) == (PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
                                     PRESETS["qwen3-0.6b"].defaults["group_size"])
     shape, s = env_check.preset_settings(PRESETS["qwen3-1.7b-lora"])
