@@ -166,11 +166,7 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
         raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")
     from common.fast_decode import fast_generate, supports_fast_decode
 
-    if backend == "fast" or (backend == "auto" and supports_fast_decode(model)):
-        out = fast_generate(model, ids, mask, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
-                            pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, greedy=greedy,
-                            process_logits=process_logits)
-        return finish_rollout(ids, mask, out, eos_token_ids, pad_token_id)
+    fast = backend == "fast" or (backend == "auto" and supports_fast_decode(model))
     eos = torch.tensor(eos_token_ids, device=device)
 
     def pick(logits: torch.Tensor) -> torch.Tensor:  # (B, V) float32 -> (B,) long
@@ -180,8 +176,13 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
         return torch.multinomial(probs, 1, generator=generator).squeeze(1)
 
     was_training = model.training
-    model.eval()
+    model.eval()  # eval: no dropout, and HF keeps the KV cache on even with gradient checkpointing enabled
     try:
+        if fast:
+            out = fast_generate(model, ids, mask, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
+                                pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, greedy=greedy,
+                                process_logits=process_logits)
+            return finish_rollout(ids, mask, out, eos_token_ids, pad_token_id)
         decoder = EagerDecoder(model)
         logits = decoder.prefill(ids, mask)
         finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=device)
