@@ -35,37 +35,6 @@ TINY_ARCH = dict(
     tie_word_embeddings=True,
 )
 
-# Exact shapes from the hub's config.json (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B).
-# TODO(one source of truth): import these from common.vram once it exposes the Qwen3 configs.
-QWEN3_ARCH = {
-    "Qwen/Qwen3-0.6B": dict(
-        vocab_size=151936,
-        hidden_size=1024,
-        intermediate_size=3072,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        max_position_embeddings=40960,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-    ),
-    "Qwen/Qwen3-1.7B": dict(
-        vocab_size=151936,
-        hidden_size=2048,
-        intermediate_size=6144,
-        num_hidden_layers=28,
-        num_attention_heads=16,
-        num_key_value_heads=8,
-        head_dim=128,
-        max_position_embeddings=40960,
-        rope_theta=1000000.0,
-        rms_norm_eps=1e-6,
-        tie_word_embeddings=True,
-    ),
-}
-
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 INITS = ("pretrained", "random")
 
@@ -109,7 +78,8 @@ PRESETS: dict[str, Preset] = {
                 beta=0.0,
                 temperature=1.0,
                 top_p=1.0,
-                difficulty=2,
+                difficulty=2,  # 合成题难度（common.data.synthetic_problems）
+                n_train=5000,  # 合成题池大小；held-out 从中切出
                 n_heldout=200,
             ),
         ),
@@ -126,6 +96,7 @@ PRESETS: dict[str, Preset] = {
                 group_size=8,
                 prompts_per_step=8,
                 max_new_tokens=512,
+                micro_batch=8,  # 8 条 × ~640 token 一次反向；显存账本见 L1.04
                 lr=1e-6,
                 beta=0.04,
                 temperature=1.0,
@@ -146,6 +117,7 @@ PRESETS: dict[str, Preset] = {
                 group_size=8,
                 prompts_per_step=4,
                 max_new_tokens=512,
+                micro_batch=8,
                 lr=1e-5,
                 beta=0.04,
                 temperature=1.0,
@@ -173,8 +145,10 @@ def model_config(preset: str | Preset):
     preset = get_preset(preset)
     if preset.hub_id is None:
         arch = dict(TINY_ARCH, vocab_size=_tiny_vocab_size())
-    else:
-        arch = dict(QWEN3_ARCH[preset.hub_id])
+    else:  # exact shapes: the hub's config.json values, kept once in common.vram
+        from common.vram import QWEN3
+
+        arch = next(shape for shape in QWEN3.values() if shape.hub_id == preset.hub_id).config_dict()
     rope_theta = arch.pop("rope_theta")
     return Qwen3Config(
         **arch,
@@ -236,6 +210,8 @@ def load_model(preset: str | Preset, init: str = "pretrained", device=None):
     if preset.lora_rank is not None:
         model = _add_lora(model, preset.lora_rank)
     model.to(device)
+    if preset.needs_cuda:  # keep only each layer's input for backward, recompute the rest (L1.04: ~10 GiB -> <1 GiB)
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     tokenizer.padding_side = "left"
     return model, tokenizer
@@ -263,7 +239,15 @@ def _load_tiny(preset: Preset, init: str):
             f"找不到 tiny 的 warm-start checkpoint：{TINY_WARMSTART_DIR}。"
             "运行 `python L2_algorithm/07_grpo_train/make_warmstart.py` 重新生成（CPU 上几分钟），或用 init='random'。"
         )
-    model = Qwen3ForCausalLM.from_pretrained(TINY_WARMSTART_DIR, dtype=preset.dtype)
+    from transformers.utils import logging as hf_logging
+
+    bar = hf_logging.is_progress_bar_enabled()
+    hf_logging.disable_progress_bar()  # a 3 MB local file needs no "Loading weights" bar
+    try:
+        model = Qwen3ForCausalLM.from_pretrained(TINY_WARMSTART_DIR, dtype=preset.dtype)
+    finally:
+        if bar:
+            hf_logging.enable_progress_bar()
     tokenizer = PreTrainedTokenizerFast.from_pretrained(TINY_WARMSTART_DIR)
     return model, tokenizer
 

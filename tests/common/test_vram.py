@@ -72,11 +72,16 @@ def test_param_counts_from_the_config_shapes():
 
 def test_config_dict_is_the_source_for_the_model_presets():
     """common.models 的 Qwen3 形状必须与这里的 config.json 数值一致（同一份真相）。"""
-    from common.models import QWEN3_ARCH
+    from common.models import PRESETS, model_config
 
     by_hub = {m.hub_id: m for m in QWEN3.values()}
-    for hub_id, arch in QWEN3_ARCH.items():
-        assert by_hub[hub_id].config_dict() == arch, hub_id
+    for preset in PRESETS.values():
+        if preset.hub_id is None:
+            continue
+        cfg = model_config(preset)
+        for key, value in by_hub[preset.hub_id].config_dict().items():
+            got = cfg.rope_parameters["rope_theta"] if key == "rope_theta" else getattr(cfg, key)
+            assert got == value, (preset.name, key)
 
 
 def test_unknown_model_lists_the_valid_names():
