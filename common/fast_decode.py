@@ -24,6 +24,7 @@ in-place optimizer updates are visible to the next rollout with no weight copy (
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -72,6 +73,75 @@ def _bucket(n: int, size: int) -> int:
     return max(size, math.ceil(n / size) * size)
 
 
+def _base_model(model):
+    """The HF Qwen3ForCausalLM inside a peft wrapper (or the model itself)."""
+    return model.get_base_model() if hasattr(model, "get_base_model") else model
+
+
+class DecodeWeights:
+    """The decode-time weights of a model in one dtype, shared by all decoders of that model.
+
+    A plain linear whose parameter already has the decode dtype is used as is (zero copy: in-place
+    optimizer updates are seen at once). Otherwise — fp32 master weights decoded in bf16, or a LoRA
+    layer whose decode weight is W + scaling * B @ A — a copy at a fixed address is kept and
+    refreshed by `sync()` before every generation: a tiny "weight sync" (L3 scales this up).
+    """
+
+    def __init__(self, model, dtype: torch.dtype):
+        self._sources: list[tuple[Callable[[], torch.Tensor], torch.Tensor]] = []
+        seen: dict[int, torch.Tensor] = {}
+
+        def w(module_or_param) -> torch.Tensor:
+            lora = hasattr(module_or_param, "lora_A") and module_or_param.active_adapters
+            t = module_or_param.base_layer.weight if lora else getattr(module_or_param, "weight", module_or_param)
+            if not lora and t.dtype == dtype:
+                return t.detach()
+            if id(module_or_param) not in seen:  # tied embedding / lm_head: one copy
+                src = (lambda m=module_or_param: _merged_lora(m)) if lora else (lambda t=t: t.detach())
+                seen[id(module_or_param)] = src().to(dtype)
+                self._sources.append((src, seen[id(module_or_param)]))
+            return seen[id(module_or_param)]
+
+        m = _base_model(model)
+        self.layers = [
+            tuple(w(x) for x in (l.input_layernorm.weight, l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj,
+                                 l.self_attn.o_proj, l.self_attn.q_norm.weight, l.self_attn.k_norm.weight,
+                                 l.post_attention_layernorm.weight, l.mlp.gate_proj, l.mlp.up_proj, l.mlp.down_proj))
+            for l in m.model.layers
+        ]
+        tied = m.lm_head.weight is m.model.embed_tokens.weight
+        self.embed, self.norm = w(m.model.embed_tokens.weight), w(m.model.norm.weight)
+        self.lm_head = self.embed if tied else w(m.lm_head)
+
+    @torch.no_grad()
+    def sync(self) -> None:
+        for src, dst in self._sources:
+            dst.copy_(src())
+
+
+@torch.no_grad()
+def _merged_lora(layer) -> torch.Tensor:
+    """W + sum over active adapters of scaling * B @ A (what peft's merge would write), in W's dtype."""
+    w = layer.base_layer.weight.float()
+    for name in layer.active_adapters:
+        w = w + layer.scaling[name] * (layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float())
+    return w
+
+
+# Per-model caches, kept outside the module so that copy.deepcopy(model) (e.g. a reference model) never
+# copies decode buffers or CUDA graphs along with it.
+_WEIGHTS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+_DECODERS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+
+
+def decode_weights(model, dtype: torch.dtype) -> DecodeWeights:
+    """The model's shared `DecodeWeights` for ``dtype`` (built on first use)."""
+    cache = _WEIGHTS.setdefault(model, {})
+    if dtype not in cache:
+        cache[dtype] = DecodeWeights(model, dtype)
+    return cache[dtype]
+
+
 @dataclass(frozen=True)
 class Sampling:
     """How the next token is picked. Each distinct value gets its own captured graph (same decode state)."""
@@ -93,35 +163,15 @@ class StaticDecoder:
                  steps_per_graph: int = 16, compile: bool = True, dtype: torch.dtype | None = None):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
+        model = _base_model(model)
         self.model, self.k_steps = model, steps_per_graph
         self.eps, self.scale = cfg.rms_norm_eps, cfg.head_dim**-0.5
         self.pad = pad_token_id
         B, S, KV, hd = batch, cache_len, cfg.num_key_value_heads, cfg.head_dim
         self.batch, self.cache_len = B, S
-        # Weights in the decode dtype. Same dtype as the model: the parameter tensors themselves (in-place
-        # optimizer updates are seen at once). fp32 master weights + bf16 decode: bf16 copies at fixed
-        # addresses, refreshed by `sync_weights()` at the start of every generation (a tiny "weight sync").
-        self._copies: list[tuple[torch.Tensor, torch.Tensor]] = []
-        seen: dict[int, torch.Tensor] = {}
-
-        def w(t: torch.Tensor) -> torch.Tensor:
-            t = t.detach()
-            if t.dtype == dt:
-                return t
-            if id(t) not in seen:  # tied embedding / lm_head: one copy
-                seen[id(t)] = t.to(dt)
-                self._copies.append((t, seen[id(t)]))
-            return seen[id(t)]
-
-        self.layers = [
-            tuple(w(x) for x in (l.input_layernorm.weight, l.self_attn.q_proj.weight, l.self_attn.k_proj.weight,
-                                 l.self_attn.v_proj.weight, l.self_attn.o_proj.weight, l.self_attn.q_norm.weight,
-                                 l.self_attn.k_norm.weight, l.post_attention_layernorm.weight, l.mlp.gate_proj.weight,
-                                 l.mlp.up_proj.weight, l.mlp.down_proj.weight))
-            for l in model.model.layers
-        ]
-        self.embed, self.norm, self.lm_head = (w(model.model.embed_tokens.weight), w(model.model.norm.weight),
-                                               w(model.lm_head.weight))
+        weights = decode_weights(model, dt)
+        self.weights = weights
+        self.layers, self.embed, self.norm, self.lm_head = weights.layers, weights.embed, weights.norm, weights.lm_head
         self.k = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         pos = torch.arange(S, device=dev)[None]
@@ -177,8 +227,7 @@ class StaticDecoder:
                 self._step(how)
 
     def sync_weights(self) -> None:
-        for src, dst in self._copies:
-            dst.copy_(src)
+        self.weights.sync()
 
     def capture(self, how: Sampling) -> None:
         """Warm up (this compiles) on a side stream, then capture ``steps_per_graph`` steps as one CUDA graph."""
@@ -261,7 +310,7 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
     steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
     key = (_bucket(b, batch_bucket), _bucket(tp + steps + 1, len_bucket), tuple(eos_token_ids), pad_token_id,
            steps_per_graph, compile, dtype)
-    cache = model.__dict__.setdefault("_fast_decoders", {})
+    cache = _DECODERS.setdefault(model, {})
     if key not in cache:
         cache[key] = StaticDecoder(model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype)
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
@@ -269,12 +318,12 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
 
 
 def supports_fast_decode(model) -> bool:
-    """True for a plain HF Qwen3 causal LM on CUDA (not a peft-wrapped model: LoRA deltas are not in the fast step)."""
-    return (getattr(getattr(model, "config", None), "model_type", None) == "qwen3" and not hasattr(model, "peft_config")
-            and next(model.parameters()).is_cuda)
+    """True for a HF Qwen3 causal LM (plain or peft LoRA: adapters are merged into the decode weights) on CUDA."""
+    return getattr(getattr(model, "config", None), "model_type", None) == "qwen3" and next(model.parameters()).is_cuda
 
 
 def release_fast_decoders(model) -> None:
     """Drop cached decoders (their KV buffers, weight copies and graph pools), e.g. before loading another model."""
-    model.__dict__.pop("_fast_decoders", None)
+    _DECODERS.pop(model, None)
+    _WEIGHTS.pop(_base_model(model), None)
     torch.cuda.empty_cache()

@@ -79,3 +79,28 @@ def test_bf16_decode_of_fp32_master_weights_syncs_after_updates(model):
     finally:
         with torch.no_grad():
             w.copy_(old)
+
+
+def test_lora_adapters_are_merged_into_the_decode_weights(model):
+    """peft LoRA 模型：解码权重 = W + scaling·B@A，贪心输出与 HF generate（逐层走 LoRA）逐 token 相同。"""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))
+    torch.manual_seed(3)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name:
+                p.normal_(0, 0.5)  # 初始化时 B=0，LoRA 不起作用；随机化后才测得出合并
+    peft_model.eval()
+    ids, mask = _prompts()
+    n, eos = 30, [7, 11]
+    ref = peft_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
+                              eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
+    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    base_ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
+                              eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
+    assert not torch.equal(ref[:, : base_ref.shape[1]], base_ref), "LoRA 应当改变输出，否则这个测试测不到合并"
+    dec = StaticDecoder(peft_model, 8, 128, eos, 0, 4, compile=False)
+    assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
