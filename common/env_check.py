@@ -104,8 +104,8 @@ def library_versions() -> dict[str, str | None]:
 
 def preset_settings(preset) -> tuple[vram.ModelShape | None, vram.Settings | None]:
     """The ledger's model and settings for a course preset (common.models), as grpo_train.py runs it on a
-    GPU: the policy generates its own rollouts (common.fast_decode for a plain Qwen3, the eager path for
-    LoRA), fp32 master weights under bf16 autocast; P/G/answer length/β from the preset's defaults,
+    GPU: the policy generates its own rollouts (common.fast_decode, LoRA adapters merged into its decode
+    weights), fp32 master weights under bf16 autocast; P/G/answer length/β from the preset's defaults,
     micro-batch and checkpointing from them when given, else the ledger's."""
     if preset.hub_id is None:
         return None, None
@@ -125,7 +125,7 @@ def preset_settings(preset) -> tuple[vram.ModelShape | None, vram.Settings | Non
         checkpointing=d.get("gradient_checkpointing", base.checkpointing),
         precision="fp32",
         layout="policy",
-        rollout_backend="eager" if preset.lora_rank else "fast",
+        rollout_backend="fast",  # LoRA too: common.fast_decode merges the adapters into its decode weights
     )
     return shape, s
 

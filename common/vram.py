@@ -550,7 +550,14 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
         steps = 1 + math.ceil(max(s.max_new_tokens - 1, 0) / FAST_STEPS_PER_GRAPH) * FAST_STEPS_PER_GRAPH
         slots = max(FAST_LEN_BUCKET, math.ceil((s.prompt_len + steps + 1) / FAST_LEN_BUCKET) * FAST_LEN_BUCKET)
         static_kv = rows * slots * m.kv_bytes_per_token(COMPUTE_BYTES)
-        copies = m.n_params() * COMPUTE_BYTES if (s.method == "full" and s.precision == "fp32") else 0
+        # decode weights: fp32 master weights need bf16 copies of everything; LoRA needs merged bf16 copies
+        # (W + s·B@A) of every adapted linear map (measured on the H200: 2.7 GiB for Qwen3-1.7B, see L1.04)
+        if s.method == "full" and s.precision == "fp32":
+            copies = m.n_params() * COMPUTE_BYTES
+        elif s.method == "lora":
+            copies = m.layers * (m.attn_params() + m.mlp_params()) * COMPUTE_BYTES
+        else:
+            copies = 0
         pool = FAST_POOL_BYTES * rows * m.vocab
         add("fast_decoder", "快速解码器（常驻）", static_kv + copies + pool,
             f"静态 KV {rows} 行 × {slots} 槽 × {m.kv_bytes_per_token(COMPUTE_BYTES)} B {static_kv / GiB:.2f} GiB"
