@@ -58,6 +58,24 @@ class Preset:
     defaults: dict = field(default_factory=dict)
 
 
+def _qwen3_preset(name: str, hub_id: str, lora_rank: int | None, description: str, **overrides) -> Preset:
+    """A Qwen3 preset for one 32 GB GPU; `overrides` change its GRPO defaults."""
+    defaults = dict(
+        group_size=8,
+        prompts_per_step=8,
+        max_new_tokens=512,
+        micro_batch=8,  # 8 条 × ~640 token 一次反向；显存账本见 L1.04
+        lr=1e-6,
+        beta=0.04,
+        temperature=1.0,
+        top_p=1.0,
+        n_heldout=200,
+    )
+    return Preset(name=name, hub_id=hub_id, needs_cuda=True, lora_rank=lora_rank, dtype=torch.bfloat16,
+                  eos_token_ids=QWEN3_EOS_IDS, pad_token_id=QWEN3_PAD_ID, description=description,
+                  defaults={**defaults, **overrides})
+
+
 PRESETS: dict[str, Preset] = {
     p.name: p
     for p in (
@@ -83,47 +101,14 @@ PRESETS: dict[str, Preset] = {
                 n_heldout=200,
             ),
         ),
-        Preset(
-            name="qwen3-0.6b",
-            hub_id="Qwen/Qwen3-0.6B",
-            needs_cuda=True,
-            lora_rank=None,
-            dtype=torch.bfloat16,
-            eos_token_ids=QWEN3_EOS_IDS,
-            pad_token_id=QWEN3_PAD_ID,
-            description="Qwen3-0.6B 全参数微调，bf16，单卡 5090（32 GB）",
-            defaults=dict(
-                group_size=8,
-                prompts_per_step=8,
-                max_new_tokens=512,
-                micro_batch=8,  # 8 条 × ~640 token 一次反向；显存账本见 L1.04
-                lr=1e-6,
-                beta=0.04,
-                temperature=1.0,
-                top_p=1.0,
-                n_heldout=200,
-            ),
+        _qwen3_preset(
+            "qwen3-0.6b", "Qwen/Qwen3-0.6B", None, "Qwen3-0.6B 全参数微调，bf16，单卡 5090（32 GB）",
         ),
-        Preset(
-            name="qwen3-1.7b-lora",
-            hub_id="Qwen/Qwen3-1.7B",
-            needs_cuda=True,
-            lora_rank=32,
-            dtype=torch.bfloat16,
-            eos_token_ids=QWEN3_EOS_IDS,
-            pad_token_id=QWEN3_PAD_ID,
-            description="Qwen3-1.7B + LoRA（r=32），bf16，单卡 5090；全参数放不下（光 AdamW 状态就约 20 GB）",
-            defaults=dict(
-                group_size=8,
-                prompts_per_step=4,
-                max_new_tokens=512,
-                micro_batch=8,
-                lr=1e-5,
-                beta=0.04,
-                temperature=1.0,
-                top_p=1.0,
-                n_heldout=200,
-            ),
+        _qwen3_preset(
+            "qwen3-1.7b-lora", "Qwen/Qwen3-1.7B", 32,
+            "Qwen3-1.7B + LoRA（r=32），bf16，单卡 5090；全参数放不下（光 AdamW 状态就约 20 GB）",
+            prompts_per_step=4,  # 显存更紧：同时 rollout 的条数减半
+            lr=1e-5,  # LoRA 的常用学习率比全参数高一个量级
         ),
     )
 }
