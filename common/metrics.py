@@ -107,7 +107,8 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
     """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``.
 
     Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel also
-    shows the periodic greedy held-out accuracy (``eval_key``) as dots. Panels whose metric was never
+    shows the periodic greedy held-out accuracy (``eval_key``) as dots, starting at step 0 with
+    ``eval_before.json`` when that file sits next to ``out_png`` (the run folder). Panels whose metric was never
     logged (e.g. ``kl`` when beta = 0) say so instead of drawing an empty axis. Written atomically.
     """
     import matplotlib
@@ -133,6 +134,9 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
             ax.text(0.5, 0.5, f"'{key}' not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
         if key == "accuracy":
             ev = [(r["step"], r[eval_key]) for r in rows if r.get(eval_key) is not None]
+            before = out_png.parent / "eval_before.json"
+            if before.is_file():
+                ev.insert(0, (0, json.loads(before.read_text(encoding="utf-8"))["accuracy"]))
             if ev:
                 ax.plot(*zip(*ev), "o-", color="C3", ms=4, label="held-out (greedy)")
             ax.set_ylim(-0.02, 1.02)
