@@ -198,3 +198,18 @@ def test_finish_rollout_overwrites_tokens_after_eos():
     assert r.completion_ids.tolist() == [[5, 9], [9, 0]]
     assert r.completion_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
     assert r.lengths.tolist() == [2, 1] and r.truncated.tolist() == [False, False]
+
+
+def test_greedy_matches_hf_generate_on_the_warm_start_model():
+    """The shipped tiny checkpoint stops on its real EOS ids (<|im_end|>, <|endoftext|>) at different lengths."""
+    model, tok = load_model(PRESET)  # the warm-start checkpoint
+    model.eval()
+    problems = synthetic_problems(8, seed=21, difficulty=2)
+    prompts = [tok(build_prompt(tok, p.question), add_special_tokens=False).input_ids for p in problems]
+    hf = _hf_greedy(model, prompts, 40, PRESET.eos_token_ids)
+    ours = generate(model, prompts, max_new_tokens=40, eos_token_ids=PRESET.eos_token_ids, pad_token_id=PAD, greedy=True)
+    T = ours.completion_ids.shape[1]
+    assert torch.equal(ours.completion_ids, hf[:, :T]) and (hf[:, T:] == PAD).all()
+    assert not ours.truncated.any()  # the SFT taught it to stop
+    for ids, n in zip(ours.completion_ids, ours.lengths):
+        assert tok.decode(ids[:n]).endswith("<|im_end|>")
