@@ -22,8 +22,8 @@ from common.rollout import generate
 # ---------------------------------------------------------------- 配置 ----------------------------------------------
 # 优先级：命令行 > 预设推荐值（common/models.py 里的 Preset.defaults）> 这里的兜底值。
 DEFAULTS = dict(
-    steps=60, group_size=8, prompts_per_step=16, max_new_tokens=40,  # G 条/题、P 题/步：每步 N = P·G 条回答
-    lr=1e-3, beta=0.0, eps_low=0.2, eps_high=None,  # beta=0：不要参考模型（TRL 默认）；eps_high=None 即等于 eps_low
+    steps=100, group_size=8, prompts_per_step=16, max_new_tokens=40,  # G 条/题、P 题/步：每步 N = P·G 条回答
+    lr=1e-6, beta=0.0, eps_low=0.2, eps_high=None,  # beta=0：不要参考模型（TRL 默认）；eps_high=None 即等于 eps_low
     aggregation="sequence_mean", temperature=1.0, top_p=1.0, num_iterations=1,  # 每批 rollout 做几次优化（GRPO 论文的 μ）
     micro_batch=32, grad_clip=1.0, weight_decay=0.0,  # weight decay 会在 advantage 全为 0 时照样改动权重，RL 里关掉
     reward="correctness", eval_every=10, save_every=10, n_heldout=200, difficulty=2, n_train=5000,
