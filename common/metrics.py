@@ -22,6 +22,7 @@ CURVES = (
     ("completion_len_mean", "completion length (tokens)"),
     ("truncation_rate", "truncation rate"),
     ("entropy", "entropy (nats/token)"),
+    ("zero_std_frac", "groups with zero reward std"),
     ("kl", "KL to reference (k3)"),
     ("clip_fraction", "clip fraction"),
 )
@@ -119,7 +120,7 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
     out_png = Path(out_png)
     steps = [r["step"] for r in rows]
     window = max(1, len(rows) // 20)
-    fig, axes = plt.subplots(2, 4, figsize=(16, 7), constrained_layout=True)
+    fig, axes = plt.subplots(3, 3, figsize=(13, 9), constrained_layout=True)
     for ax, (key, label) in zip(axes.flat, CURVES):
         values = [_clean(r.get(key)) for r in rows]
         ax.set_title(label, fontsize=10)
@@ -140,8 +141,10 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
             if ev:
                 ax.plot(*zip(*ev), "o-", color="C3", ms=4, label="held-out (greedy)")
             ax.set_ylim(-0.02, 1.02)
-        if key in ("format_rate", "truncation_rate"):
+        if key in ("format_rate", "truncation_rate", "zero_std_frac"):
             ax.set_ylim(-0.02, 1.02)
+        elif key not in ("reward_mean", "accuracy") and ax.has_data():
+            ax.set_ylim(bottom=0)  # non-negative: an entropy drop from 0.06 to 0.03 is a halving, not a cliff
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     if title:
