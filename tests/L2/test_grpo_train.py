@@ -154,6 +154,7 @@ def test_resume_is_bit_identical(tmp_path):
     split = read_metrics(tmp_path / "split" / "metrics.jsonl")
     assert [r["step"] for r in split] == [1, 2, 3, 4, 5, 6]
     assert any(r["grad_norm"] > 0 and r["kl"] > 0 for r in straight[3:]), "续跑段没有真正的更新，测试没有意义"
+    assert any(r["clip_fraction"] > 0 for r in straight), "μ=2 时应该有 token 被 clip"
     for a, b in zip(straight, split):
         assert deterministic_part(a) == deterministic_part(b), f"第 {a['step']} 步不一致"
     after = [json.loads((tmp_path / d / "eval_after.json").read_text()) for d in ("straight", "split")]
