@@ -4,6 +4,7 @@ A GSM8K row is ``{"question": str, "answer": str}`` where ``answer`` is a worked
 line is ``#### <number>`` (calculator annotations ``<<48/2=24>>`` appear inline). ``Problem.gold`` is
 the canonical number after the last ``####`` (``common.reward.extract_answer`` normalises it).
 """
+
 from __future__ import annotations
 
 import json
@@ -42,7 +43,9 @@ def parse_gold(answer: str) -> str | None:
 def _problem(question: str, answer: str, where: str) -> Problem:
     gold = parse_gold(answer)
     if gold is None:
-        raise DataError(f"{where}：answer 里没有以 `#### <数字>` 结尾的最终答案（GSM8K 格式要求最后一行是 `#### 72` 这样）")
+        raise DataError(
+            f"{where}：answer 里没有以 `#### <数字>` 结尾的最终答案（GSM8K 格式要求最后一行是 `#### 72` 这样）"
+        )
     return Problem(question.strip(), answer.strip(), gold)
 
 
@@ -61,7 +64,10 @@ def load_gsm8k(split: str = "train", limit: int | None = None) -> list[Problem]:
         ) from err
     if limit is not None:
         rows = rows.select(range(min(limit, len(rows))))
-    return [_problem(r["question"], r["answer"], f"{GSM8K_HUB_ID}[{split}][{i}]") for i, r in enumerate(rows)]
+    return [
+        _problem(r["question"], r["answer"], f"{GSM8K_HUB_ID}[{split}][{i}]")
+        for i, r in enumerate(rows)
+    ]
 
 
 def load_jsonl(path: str | Path) -> list[Problem]:
@@ -78,12 +84,16 @@ def load_jsonl(path: str | Path) -> list[Problem]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError as err:
-                raise DataError(f"{where}：不是合法的 JSON（{err.msg}，第 {err.colno} 列）") from None
+                raise DataError(
+                    f"{where}：不是合法的 JSON（{err.msg}，第 {err.colno} 列）"
+                ) from None
             if not isinstance(row, dict):
-                raise DataError(f"{where}：应该是一个 JSON 对象 {{\"question\": ..., \"answer\": ...}}")
+                raise DataError(f'{where}：应该是一个 JSON 对象 {{"question": ..., "answer": ...}}')
             for key in ("question", "answer"):
                 if not isinstance(row.get(key), str) or not row[key].strip():
-                    raise DataError(f"{where}：缺少字符串字段 {key!r}（GSM8K 格式需要 question 和 answer）")
+                    raise DataError(
+                        f"{where}：缺少字符串字段 {key!r}（GSM8K 格式需要 question 和 answer）"
+                    )
             problems.append(_problem(row["question"], row["answer"], where))
     if not problems:
         raise DataError(f"{path} 是空的：至少需要一行题目")
@@ -94,7 +104,16 @@ def load_jsonl(path: str | Path) -> list[Problem]:
 # Synthetic GSM8K-format word problems. Deterministic in (n, seed, difficulty); every gold answer is
 # computed with exact integer arithmetic, and the worked solution carries GSM8K's <<a+b=c>> annotations.
 # ---------------------------------------------------------------------------------------------
-NAMES = {"Tom": "He", "Ben": "He", "Sam": "He", "Leo": "He", "Anna": "She", "Lily": "She", "Mia": "She", "Zoe": "She"}
+NAMES = {
+    "Tom": "He",
+    "Ben": "He",
+    "Sam": "He",
+    "Leo": "He",
+    "Anna": "She",
+    "Lily": "She",
+    "Mia": "She",
+    "Zoe": "She",
+}
 ITEMS = ("apples", "pencils", "cookies", "books", "marbles", "stickers", "cards", "eggs")
 DIFFICULTIES = (1, 2, 3)
 
@@ -160,7 +179,9 @@ def synthetic_problems(n: int, seed: int = 0, difficulty: int = 1) -> list[Probl
     return [_one(rng, difficulty) for _ in range(n)]
 
 
-def split_train_heldout(problems: list[Problem], n_heldout: int, seed: int = 0) -> tuple[list[Problem], list[Problem]]:
+def split_train_heldout(
+    problems: list[Problem], n_heldout: int, seed: int = 0
+) -> tuple[list[Problem], list[Problem]]:
     """Shuffle deterministically and hold out ``n_heldout`` problems; no held-out question appears in train."""
     if not 0 < n_heldout < len(problems):
         raise DataError(f"n_heldout 必须在 1 到 {len(problems) - 1} 之间，得到 {n_heldout}")
@@ -185,9 +206,14 @@ def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str
     32 GB card, completion length is the budget that matters most.
     """
     if not getattr(tokenizer, "chat_template", None):
-        raise DataError("这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设")
+        raise DataError(
+            "这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设"
+        )
     return tokenizer.apply_chat_template(
-        prompt_messages(question), tokenize=False, add_generation_prompt=True, enable_thinking=enable_thinking
+        prompt_messages(question),
+        tokenize=False,
+        add_generation_prompt=True,
+        enable_thinking=enable_thinking,
     )
 
 

@@ -5,6 +5,7 @@ course presets and fit-table rows (common.vram) it can run.
 
 On a machine without CUDA it says so and points to the no-GPU route.
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -42,8 +43,17 @@ BANDWIDTH_TBS: tuple[tuple[str, float], ...] = (
 )
 RTX_5090_TBS = 1.79
 
-LIBRARIES = ("torch", "transformers", "trl", "peft", "accelerate", "datasets", "vllm", "bitsandbytes",
-             "math-verify")
+LIBRARIES = (
+    "torch",
+    "transformers",
+    "trl",
+    "peft",
+    "accelerate",
+    "datasets",
+    "vllm",
+    "bitsandbytes",
+    "math-verify",
+)
 NO_GPU_ROUTE = "python L2_algorithm/07_grpo_train/grpo_train.py"
 
 
@@ -141,14 +151,24 @@ def preset_report(gpu: dict | None) -> list[dict]:
             rows.append({"preset": preset.name, "ok": True, "why": "CPU 就能跑（几分钟）"})
             continue
         if shape is None:
-            rows.append({"preset": preset.name, "ok": gpu is not None, "why": "账本里没有这个模型的形状"})
+            rows.append(
+                {"preset": preset.name, "ok": gpu is not None, "why": "账本里没有这个模型的形状"}
+            )
             continue
         L = vram.ledger(shape, s, gpu["total_gib"] if gpu else 32.0)
         where = f"{L.total / vram.GiB:.1f} GiB / {L.gpu_gb:.0f} GiB = {L.usage:.0%}（{s.short()}）"
         if gpu is None:
-            rows.append({"preset": preset.name, "ok": False, "why": f"需要 CUDA GPU；在 32 GiB 卡上账本算出 {where}"})
+            rows.append(
+                {
+                    "preset": preset.name,
+                    "ok": False,
+                    "why": f"需要 CUDA GPU；在 32 GiB 卡上账本算出 {where}",
+                }
+            )
         else:
-            rows.append({"preset": preset.name, "ok": L.verdict != "no", "verdict": L.verdict, "why": where})
+            rows.append(
+                {"preset": preset.name, "ok": L.verdict != "no", "verdict": L.verdict, "why": where}
+            )
     return rows
 
 
@@ -166,10 +186,14 @@ def report() -> str:
     if gpu is None:
         lines.append("GPU：没有可用的 CUDA GPU（torch.cuda.is_available() 为 False）")
     else:
-        lines.append(f"GPU：{gpu['name']} ×{gpu['count']}，{gpu['total_gib']:.1f} GiB，"
-                     f"compute capability {gpu['capability']}，CUDA {gpu['cuda']}")
+        lines.append(
+            f"GPU：{gpu['name']} ×{gpu['count']}，{gpu['total_gib']:.1f} GiB，"
+            f"compute capability {gpu['capability']}，CUDA {gpu['cuda']}"
+        )
         lines.append(f"带宽：{gpu['bandwidth_class']}")
-    lines.append("库版本：" + "，".join(f"{k} {v or '未安装'}" for k, v in library_versions().items()))
+    lines.append(
+        "库版本：" + "，".join(f"{k} {v or '未安装'}" for k, v in library_versions().items())
+    )
 
     lines.append("")
     lines.append("课程预设（common/models.py；L2 的手写脚本：策略模型自己生成 rollout）：")
@@ -183,7 +207,9 @@ def report() -> str:
     gib = gpu["total_gib"] if gpu else 32.0
     rows = runnable_rows(gib)
     head = f"这张卡（{gib:.1f} GiB）" if gpu else "参考：一张 32 GiB 的卡（RTX 5090）"
-    lines.append(f"{head}上的装箱表（训推同卡，vLLM colocate 布局；python -m common.vram --gpu-gb {gib:.0f} 看细节）：")
+    lines.append(
+        f"{head}上的装箱表（训推同卡，vLLM colocate 布局；python -m common.vram --gpu-gb {gib:.0f} 看细节）："
+    )
     for verdict, label in (("fits", "✅ 装得下"), ("tight", "⚠️ 很紧"), ("no", "❌ 装不下")):
         lines.append(f"  {label}：{'、'.join(rows[verdict]) or '（无）'}")
 

@@ -21,12 +21,13 @@ The prefill runs through the HF model itself (variable prompt lengths, once per 
 is copied into the static buffers. The decoder reads the model's parameter tensors directly, so
 in-place optimizer updates are visible to the next rollout with no weight copy ("weight sync" for free).
 """
+
 from __future__ import annotations
 
 import math
 import weakref
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -44,7 +45,28 @@ def _rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor
     return x * cos + rotated * sin
 
 
-def _layer_step(h, ln1, wq, wk, wv, wo, qn, kn, ln2, wg, wu, wd, kc, vc, slot, cos, sin, valid, eps: float, scale: float):
+def _layer_step(
+    h,
+    ln1,
+    wq,
+    wk,
+    wv,
+    wo,
+    qn,
+    kn,
+    ln2,
+    wg,
+    wu,
+    wd,
+    kc,
+    vc,
+    slot,
+    cos,
+    sin,
+    valid,
+    eps: float,
+    scale: float,
+):
     """One decoder layer for one new token per row.
 
     h (B, D); kc/vc (B, KV, S, hd) written in place at ``slot`` (a (1,) long tensor);
@@ -93,20 +115,41 @@ class DecodeWeights:
 
         def w(module_or_param) -> torch.Tensor:
             lora = hasattr(module_or_param, "lora_A") and module_or_param.active_adapters
-            t = module_or_param.base_layer.weight if lora else getattr(module_or_param, "weight", module_or_param)
+            t = (
+                module_or_param.base_layer.weight
+                if lora
+                else getattr(module_or_param, "weight", module_or_param)
+            )
             if not lora and t.dtype == dtype:
                 return t.detach()
             if id(module_or_param) not in seen:  # tied embedding / lm_head: one copy
-                src = (lambda m=module_or_param: _merged_lora(m)) if lora else (lambda t=t: t.detach())
+                src = (
+                    (lambda m=module_or_param: _merged_lora(m))
+                    if lora
+                    else (lambda t=t: t.detach())
+                )
                 seen[id(module_or_param)] = src().to(dtype)
                 self._sources.append((src, seen[id(module_or_param)]))
             return seen[id(module_or_param)]
 
         m = _base_model(model)
         self.layers = [
-            tuple(w(x) for x in (l.input_layernorm.weight, l.self_attn.q_proj, l.self_attn.k_proj, l.self_attn.v_proj,
-                                 l.self_attn.o_proj, l.self_attn.q_norm.weight, l.self_attn.k_norm.weight,
-                                 l.post_attention_layernorm.weight, l.mlp.gate_proj, l.mlp.up_proj, l.mlp.down_proj))
+            tuple(
+                w(x)
+                for x in (
+                    l.input_layernorm.weight,
+                    l.self_attn.q_proj,
+                    l.self_attn.k_proj,
+                    l.self_attn.v_proj,
+                    l.self_attn.o_proj,
+                    l.self_attn.q_norm.weight,
+                    l.self_attn.k_norm.weight,
+                    l.post_attention_layernorm.weight,
+                    l.mlp.gate_proj,
+                    l.mlp.up_proj,
+                    l.mlp.down_proj,
+                )
+            )
             for l in m.model.layers
         ]
         tied = m.lm_head.weight is m.model.embed_tokens.weight
@@ -124,14 +167,16 @@ def _merged_lora(layer) -> torch.Tensor:
     """W + sum over active adapters of scaling * B @ A (what peft's merge would write), in W's dtype."""
     w = layer.base_layer.weight.float()
     for name in layer.active_adapters:
-        w = w + layer.scaling[name] * (layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float())
+        w = w + layer.scaling[name] * (
+            layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float()
+        )
     return w
 
 
 # Per-model caches, kept outside the module so that copy.deepcopy(model) (e.g. a reference model) never
 # copies decode buffers or CUDA graphs along with it.
-_WEIGHTS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
-_DECODERS: "weakref.WeakKeyDictionary[torch.nn.Module, dict]" = weakref.WeakKeyDictionary()
+_WEIGHTS: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
+_DECODERS: weakref.WeakKeyDictionary[torch.nn.Module, dict] = weakref.WeakKeyDictionary()
 
 
 def decode_weights(model, dtype: torch.dtype) -> DecodeWeights:
@@ -149,7 +194,9 @@ class Sampling:
     greedy: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
-    process_logits: Callable | None = None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
+    process_logits: Callable | None = (
+        None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
+    )
 
 
 class StaticDecoder:
@@ -159,8 +206,17 @@ class StaticDecoder:
     so the cache memory is paid once. See the module docstring for the tricks.
     """
 
-    def __init__(self, model, batch: int, cache_len: int, eos_token_ids: Sequence[int], pad_token_id: int,
-                 steps_per_graph: int = 16, compile: bool = True, dtype: torch.dtype | None = None):
+    def __init__(
+        self,
+        model,
+        batch: int,
+        cache_len: int,
+        eos_token_ids: Sequence[int],
+        pad_token_id: int,
+        steps_per_graph: int = 16,
+        compile: bool = True,
+        dtype: torch.dtype | None = None,
+    ):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
         model = _base_model(model)
@@ -171,12 +227,20 @@ class StaticDecoder:
         self.batch, self.cache_len = B, S
         weights = decode_weights(model, dt)
         self.weights = weights
-        self.layers, self.embed, self.norm, self.lm_head = weights.layers, weights.embed, weights.norm, weights.lm_head
+        self.layers, self.embed, self.norm, self.lm_head = (
+            weights.layers,
+            weights.embed,
+            weights.norm,
+            weights.lm_head,
+        )
         self.k = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
-        self.cos_table, self.sin_table = cos[0], sin[0]  # (S, hd), computed exactly as the HF forward does
+        self.cos_table, self.sin_table = (
+            cos[0],
+            sin[0],
+        )  # (S, hd), computed exactly as the HF forward does
         # Per-row decode state; every tensor keeps its address so a captured graph can replay on it.
         self.token = torch.full((B,), pad_token_id, device=dev, dtype=torch.long)
         self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of `token`
@@ -184,8 +248,12 @@ class StaticDecoder:
         self.valid = torch.zeros(B, S, device=dev, dtype=torch.bool)
         self.done = torch.zeros(B, device=dev, dtype=torch.bool)
         self.eos = torch.tensor(list(eos_token_ids) or [-1], device=dev, dtype=torch.long)
-        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)  # generated tokens by column
-        self.layer_fn = torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
+        self.out = torch.full(
+            (B, S), pad_token_id, device=dev, dtype=torch.long
+        )  # generated tokens by column
+        self.layer_fn = (
+            torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
+        )
         self.graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
 
     # -- one token for every row ------------------------------------------------------------------
@@ -222,7 +290,9 @@ class StaticDecoder:
         self._emit(nxt)
 
     def _run(self, how: Sampling) -> None:
-        with torch.autocast("cuda", enabled=False):  # the decode dtype is explicit; autocast must not re-cast it
+        with torch.autocast(
+            "cuda", enabled=False
+        ):  # the decode dtype is explicit; autocast must not re-cast it
             for _ in range(self.k_steps):
                 self._step(how)
 
@@ -247,8 +317,14 @@ class StaticDecoder:
 
     # -- a whole generation -------------------------------------------------------------------------
     @torch.no_grad()
-    def generate(self, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, max_new_tokens: int,
-                 how: Sampling, cuda_graph: bool = True) -> torch.Tensor:
+    def generate(
+        self,
+        prompt_ids: torch.Tensor,
+        prompt_mask: torch.Tensor,
+        max_new_tokens: int,
+        how: Sampling,
+        cuda_graph: bool = True,
+    ) -> torch.Tensor:
         """prompt_ids/prompt_mask (b, Tp) left-padded, b <= bucket batch -> (b, max_new_tokens), pad after EOS."""
         b, tp = prompt_ids.shape
         if cuda_graph and how not in self.graphs:
@@ -256,8 +332,13 @@ class StaticDecoder:
         self.sync_weights()
         mask = prompt_mask.bool()
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.model(input_ids=prompt_ids, attention_mask=mask.long(), position_ids=positions,
-                         use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=prompt_ids,
+            attention_mask=mask.long(),
+            position_ids=positions,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         for i, (kc, vc) in enumerate(zip(self.k, self.v)):
             kc.zero_()
             vc.zero_()
@@ -267,7 +348,9 @@ class StaticDecoder:
         del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
-        self.valid[b:, 0] = True  # filler rows of the bucket attend to one dummy slot (no NaN) and are done
+        self.valid[b:, 0] = (
+            True  # filler rows of the bucket attend to one dummy slot (no NaN) and are done
+        )
         self.done.zero_()
         self.done[b:] = True
         self.pos.zero_()
@@ -284,16 +367,32 @@ class StaticDecoder:
             else:
                 self._run(how)
             emitted += self.k_steps
-            if bool(self.done[:b].all()):  # one host sync per replay: early exit once every row hit EOS
+            if bool(
+                self.done[:b].all()
+            ):  # one host sync per replay: early exit once every row hit EOS
                 break
         return self.out[:b, tp : tp + max_new_tokens].clone()
 
 
-def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *, max_new_tokens: int,
-                  eos_token_ids: Sequence[int], pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0,
-                  greedy: bool = False, process_logits: Callable | None = None, steps_per_graph: int = 16,
-                  cuda_graph: bool = True, compile: bool = True, batch_bucket: int = 16,
-                  len_bucket: int = 128, dtype: torch.dtype | None = None) -> torch.Tensor:
+def fast_generate(
+    model,
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    *,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    process_logits: Callable | None = None,
+    steps_per_graph: int = 16,
+    cuda_graph: bool = True,
+    compile: bool = True,
+    batch_bucket: int = 16,
+    len_bucket: int = 128,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
 
     prompt_ids/prompt_mask: (b, Tp) left-padded on the model's CUDA device. Returns (b, max_new_tokens)
@@ -305,21 +404,35 @@ def fast_generate(model, prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, *,
     if not prompt_ids.is_cuda:
         raise ValueError("fast_generate 只在 CUDA 上可用；CPU 上请用 common.rollout 的 eager 路径")
     if dtype is None:
-        dtype = torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
+        dtype = (
+            torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
+        )
     b, tp = prompt_ids.shape
     steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
-    key = (_bucket(b, batch_bucket), _bucket(tp + steps + 1, len_bucket), tuple(eos_token_ids), pad_token_id,
-           steps_per_graph, compile, dtype)
+    key = (
+        _bucket(b, batch_bucket),
+        _bucket(tp + steps + 1, len_bucket),
+        tuple(eos_token_ids),
+        pad_token_id,
+        steps_per_graph,
+        compile,
+        dtype,
+    )
     cache = _DECODERS.setdefault(model, {})
     if key not in cache:
-        cache[key] = StaticDecoder(model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype)
+        cache[key] = StaticDecoder(
+            model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype
+        )
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
     return cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
 
 
 def supports_fast_decode(model) -> bool:
     """True for a HF Qwen3 causal LM (plain or peft LoRA: adapters are merged into the decode weights) on CUDA."""
-    return getattr(getattr(model, "config", None), "model_type", None) == "qwen3" and next(model.parameters()).is_cuda
+    return (
+        getattr(getattr(model, "config", None), "model_type", None) == "qwen3"
+        and next(model.parameters()).is_cuda
+    )
 
 
 def release_fast_decoders(model) -> None:

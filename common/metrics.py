@@ -5,6 +5,7 @@ Convention (other tools rely on it): wall-clock timings live ONLY under keys end
 function of the run's seed on a CPU, so two runs (or a run and its resumed twin) can be compared with
 :func:`deterministic_part`.
 """
+
 from __future__ import annotations
 
 import json
@@ -73,7 +74,9 @@ class MetricsLogger:
         """Drop rows with ``row["step"] > step`` (logged after the checkpoint we resume from), atomically."""
         kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8")
+        tmp.write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8"
+        )
         os.replace(tmp, self.path)
 
     def log(self, row: dict) -> None:
@@ -89,7 +92,10 @@ def write_json(path: str | Path, obj: dict) -> None:
     """Write a small JSON file atomically (write a temp file, then rename over the target)."""
     path = Path(path)
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+    tmp.write_text(
+        json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2) + "\n",
+        encoding="utf-8",
+    )
     os.replace(tmp, path)
 
 
@@ -104,7 +110,9 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy") -> Path:
+def plot_curves(
+    rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy"
+) -> Path:
     """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``.
 
     Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel also
@@ -132,7 +140,15 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
             sm = _smooth(values, window)
             ax.plot(steps, sm, color="C0", lw=2, label=f"avg of {window}" if window > 1 else None)
         else:
-            ax.text(0.5, 0.5, f"'{key}' not logged", ha="center", va="center", transform=ax.transAxes, color="gray")
+            ax.text(
+                0.5,
+                0.5,
+                f"'{key}' not logged",
+                ha="center",
+                va="center",
+                transform=ax.transAxes,
+                color="gray",
+            )
         if key == "accuracy":
             ev = [(r["step"], r[eval_key]) for r in rows if r.get(eval_key) is not None]
             before = out_png.parent / "eval_before.json"
@@ -144,7 +160,9 @@ def plot_curves(rows: list[dict], out_png: str | Path, title: str = "", eval_key
         if key in ("format_rate", "truncation_rate", "zero_std_frac"):
             ax.set_ylim(-0.02, 1.02)
         elif key not in ("reward_mean", "accuracy") and ax.has_data():
-            ax.set_ylim(bottom=0)  # non-negative: an entropy drop from 0.06 to 0.03 is a halving, not a cliff
+            ax.set_ylim(
+                bottom=0
+            )  # non-negative: an entropy drop from 0.06 to 0.03 is a halving, not a cliff
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     if title:

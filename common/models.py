@@ -8,6 +8,7 @@
 weights and no download: that is what memory and speed work needs. `preset.defaults` holds the
 recommended GRPO knobs for the preset; the training script reads them as its defaults.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -58,7 +59,9 @@ class Preset:
     defaults: dict = field(default_factory=dict)
 
 
-def _qwen3_preset(name: str, hub_id: str, lora_rank: int | None, description: str, **overrides) -> Preset:
+def _qwen3_preset(
+    name: str, hub_id: str, lora_rank: int | None, description: str, **overrides
+) -> Preset:
     """A Qwen3 preset for one 32 GB GPU; `overrides` change its GRPO defaults."""
     defaults = dict(
         group_size=8,
@@ -71,9 +74,17 @@ def _qwen3_preset(name: str, hub_id: str, lora_rank: int | None, description: st
         top_p=1.0,
         n_heldout=200,
     )
-    return Preset(name=name, hub_id=hub_id, needs_cuda=True, lora_rank=lora_rank, dtype=torch.bfloat16,
-                  eos_token_ids=QWEN3_EOS_IDS, pad_token_id=QWEN3_PAD_ID, description=description,
-                  defaults={**defaults, **overrides})
+    return Preset(
+        name=name,
+        hub_id=hub_id,
+        needs_cuda=True,
+        lora_rank=lora_rank,
+        dtype=torch.bfloat16,
+        eos_token_ids=QWEN3_EOS_IDS,
+        pad_token_id=QWEN3_PAD_ID,
+        description=description,
+        defaults={**defaults, **overrides},
+    )
 
 
 PRESETS: dict[str, Preset] = {
@@ -102,10 +113,15 @@ PRESETS: dict[str, Preset] = {
             ),
         ),
         _qwen3_preset(
-            "qwen3-0.6b", "Qwen/Qwen3-0.6B", None, "Qwen3-0.6B 全参数微调，bf16，单卡 5090（32 GB）",
+            "qwen3-0.6b",
+            "Qwen/Qwen3-0.6B",
+            None,
+            "Qwen3-0.6B 全参数微调，bf16，单卡 5090（32 GB）",
         ),
         _qwen3_preset(
-            "qwen3-1.7b-lora", "Qwen/Qwen3-1.7B", 32,
+            "qwen3-1.7b-lora",
+            "Qwen/Qwen3-1.7B",
+            32,
             "Qwen3-1.7B + LoRA（r=32），bf16，单卡 5090；全参数放不下（光 AdamW 状态就约 20 GB）",
             prompts_per_step=4,  # 显存更紧：同时 rollout 的条数减半
             lr=1e-5,  # LoRA 的常用学习率比全参数高一个量级
@@ -133,7 +149,9 @@ def model_config(preset: str | Preset):
     else:  # exact shapes: the hub's config.json values, kept once in common.vram
         from common.vram import QWEN3
 
-        arch = next(shape for shape in QWEN3.values() if shape.hub_id == preset.hub_id).config_dict()
+        arch = next(
+            shape for shape in QWEN3.values() if shape.hub_id == preset.hub_id
+        ).config_dict()
     rope_theta = arch.pop("rope_theta")
     return Qwen3Config(
         **arch,
@@ -164,12 +182,14 @@ def resolve_device(preset: str | Preset, device=None) -> torch.device:
         device = "cuda" if (preset.needs_cuda and torch.cuda.is_available()) else "cpu"
     device = torch.device(device)
     if device.type == "cuda" and not torch.cuda.is_available():
-        raise PresetError("指定了 device=cuda，但这台机器上 PyTorch 看不到 CUDA GPU；去掉这个设置，或换一台有 GPU 的机器。")
+        raise PresetError(
+            "指定了 device=cuda，但这台机器上 PyTorch 看不到 CUDA GPU；去掉这个设置，或换一台有 GPU 的机器。"
+        )
     if preset.needs_cuda and device.type not in ("cuda", "meta"):
         raise PresetError(
             f"预设 {preset.name} 需要 NVIDIA GPU（CUDA），但这台机器上 torch.cuda.is_available() 为 False。"
             "没有 GPU：改用 --preset tiny（CPU 上几分钟就能跑完）；有 GPU：检查驱动和装的是不是 CUDA 版 PyTorch"
-            "（python -c \"import torch; print(torch.cuda.is_available())\"）。"
+            '（python -c "import torch; print(torch.cuda.is_available())"）。'
         )
     return device
 
@@ -195,7 +215,9 @@ def load_model(preset: str | Preset, init: str = "pretrained", device=None):
     if preset.lora_rank is not None:
         model = _add_lora(model, preset.lora_rank)
     model.to(device)
-    if preset.needs_cuda:  # keep only each layer's input for backward, recompute the rest (L1.04: ~10 GiB -> <1 GiB)
+    if (
+        preset.needs_cuda
+    ):  # keep only each layer's input for backward, recompute the rest (L1.04: ~10 GiB -> <1 GiB)
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     tokenizer.padding_side = "left"
@@ -259,6 +281,10 @@ def _add_lora(model, rank: int):
     from peft import LoraConfig, get_peft_model
 
     config = LoraConfig(
-        r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules=list(LORA_TARGET_MODULES), task_type="CAUSAL_LM"
+        r=rank,
+        lora_alpha=2 * rank,
+        lora_dropout=0.0,
+        target_modules=list(LORA_TARGET_MODULES),
+        task_type="CAUSAL_LM",
     )
     return get_peft_model(model, config)

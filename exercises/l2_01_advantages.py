@@ -1,4 +1,5 @@
 """L2.01 组内优势（group-relative advantage）。读 L2_algorithm/01_advantages/README.md 后实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -9,7 +10,9 @@ SCALES = ("group", "batch", "none")
 CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group"
+) -> torch.Tensor:
     """把 N = P·G 个 reward 变成 advantage。
 
     rewards: (N,)，同一个 prompt 的 G 条回答相邻：[p0g0, p0g1, ..., p1g0, ...]。
@@ -21,4 +24,6 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, 
     非法输入（rewards 不是一维、group_size < 2、N 不能被 group_size 整除、未知 scale）抛 ValueError。
     返回 (N,) 浮点张量。
     """
-    raise NotImplementedError("提示：先 reshape(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。")
+    raise NotImplementedError(
+        "提示：先 reshape(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。"
+    )

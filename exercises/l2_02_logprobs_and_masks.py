@@ -1,4 +1,5 @@
 """L2.02 逐 token 的 log-prob、熵、completion mask 与 masked mean。读 L2_algorithm/02_logprobs_and_masks/README.md 后实现。"""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -24,7 +25,9 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
       - 能反向传播，而且 backward 也不能为所有块攒下 float32 副本（见 README「只分块还不够」）；
       - logits 与 tokens 形状对不上时抛 ValueError。
     """
-    raise NotImplementedError("提示：展平后按 CHUNK_ROWS 行切块，每块 .float() 后算 gather - logsumexp；需要梯度时用 torch.utils.checkpoint 包住每一块。")
+    raise NotImplementedError(
+        "提示：展平后按 CHUNK_ROWS 行切块，每块 .float() 后算 gather - logsumexp；需要梯度时用 torch.utils.checkpoint 包住每一块。"
+    )
 
 
 def token_entropy(logits: torch.Tensor) -> torch.Tensor:
@@ -32,10 +35,14 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
 
     H = -Σ_v p_v · log p_v，p = softmax(logits.float())。与 token_logprobs 一样按 CHUNK_ROWS 行分块。
     """
-    raise NotImplementedError("提示：每块先 log_softmax 得到 logp，再算 -(logp.exp() * logp).sum(-1)；分块的写法和 token_logprobs 共用。")
+    raise NotImplementedError(
+        "提示：每块先 log_softmax 得到 logp，再算 -(logp.exp() * logp).sum(-1)；分块的写法和 token_logprobs 共用。"
+    )
 
 
-def completion_mask(completion_ids: torch.Tensor, eos_token_ids: int | Sequence[int]) -> torch.Tensor:
+def completion_mask(
+    completion_ids: torch.Tensor, eos_token_ids: int | Sequence[int]
+) -> torch.Tensor:
     """哪些 completion token 参与 loss。
 
     completion_ids: (B, T)，只含生成部分（不含 prompt）。
@@ -43,7 +50,9 @@ def completion_mask(completion_ids: torch.Tensor, eos_token_ids: int | Sequence[
     返回 (B, T) float32：每行第一个 EOS 之前（含这个 EOS）为 1，之后为 0；没有 EOS 的行（被截断）全 1。
     只看 EOS，不要用 pad id 推断（pad == eos 很常见）。不许对 token 写 Python 循环。
     """
-    raise NotImplementedError("提示：用 torch.isin 找出 EOS，再用 cumsum 数「位置 t 之前出现过几个 EOS」，为 0 的位置就是 1。")
+    raise NotImplementedError(
+        "提示：用 torch.isin 找出 EOS，再用 cumsum 数「位置 t 之前出现过几个 EOS」，为 0 的位置就是 1。"
+    )
 
 
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -53,4 +62,6 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     dim=None：对所有被选中的元素求一个 0 维标量；dim=k：沿第 k 维求，返回去掉该维的张量。
     某个切片上 mask 之和为 0 时，那里的结果为 0（不是 NaN）；被遮住的位置即使是 NaN/inf 也不能影响结果。
     """
-    raise NotImplementedError("提示：分子是 (x*mask).sum(dim)，但先用 torch.where 把 mask==0 处置 0；分母为 0 的地方用 torch.where 输出 0。")
+    raise NotImplementedError(
+        "提示：分子是 (x*mask).sum(dim)，但先用 torch.where 把 mask==0 处置 0；分母为 0 的地方用 torch.where 输出 0。"
+    )

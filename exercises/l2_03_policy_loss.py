@@ -1,4 +1,5 @@
 """L2.03 策略损失。读 L2_algorithm/03_policy_loss/README.md 后实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -14,7 +15,9 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
     advantages: (B,) 每条回答一个 advantage，广播到它的每个 token。
     返回 (B, T)：-A[:, None] * logp。
     """
-    raise NotImplementedError("提示：advantages 是 (B,)，用 advantages[:, None] 变成 (B, 1) 才能和 (B, T) 的 logp 逐元素相乘；别忘了负号。")
+    raise NotImplementedError(
+        "提示：advantages 是 (B,)，用 advantages[:, None] 变成 (B, 1) 才能和 (B, T) 的 logp 逐元素相乘；别忘了负号。"
+    )
 
 
 def clipped_surrogate_loss(
@@ -32,4 +35,6 @@ def clipped_surrogate_loss(
       loss    = -min(ratio·A, clip(ratio, 1-eps_low, 1+eps_high)·A)
       clipped = bool，裁剪分支被 min 选中、且它与未裁剪分支不相等的位置。
     """
-    raise NotImplementedError("提示：ratio 用 torch.exp(logp - old_logp)，裁剪用 torch.clamp，两个目标取 torch.minimum 再取负；clipped 就是「裁剪后的目标严格更小」。")
+    raise NotImplementedError(
+        "提示：ratio 用 torch.exp(logp - old_logp)，裁剪用 torch.clamp，两个目标取 torch.minimum 再取负；clipped 就是「裁剪后的目标严格更小」。"
+    )

@@ -2,6 +2,7 @@
 
 输入都是采样 token 的 log 概率（样本来自当前策略 π）：logp = log π(x)，ref_logp = log π_ref(x)。
 """
+
 from __future__ import annotations
 
 import torch
@@ -22,4 +23,6 @@ def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1。形状同输入，恒 >= 0。"""
-    raise NotImplementedError("提示：先算 log_r = ref_logp - logp（注意方向：参考减当前），再返回 exp(log_r) - log_r - 1。")
+    raise NotImplementedError(
+        "提示：先算 log_r = ref_logp - logp（注意方向：参考减当前），再返回 exp(log_r) - log_r - 1。"
+    )

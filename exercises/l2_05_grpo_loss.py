@@ -2,6 +2,7 @@
 
 这里 import 的是你自己在前几节写的函数：你的 grpo_loss 从头到尾用的都是你的代码。
 """
+
 from __future__ import annotations
 
 import torch
@@ -48,4 +49,6 @@ def grpo_loss(
     返回 (loss 0 维张量, metrics)：metrics 至少有 "clip_fraction"（clipped 在有效 token 上的平均，float），
     "clip_low_fraction"（clipped 且 A<0）、"clip_high_fraction"（clipped 且 A>0）；给了 ref_logp 时还有 "kl"（k3 在有效 token 上的平均）。
     """
-    raise NotImplementedError("提示：先用 clipped_surrogate_loss 得到逐 token 损失，beta>0 时加 beta*kl_k3；三种聚合只差分母，用 masked_mean 处理空行。")
+    raise NotImplementedError(
+        "提示：先用 clipped_surrogate_loss 得到逐 token 损失，beta>0 时加 beta*kl_k3；三种聚合只差分母，用 masked_mean 处理空行。"
+    )

@@ -1,4 +1,5 @@
 """L2.06 采样前的 logits 处理：temperature 与 top-p（nucleus）。读 L2_algorithm/06_sampling/README.md 后实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -7,7 +8,9 @@ import torch
 CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None, "Q6": None}
 
 
-def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+def process_logits(
+    logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0
+) -> torch.Tensor:
     """把模型输出的 logits 变成「要从中采样的分布」的 logits。
 
     logits: (B, V)。
@@ -16,4 +19,6 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float 
        其余位置置为 -inf。top_p == 1 时什么都不删；top_p 不在 (0, 1] 内抛 ValueError。
     返回 (B, V)，dtype 与 logits 相同。向量化实现（sort + cumsum + scatter），不许对 token 写 Python 循环。
     """
-    raise NotImplementedError("提示：sort 降序后算 softmax 的 cumsum，减去自身得到「排在前面的累计概率」，它 >= top_p 的位置删掉，再 scatter 回原位置。")
+    raise NotImplementedError(
+        "提示：sort 降序后算 softmax 的 cumsum，减去自身得到「排在前面的累计概率」，它 >= top_p 的位置删掉，再 scatter 回原位置。"
+    )

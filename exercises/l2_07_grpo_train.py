@@ -1,4 +1,5 @@
 """L2.07 手写 GRPO 训练循环：梯度累积时每个 micro-batch 的损失权重。读 L2_algorithm/07_grpo_train/README.md 后实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -18,4 +19,6 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     batch_mask 全 0 时 "token_mean" 返回 0.0（不出 NaN）。未知 aggregation、mask 不是二维时抛 ValueError。
     返回 Python float。
     """
-    raise NotImplementedError("提示：先想清楚每种 aggregation 的分母是「行数」还是「有效 token 数」，权重就是这个 micro-batch 占分母的份额。")
+    raise NotImplementedError(
+        "提示：先想清楚每种 aggregation 的分母是「行数」还是「有效 token 数」，权重就是这个 micro-batch 占分母的份额。"
+    )

@@ -8,4 +8,12 @@
 这节课的动手部分用的是你在 L2 写的函数：pytest --impl exercises tests/L3/test_train_trl.py
 """
 
-CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None, "Q6": None, "Q7": None}
+CHECKPOINT_ANSWERS = {
+    "Q1": None,
+    "Q2": None,
+    "Q3": None,
+    "Q4": None,
+    "Q5": None,
+    "Q6": None,
+    "Q7": None,
+}

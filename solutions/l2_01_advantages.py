@@ -1,4 +1,5 @@
 """L2.01 组内优势（group-relative advantage）的参考实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -9,7 +10,9 @@ SCALES = ("group", "batch", "none")
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "A", "Q4": "B", "Q5": "B"}
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group") -> torch.Tensor:
+def group_advantages(
+    rewards: torch.Tensor, group_size: int, eps: float = 1e-6, scale: str = "group"
+) -> torch.Tensor:
     """把 N = P·G 个 reward 变成 advantage。
 
     rewards: (N,)，同一个 prompt 的 G 条回答在内存里相邻：[p0g0, p0g1, ..., p1g0, ...]。
@@ -30,13 +33,13 @@ def group_advantages(rewards: torch.Tensor, group_size: int, eps: float = 1e-6, 
         raise ValueError(f"未知的 scale={scale!r}，可选 {SCALES}")
 
     r = rewards if rewards.is_floating_point() else rewards.float()
-    grouped = r.reshape(-1, group_size)                   # (P, G)：每行是一个 prompt 的一组回答
+    grouped = r.reshape(-1, group_size)  # (P, G)：每行是一个 prompt 的一组回答
     centered = grouped - grouped.mean(dim=1, keepdim=True)  # 组内基线：减去组均值
     if scale == "none":
         return centered.reshape(-1)
     if scale == "group":
-        std = grouped.std(dim=1, keepdim=True)            # 每组自己的 std，(P, 1)
+        std = grouped.std(dim=1, keepdim=True)  # 每组自己的 std，(P, 1)
     else:
-        std = r.std()                                     # 整个 batch 一个 std（标量）
+        std = r.std()  # 整个 batch 一个 std（标量）
     # eps 加在 std 上（分母外面），全对/全错的组 std=0 -> advantage 精确为 0，不会出 NaN
     return (centered / (std + eps)).reshape(-1)

@@ -1,4 +1,5 @@
 """L2.02 逐 token 的 log-prob、熵、completion mask 与 masked mean 的参考实现。"""
+
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -18,7 +19,7 @@ CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ABD", "Q3": "B", "Q4": "B", "Q5": "C"}
 
 def _chunk_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     """(n, V) 任意浮点 + (n,) -> (n,) float32：log_softmax(x)[y] = x[y] - logsumexp(x)。"""
-    x = logits.float()                                    # 只有这一块被升到 float32
+    x = logits.float()  # 只有这一块被升到 float32
     picked = x.gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
     return picked - torch.logsumexp(x, dim=-1)
 
@@ -41,10 +42,12 @@ def _rowwise_in_chunks(fn, logits: torch.Tensor, *extra: torch.Tensor) -> torch.
     flat_extra = [e.reshape(-1) for e in extra]
     need_grad = torch.is_grad_enabled() and logits.requires_grad
     outs = []
-    for start in range(0, flat.shape[0], CHUNK_ROWS):    # 循环的是「块」，块内全部向量化
-        args = [flat[start : start + CHUNK_ROWS]] + [e[start : start + CHUNK_ROWS] for e in flat_extra]
+    for start in range(0, flat.shape[0], CHUNK_ROWS):  # 循环的是「块」，块内全部向量化
+        args = [flat[start : start + CHUNK_ROWS]] + [
+            e[start : start + CHUNK_ROWS] for e in flat_extra
+        ]
         outs.append(checkpoint(fn, *args, use_reentrant=False) if need_grad else fn(*args))
-    if not outs:                                          # B*T == 0 的空输入
+    if not outs:  # B*T == 0 的空输入
         return torch.zeros(lead, dtype=torch.float32, device=logits.device)
     return torch.cat(outs).reshape(lead)
 
@@ -58,7 +61,9 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     但任何时刻都不会存在完整的 float32 (B, T, V)（forward 和 backward 都不会）。可以反向传播。
     """
     if logits.shape[:-1] != tokens.shape:
-        raise ValueError(f"logits 形状 {tuple(logits.shape)} 与 tokens 形状 {tuple(tokens.shape)} 不匹配：应为 (B,T,V) 与 (B,T)")
+        raise ValueError(
+            f"logits 形状 {tuple(logits.shape)} 与 tokens 形状 {tuple(tokens.shape)} 不匹配：应为 (B,T,V) 与 (B,T)"
+        )
     return _rowwise_in_chunks(_chunk_logprobs, logits, tokens.long())
 
 
@@ -70,7 +75,9 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     return _rowwise_in_chunks(_chunk_entropy, logits)
 
 
-def completion_mask(completion_ids: torch.Tensor, eos_token_ids: int | Sequence[int]) -> torch.Tensor:
+def completion_mask(
+    completion_ids: torch.Tensor, eos_token_ids: int | Sequence[int]
+) -> torch.Tensor:
     """哪些 completion token 参与 loss。
 
     completion_ids: (B, T)，只含生成部分（不含 prompt）。
@@ -101,4 +108,6 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     den = m.sum() if dim is None else m.sum(dim)
     has = den != 0
     # 分母为 0 的地方先换成 1 再除，再用 where 置 0：这样连梯度里都不会出现 inf * 0 = NaN
-    return torch.where(has, num / torch.where(has, den, torch.ones_like(den)), torch.zeros_like(num))
+    return torch.where(
+        has, num / torch.where(has, den, torch.ones_like(den)), torch.zeros_like(num)
+    )

@@ -1,4 +1,5 @@
 """L2.03 策略损失：朴素 policy gradient 与 PPO/GRPO 的 clipped surrogate 的参考实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -35,9 +36,9 @@ def clipped_surrogate_loss(
     """
     if eps_high is None:
         eps_high = eps_low
-    adv = advantages[:, None]                             # (B, 1)，广播到每个 token
+    adv = advantages[:, None]  # (B, 1)，广播到每个 token
     # 在 log 空间相减再 exp：比 exp(logp) / exp(old_logp) 数值稳定
-    ratio = torch.exp(logp - old_logp)                    # (B, T)
+    ratio = torch.exp(logp - old_logp)  # (B, T)
     clipped_ratio = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     unclipped_obj = ratio * adv
     clipped_obj = clipped_ratio * adv

@@ -5,6 +5,7 @@
     ref_logp = log π_ref(x)  参考策略（冻结的初始模型）
 对 x ~ π 取期望，k1 和 k3 是 KL(π || π_ref) 的无偏估计，k2 有偏（偏差在 π 与 π_ref 接近时是三阶小量）。
 """
+
 from __future__ import annotations
 
 import torch

@@ -3,6 +3,7 @@
 它只用前面几节的积木：L2.02 的 masked_mean、L2.03 的 clipped_surrogate_loss、L2.04 的 kl_k3。
 exercises/ 里的同名文件 import 的是你自己写的版本，所以训练时从头到尾跑的是你的代码。
 """
+
 from __future__ import annotations
 
 import torch
@@ -53,18 +54,24 @@ def grpo_loss(
     if beta < 0:
         raise ValueError(f"beta 不能为负，得到 {beta}")
     if beta > 0 and ref_logp is None:
-        raise ValueError("beta > 0 时必须传入 ref_logp（参考模型的逐 token log 概率）；不想要 KL 项就设 beta=0")
+        raise ValueError(
+            "beta > 0 时必须传入 ref_logp（参考模型的逐 token log 概率）；不想要 KL 项就设 beta=0"
+        )
     if logp.dim() != 2:
         raise ValueError(f"logp 必须是 (B, T)，得到形状 {tuple(logp.shape)}")
     for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp)):
         if t is not None and t.shape != logp.shape:
-            raise ValueError(f"{name} 的形状 {tuple(t.shape)} 应与 logp 的 {tuple(logp.shape)} 相同")
+            raise ValueError(
+                f"{name} 的形状 {tuple(t.shape)} 应与 logp 的 {tuple(logp.shape)} 相同"
+            )
     B, T = logp.shape
     if advantages.shape != (B,):
         raise ValueError(f"advantages 必须是 (B,) = ({B},)，得到形状 {tuple(advantages.shape)}")
     if aggregation == "constant":
         if max_completion_length is None:
-            max_completion_length = T  # 没给就用 padding 后的宽度；要和 TRL 完全一致请传 max_completion_length
+            max_completion_length = (
+                T  # 没给就用 padding 后的宽度；要和 TRL 完全一致请传 max_completion_length
+            )
         if max_completion_length < T:
             raise ValueError(
                 f"max_completion_length={max_completion_length} 小于回答张量的长度 T={T}：回答不可能比上限还长，"
@@ -81,7 +88,9 @@ def grpo_loss(
         ref_logp = torch.where(valid, ref_logp.detach(), logp.detach())
 
     # 1) 逐 token 的 clipped surrogate（L2.03）
-    per_token, clipped = clipped_surrogate_loss(logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high)
+    per_token, clipped = clipped_surrogate_loss(
+        logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high
+    )
     # 2) KL 惩罚：逐 token 加在损失上（DeepSeekMath 的写法），而不是减进 reward
     kl = kl_k3(logp, ref_logp) if ref_logp is not None else None
     if beta > 0:
@@ -89,9 +98,9 @@ def grpo_loss(
 
     # 3) 聚合成一个标量：三种方式只差"除以什么"
     if aggregation == "sequence_mean":
-        loss = masked_mean(per_token, mask, dim=1).mean()      # (B,) 每行的平均 -> 再对行平均
+        loss = masked_mean(per_token, mask, dim=1).mean()  # (B,) 每行的平均 -> 再对行平均
     elif aggregation == "token_mean":
-        loss = masked_mean(per_token, mask)                     # 所有有效 token 一起平均
+        loss = masked_mean(per_token, mask)  # 所有有效 token 一起平均
     else:  # "constant"
         loss = (per_token * mask).sum() / (B * max_completion_length)
 

@@ -1,4 +1,5 @@
 """L2.06 采样前的 logits 处理：temperature 与 top-p（nucleus）的参考实现。"""
+
 from __future__ import annotations
 
 import torch
@@ -7,7 +8,9 @@ import torch
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "B", "Q4": "B", "Q5": "B", "Q6": "C"}
 
 
-def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0) -> torch.Tensor:
+def process_logits(
+    logits: torch.Tensor, temperature: float = 1.0, top_p: float = 1.0
+) -> torch.Tensor:
     """把模型输出的 logits 变成「要从中采样的分布」的 logits。
 
     logits: (B, V)，每行是一个序列下一个 token 的 logits。
@@ -32,7 +35,7 @@ def process_logits(logits: torch.Tensor, temperature: float = 1.0, top_p: float 
     probs = sorted_logits.float().softmax(dim=-1)
     # 「排在我前面的 token」的累计概率：它已经 >= top_p 说明前面的集合已经够了，我就不需要
     mass_before = probs.cumsum(dim=-1) - probs
-    remove_sorted = mass_before >= top_p                  # 第 0 个的 mass_before = 0 < top_p，永远保留
+    remove_sorted = mass_before >= top_p  # 第 0 个的 mass_before = 0 < top_p，永远保留
     # 把「排序后的位置」映射回原词表位置
     remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
     return scaled.masked_fill(remove, float("-inf"))

@@ -5,6 +5,7 @@ grpo_train.py 把 N = P·G 条回答切成若干个 micro-batch 分别 forward/b
 而这个权重取决于 L2.05 的 aggregation。算错了不会报错，只会悄悄改变长短回答的相对权重
 （2024 年 Hugging Face 修过的梯度累积 bug 就是 token 平均时按 micro-batch 个数平均）。
 """
+
 from __future__ import annotations
 
 import torch
@@ -27,7 +28,9 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     if aggregation not in AGGREGATIONS:
         raise ValueError(f"未知的 aggregation={aggregation!r}，可选 {AGGREGATIONS}")
     if mb_mask.dim() != 2 or batch_mask.dim() != 2:
-        raise ValueError(f"mask 必须是二维 (行, T)，得到 {tuple(mb_mask.shape)} 和 {tuple(batch_mask.shape)}")
+        raise ValueError(
+            f"mask 必须是二维 (行, T)，得到 {tuple(mb_mask.shape)} 和 {tuple(batch_mask.shape)}"
+        )
     if aggregation == "token_mean":
         total = float(batch_mask.sum())
         return float(mb_mask.sum()) / total if total > 0 else 0.0

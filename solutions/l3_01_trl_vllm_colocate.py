@@ -5,4 +5,12 @@ L3_frameworks/01_trl_vllm_colocate/train_trl.py 插进 TRL 的 GRPOTrainer，
 由 tests/L3/test_train_trl.py 与 TRL 自己的损失逐项对比。
 """
 
-CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ABD", "Q3": "A", "Q4": "B", "Q5": "ACD", "Q6": "B", "Q7": "B"}
+CHECKPOINT_ANSWERS = {
+    "Q1": "B",
+    "Q2": "ABD",
+    "Q3": "A",
+    "Q4": "B",
+    "Q5": "ACD",
+    "Q6": "B",
+    "Q7": "B",
+}

@@ -3,6 +3,7 @@
 - `pytest`                      测 solutions/（CI 跑的就是这个，证明课程本身是对的）
 - `pytest --impl exercises ...` 测你自己在 exercises/ 里写的代码
 """
+
 from __future__ import annotations
 
 import importlib

@@ -2,6 +2,7 @@
 
 快照只用来防止回归和检验你的实现；期望值全部由参考实现算出，不手写。
 """
+
 from __future__ import annotations
 
 import sys

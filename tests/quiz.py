@@ -15,6 +15,7 @@ README 里的格式（所有课统一）：
 答案键放在 `solutions/<模块>.py` 的 CHECKPOINT_ANSWERS 里（如 {"Q1": "B", "Q2": "AC"}），
 学习者在 `exercises/<模块>.py` 的同名字典里作答。
 """
+
 from __future__ import annotations
 
 import re

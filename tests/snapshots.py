@@ -3,13 +3,15 @@
 每个练习模块在 tests/snapshot_cases/<模块名>.py 里写 `CASES = [Case(...), ...]`，
 再运行 `python tests/make_snapshots.py` 重新生成 tests/snapshots/ 下的文件。
 """
+
 from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -55,14 +57,20 @@ def assert_same(got: Any, want: Any, rtol: float, atol: float, where: str = "输
     """递归比较张量 / 元组 / 字典 / 数字。"""
     if isinstance(want, torch.Tensor):
         assert isinstance(got, torch.Tensor), f"{where}: 应该是张量，得到 {type(got).__name__}"
-        assert got.shape == want.shape, f"{where}: 形状 {tuple(got.shape)} != 期望 {tuple(want.shape)}"
+        assert got.shape == want.shape, (
+            f"{where}: 形状 {tuple(got.shape)} != 期望 {tuple(want.shape)}"
+        )
         assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != 期望 {want.dtype}"
         if want.dtype == torch.bool:
             assert torch.equal(got, want), f"{where}: 布尔张量不一致"
         else:
-            torch.testing.assert_close(got.detach(), want, rtol=rtol, atol=atol, msg=lambda m: f"{where}: {m}")
+            torch.testing.assert_close(
+                got.detach(), want, rtol=rtol, atol=atol, msg=lambda m: f"{where}: {m}"
+            )
     elif isinstance(want, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(want), f"{where}: 应该返回 {len(want)} 个值"
+        assert isinstance(got, (tuple, list)) and len(got) == len(want), (
+            f"{where}: 应该返回 {len(want)} 个值"
+        )
         for i, (g, w) in enumerate(zip(got, want)):
             assert_same(g, w, rtol, atol, f"{where}[{i}]")
     elif isinstance(want, dict):

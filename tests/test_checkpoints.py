@@ -1,11 +1,11 @@
 """每节课的检查点题目：README、答案键（solutions）和你的作答（exercises）三方一致。"""
+
 from __future__ import annotations
 
 import importlib
 
 import pytest
-
-from quiz import lesson_readmes, module_name, parse_checkpoint, ROOT
+from quiz import ROOT, lesson_readmes, module_name, parse_checkpoint
 
 READMES = lesson_readmes()
 
@@ -30,8 +30,12 @@ def test_readme_and_answer_key_agree(readme):
     for q in questions:
         ans = key[q.qid]
         assert len(q.options) >= 2, f"{q.qid} 至少要有两个选项"
-        assert q.options == [chr(ord("A") + i) for i in range(len(q.options))], f"{q.qid} 选项应从 A 起连续编号"
-        assert set(ans) <= set(q.options) and ans == "".join(sorted(set(ans))), f"{q.qid} 答案 {ans!r} 不是合法选项"
+        assert q.options == [chr(ord("A") + i) for i in range(len(q.options))], (
+            f"{q.qid} 选项应从 A 起连续编号"
+        )
+        assert set(ans) <= set(q.options) and ans == "".join(sorted(set(ans))), (
+            f"{q.qid} 答案 {ans!r} 不是合法选项"
+        )
         if q.kind == "单选":
             assert len(ans) == 1, f"{q.qid} 是单选题，答案只能有一个字母"
         assert readme_answers.get(q.qid) == ans, (
@@ -42,7 +46,9 @@ def test_readme_and_answer_key_agree(readme):
 @pytest.mark.parametrize("readme", READMES, ids=_ids)
 def test_your_answers(readme, impl_name):
     if impl_name == "solutions":
-        pytest.skip("答案键自己和 README 的一致性由上一个测试检查；这个测试检查的是 --impl exercises")
+        pytest.skip(
+            "答案键自己和 README 的一致性由上一个测试检查；这个测试检查的是 --impl exercises"
+        )
     mod = module_name(readme)
     key = importlib.import_module(f"solutions.{mod}").CHECKPOINT_ANSWERS
     yours = importlib.import_module(f"{impl_name}.{mod}").CHECKPOINT_ANSWERS
@@ -50,7 +56,7 @@ def test_your_answers(readme, impl_name):
     if todo:
         pytest.fail(
             f"还没作答：exercises/{mod}.py 里 CHECKPOINT_ANSWERS 的 {', '.join(todo)}。"
-            f"读 {readme.parent.relative_to(ROOT)}/README.md 的「检查点」，把答案写成大写字母串（多选按字母顺序，如 \"AC\"）。",
+            f'读 {readme.parent.relative_to(ROOT)}/README.md 的「检查点」，把答案写成大写字母串（多选按字母顺序，如 "AC"）。',
             pytrace=False,
         )
     wrong = [q for q in key if str(yours.get(q, "")).upper() != key[q]]

@@ -1,4 +1,5 @@
 """exercises/ 与 solutions/ 保持同步：同样的模块、同样的公开名字和签名；main 上的练习都还是空桩。"""
+
 from __future__ import annotations
 
 import ast
@@ -12,7 +13,9 @@ import pytest
 import exercises
 import solutions
 
-MODULES = sorted(m.name for m in pkgutil.iter_modules(solutions.__path__) if not m.name.startswith("_"))
+MODULES = sorted(
+    m.name for m in pkgutil.iter_modules(solutions.__path__) if not m.name.startswith("_")
+)
 
 
 def _public(mod):
@@ -25,7 +28,9 @@ def _public(mod):
 
 
 def test_same_modules():
-    ex = sorted(m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_"))
+    ex = sorted(
+        m.name for m in pkgutil.iter_modules(exercises.__path__) if not m.name.startswith("_")
+    )
     assert ex == MODULES
 
 
@@ -60,6 +65,10 @@ def test_exercises_are_still_stubs(name):
     tree = ast.parse(path.read_text(encoding="utf-8"))
     for node in tree.body:
         if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
-            assert _is_stub(node), f"exercises/{name}.py::{node.name} 不是空桩（只能有 docstring + raise NotImplementedError）"
+            assert _is_stub(node), (
+                f"exercises/{name}.py::{node.name} 不是空桩（只能有 docstring + raise NotImplementedError）"
+            )
     answers = getattr(importlib.import_module(f"exercises.{name}"), "CHECKPOINT_ANSWERS", {})
-    assert all(v is None for v in answers.values()), f"exercises/{name}.py 的 CHECKPOINT_ANSWERS 应全为 None"
+    assert all(v is None for v in answers.values()), (
+        f"exercises/{name}.py 的 CHECKPOINT_ANSWERS 应全为 None"
+    )

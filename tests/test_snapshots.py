@@ -1,11 +1,11 @@
 """快照测试：被测实现在固定输入上的输出必须与参考实现（生成快照时）一致。"""
+
 from __future__ import annotations
 
 import importlib
 
 import pytest
 import torch
-
 from snapshots import all_cases, assert_same
 
 CASES = all_cases()

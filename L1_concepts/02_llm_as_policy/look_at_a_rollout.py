@@ -6,13 +6,16 @@
 用的全是训练脚本里的同一套函数：common.rollout.generate 采样，L2.02 的 token_logprobs 算 log π，
 common.reward 判分，L2.01 的 group_advantages 算 advantage。
 """
+
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # 没 pip install -e 也能从仓库根目录运行
 import torch  # noqa: E402
 
 from common.data import build_prompt, synthetic_problems  # noqa: E402
@@ -41,30 +44,51 @@ def main(argv=None) -> int:
     print(f"状态 = prompt：{len(prompt_ids)} 个 token（聊天模板 + 题目 + 指令）\n")
 
     gen = torch.Generator().manual_seed(a.seed)
-    ro = generate(model, [prompt_ids] * a.group, max_new_tokens=preset.defaults["max_new_tokens"],
-                  eos_token_ids=preset.eos_token_ids, pad_token_id=preset.pad_token_id,
-                  temperature=a.temperature, generator=gen)
+    ro = generate(
+        model,
+        [prompt_ids] * a.group,
+        max_new_tokens=preset.defaults["max_new_tokens"],
+        eos_token_ids=preset.eos_token_ids,
+        pad_token_id=preset.pad_token_id,
+        temperature=a.temperature,
+        generator=gen,
+    )
     with torch.no_grad():  # 与训练时同样的前向：只取回答位置的 logits
         T = ro.completion_ids.shape[1]
-        logits = model(input_ids=ro.sequences, attention_mask=ro.attention_mask, position_ids=ro.position_ids,
-                       logits_to_keep=T + 1).logits[:, :-1] / a.temperature
+        logits = (
+            model(
+                input_ids=ro.sequences,
+                attention_mask=ro.attention_mask,
+                position_ids=ro.position_ids,
+                logits_to_keep=T + 1,
+            ).logits[:, :-1]
+            / a.temperature
+        )
         logp = token_logprobs(logits, ro.completion_ids)
 
-    texts = [tok.decode(ro.completion_ids[i, : int(ro.lengths[i])], skip_special_tokens=True) for i in range(a.group)]
+    texts = [
+        tok.decode(ro.completion_ids[i, : int(ro.lengths[i])], skip_special_tokens=True)
+        for i in range(a.group)
+    ]
     rewards = torch.tensor([correctness_reward(t, problem.gold) for t in texts])
     adv = group_advantages(rewards, a.group)
     print(f"{a.group} 条轨迹（同一个策略、同一个状态，采样不同）：")
     for i, text in enumerate(texts):
         n = int(ro.lengths[i])
         print(f"  [{i}] {text!r}")
-        print(f"      {n} 个动作{'（被截断）' if ro.truncated[i] else ''}，log π(回答) = Σ log π(token) = "
-              f"{logp[i, :n].sum().item():.2f}，reward = {rewards[i].item():g}，advantage = {adv[i].item():+.2f}")
+        print(
+            f"      {n} 个动作{'（被截断）' if ro.truncated[i] else ''}，log π(回答) = Σ log π(token) = "
+            f"{logp[i, :n].sum().item():.2f}，reward = {rewards[i].item():g}，advantage = {adv[i].item():+.2f}"
+        )
 
     n = int(ro.lengths[0])
     print("\n第 0 条回答逐个动作（token 与它的 log π）：")
-    pieces = [f"{tok.decode([t])!r}:{v:.2f}" for t, v in zip(ro.completion_ids[0, :n].tolist(), logp[0, :n].tolist())]
+    pieces = [
+        f"{tok.decode([t])!r}:{v:.2f}"
+        for t, v in zip(ro.completion_ids[0, :n].tolist(), logp[0, :n].tolist())
+    ]
     for start in range(0, len(pieces), 7):
-        print("  " + "  ".join(pieces[start:start + 7]))
+        print("  " + "  ".join(pieces[start : start + 7]))
     return 0
 
 

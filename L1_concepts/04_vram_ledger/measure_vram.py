@@ -10,6 +10,7 @@
 才被创建、快速解码器才被编译，第二步才是「稳态」，账本算的也是稳态。
 --init random（默认）：随机权重几乎不会采到 EOS，每条回答都写满 max_new_tokens——正好是账本假设的最坏情况。
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,7 +22,9 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # 没 pip install -e 也能从仓库根目录运行
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
@@ -31,30 +34,56 @@ from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 
 PHASES = ("loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step")
-LABELS = {"loaded": "加载后", "rollout": "rollout", "ref_forward": "旧/参考 log-prob 前向", "backward": "反向",
-          "optimizer": "优化器 step", "after_step": "step 之后"}
+LABELS = {
+    "loaded": "加载后",
+    "rollout": "rollout",
+    "ref_forward": "旧/参考 log-prob 前向",
+    "backward": "反向",
+    "optimizer": "优化器 step",
+    "after_step": "step 之后",
+}
 # 「加载后」「step 之后」比的是阶段末还占着的显存；其余阶段比阶段内的峰值
 END_OF_PHASE = ("loaded", "after_step")
 
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(description="跑几步 GRPO，逐阶段对照实测显存与 common.vram 的预测")
-    ap.add_argument("--preset", default="tiny", help="tiny（默认，CPU）| qwen3-0.6b | qwen3-1.7b-lora")
-    ap.add_argument("--init", choices=["pretrained", "random"], default="random",
-                    help="random（默认）：同形状随机权重，不下载；回答会写满 max_new_tokens")
+    ap.add_argument(
+        "--preset", default="tiny", help="tiny（默认，CPU）| qwen3-0.6b | qwen3-1.7b-lora"
+    )
+    ap.add_argument(
+        "--init",
+        choices=["pretrained", "random"],
+        default="random",
+        help="random（默认）：同形状随机权重，不下载；回答会写满 max_new_tokens",
+    )
     ap.add_argument("--prompts", type=int, help="每步 prompt 数 P（默认取预设的推荐值）")
     ap.add_argument("--group", type=int, help="每个 prompt 采样 G 条（默认取预设的推荐值）")
     ap.add_argument("--max-new-tokens", type=int, help="回答最多多少 token（默认取预设的推荐值）")
-    ap.add_argument("--beta", type=float, help="KL 系数；>0 时全参微调要一份参考模型（默认取预设的推荐值）")
+    ap.add_argument(
+        "--beta", type=float, help="KL 系数；>0 时全参微调要一份参考模型（默认取预设的推荐值）"
+    )
     ap.add_argument("--micro-batch", type=int, default=4, help="每次前向/反向的回答条数（默认 4）")
-    ap.add_argument("--checkpointing", action=argparse.BooleanOptionalAction, default=True,
-                    help="gradient checkpointing（默认开）")
-    ap.add_argument("--backend", choices=["auto", "eager", "fast"], default="auto", help="rollout 的实现")
-    ap.add_argument("--cap-gb", type=float, help="把 PyTorch 能用的显存限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）")
+    ap.add_argument(
+        "--checkpointing",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="gradient checkpointing（默认开）",
+    )
+    ap.add_argument(
+        "--backend", choices=["auto", "eager", "fast"], default="auto", help="rollout 的实现"
+    )
+    ap.add_argument(
+        "--cap-gb",
+        type=float,
+        help="把 PyTorch 能用的显存限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）",
+    )
     ap.add_argument("--steps", type=int, default=2, help="跑几步，报告最后一步（默认 2）")
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--impl", choices=["solutions", "exercises"], default="solutions", help="L2 函数用谁的实现")
+    ap.add_argument(
+        "--impl", choices=["solutions", "exercises"], default="solutions", help="L2 函数用谁的实现"
+    )
     ap.add_argument("--json", metavar="PATH", help="把实测和预测写进这个 JSON 文件")
     a = ap.parse_args(argv)
     try:
@@ -66,14 +95,23 @@ def parse_args(argv=None):
     a.group = a.group or d.get("group_size", 8)
     a.max_new_tokens = a.max_new_tokens or d.get("max_new_tokens", 512)
     a.beta = d.get("beta", 0.0) if a.beta is None else a.beta
-    bad = [msg for cond, msg in [
-        (a.group < 2, f"--group 至少为 2（得到 {a.group}）"),
-        (a.prompts < 1 or a.max_new_tokens < 1 or a.steps < 1, "--prompts、--max-new-tokens、--steps 都必须 >= 1"),
-        (a.micro_batch < 1 or (a.prompts * a.group) % a.micro_batch,
-         f"P·G = {a.prompts * a.group} 必须能被 --micro-batch={a.micro_batch} 整除"),
-        (a.beta < 0, "--beta 不能为负"),
-        (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须为正数"),
-    ] if cond]
+    bad = [
+        msg
+        for cond, msg in [
+            (a.group < 2, f"--group 至少为 2（得到 {a.group}）"),
+            (
+                a.prompts < 1 or a.max_new_tokens < 1 or a.steps < 1,
+                "--prompts、--max-new-tokens、--steps 都必须 >= 1",
+            ),
+            (
+                a.micro_batch < 1 or (a.prompts * a.group) % a.micro_batch,
+                f"P·G = {a.prompts * a.group} 必须能被 --micro-batch={a.micro_batch} 整除",
+            ),
+            (a.beta < 0, "--beta 不能为负"),
+            (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须为正数"),
+        ]
+        if cond
+    ]
     if bad:
         ap.error("；".join(bad))
     return a, preset
@@ -88,15 +126,27 @@ def main(argv=None) -> int:
         return 2
     cuda = device.type == "cuda"
     if not cuda:
-        print("这台机器没有 CUDA：照样跑完整的 GRPO 步（同一条代码路径），但不测显存，只打印账本的预测。")
+        print(
+            "这台机器没有 CUDA：照样跑完整的 GRPO 步（同一条代码路径），但不测显存，只打印账本的预测。"
+        )
     if a.cap_gb:
         frac = vram.cap_to_gpu_gb(a.cap_gb)
         if frac is not None:
             print(f"显存上限：{a.cap_gb:g} GiB（set_per_process_memory_fraction({frac:.3f})）")
     torch.manual_seed(a.seed)
-    L2 = {m: importlib.import_module(f"{a.impl}.l2_0{i}_{m}") for i, m in
-          [(1, "advantages"), (2, "logprobs_and_masks"), (5, "grpo_loss"), (6, "sampling"), (7, "grpo_train")]}
-    A, LM, LOSS, S, TR = (L2[m] for m in ("advantages", "logprobs_and_masks", "grpo_loss", "sampling", "grpo_train"))
+    L2 = {
+        m: importlib.import_module(f"{a.impl}.l2_0{i}_{m}")
+        for i, m in [
+            (1, "advantages"),
+            (2, "logprobs_and_masks"),
+            (5, "grpo_loss"),
+            (6, "sampling"),
+            (7, "grpo_train"),
+        ]
+    }
+    A, LM, LOSS, S, TR = (
+        L2[m] for m in ("advantages", "logprobs_and_masks", "grpo_loss", "sampling", "grpo_train")
+    )
 
     measured: dict[str, dict] = {}
     timings: dict[str, float] = {}
@@ -114,87 +164,161 @@ def main(argv=None) -> int:
                 measured[name] = self.result
                 timings[name] = time.time() - self.t0
                 return False
+
         return _Phase()
 
     # ---- 加载：与 grpo_train.py 相同（参考模型 = 起点的 bf16 冻结副本；可训练参数转 fp32；bf16 autocast）----
     with phase("loaded"):
         model, tok = load_model(preset, init=a.init, device=device)
-        ref = None if a.beta == 0 or preset.lora_rank else copy.deepcopy(model).eval().requires_grad_(False)
+        ref = (
+            None
+            if a.beta == 0 or preset.lora_rank
+            else copy.deepcopy(model).eval().requires_grad_(False)
+        )
         for p in model.parameters():
             p.data = p.data.float() if p.requires_grad else p.data
         if a.checkpointing:
             model.gradient_checkpointing_enable()
         params = [p for p in model.parameters() if p.requires_grad]
         opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
-    amp = (lambda: torch.autocast(device.type, dtype=preset.dtype)) if preset.dtype != torch.float32 else nullcontext
+    amp = (
+        (lambda: torch.autocast(device.type, dtype=preset.dtype))
+        if preset.dtype != torch.float32
+        else nullcontext
+    )
     gen = torch.Generator(device=device).manual_seed(a.seed)
     problems = D.synthetic_problems(a.prompts * a.steps, seed=a.seed)
     encode = lambda p: tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
-    eos, pad, G, N, M = list(preset.eos_token_ids), preset.pad_token_id, a.group, a.prompts * a.group, a.micro_batch
+    eos, pad, G, N, M = (
+        list(preset.eos_token_ids),
+        preset.pad_token_id,
+        a.group,
+        a.prompts * a.group,
+        a.micro_batch,
+    )
     mbs = [slice(i, i + M) for i in range(0, N, M)]
 
     def logprobs(net, ro, rows, entropy=False):
         T = ro.completion_ids.shape[1]
         with amp():
-            logits = net(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                         position_ids=ro.position_ids[rows], logits_to_keep=T + 1).logits[:, :-1]
-        return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(logits) if entropy else None
+            logits = net(
+                input_ids=ro.sequences[rows],
+                attention_mask=ro.attention_mask[rows],
+                position_ids=ro.position_ids[rows],
+                logits_to_keep=T + 1,
+            ).logits[:, :-1]
+        return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(
+            logits
+        ) if entropy else None
 
     for step in range(a.steps):
-        batch = problems[step * a.prompts:(step + 1) * a.prompts]
+        batch = problems[step * a.prompts : (step + 1) * a.prompts]
         model.eval()  # 生成时关掉训练模式：开了 gradient checkpointing 的训练模式下 HF 不建 KV cache
         with phase("rollout"), torch.no_grad(), amp():
-            ro = generate(model, [encode(p) for p in batch for _ in range(G)], max_new_tokens=a.max_new_tokens,
-                          eos_token_ids=eos, pad_token_id=pad, process_logits=S.process_logits, generator=gen,
-                          backend=a.backend)
+            ro = generate(
+                model,
+                [encode(p) for p in batch for _ in range(G)],
+                max_new_tokens=a.max_new_tokens,
+                eos_token_ids=eos,
+                pad_token_id=pad,
+                process_logits=S.process_logits,
+                generator=gen,
+                backend=a.backend,
+            )
         model.train()
-        texts = [tok.decode(ids[:n], skip_special_tokens=True) for ids, n in zip(ro.completion_ids, ro.lengths)]
-        rewards = torch.tensor([correctness_reward(t, p.gold) for t, p in zip(texts, [p for p in batch for _ in range(G)])])
+        texts = [
+            tok.decode(ids[:n], skip_special_tokens=True)
+            for ids, n in zip(ro.completion_ids, ro.lengths)
+        ]
+        rewards = torch.tensor(
+            [
+                correctness_reward(t, p.gold)
+                for t, p in zip(texts, [p for p in batch for _ in range(G)])
+            ]
+        )
         adv = A.group_advantages(rewards, G).to(device)
         mask = LM.completion_mask(ro.completion_ids, eos)
         with phase("ref_forward"), torch.no_grad():
             old = torch.cat([logprobs(model, ro, mb, entropy=True)[0] for mb in mbs])
             ref_logp = None
             if a.beta > 0:
-                with (model.disable_adapter() if preset.lora_rank else nullcontext()):
-                    ref_logp = torch.cat([logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs])
+                with model.disable_adapter() if preset.lora_rank else nullcontext():
+                    ref_logp = torch.cat(
+                        [logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs]
+                    )
         with phase("backward"):
             for mb in mbs:
                 logp, _ = logprobs(model, ro, mb)
-                loss, _ = LOSS.grpo_loss(logp, old[mb], adv[mb], mask[mb], ref_logp=None if ref_logp is None else ref_logp[mb],
-                                         beta=a.beta, max_completion_length=a.max_new_tokens)
+                loss, _ = LOSS.grpo_loss(
+                    logp,
+                    old[mb],
+                    adv[mb],
+                    mask[mb],
+                    ref_logp=None if ref_logp is None else ref_logp[mb],
+                    beta=a.beta,
+                    max_completion_length=a.max_new_tokens,
+                )
                 (loss * TR.microbatch_weight(mask[mb], mask, "sequence_mean")).backward()
                 del logp, loss
         with phase("optimizer"):
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)  # 梯度在 rollout 期间不占显存
-        print(f"第 {step + 1}/{a.steps} 步：prompt {ro.prompt_ids.shape[1]} token，回答最长 {ro.completion_ids.shape[1]} token，"
-              f"截断率 {ro.truncated.float().mean().item():.2f}；用时 " +
-              "，".join(f"{LABELS[k]} {timings[k]:.1f}s" for k in PHASES[1:5]))  # 计时只供参考，CPU 上没有意义
+        print(
+            f"第 {step + 1}/{a.steps} 步：prompt {ro.prompt_ids.shape[1]} token，回答最长 {ro.completion_ids.shape[1]} token，"
+            f"截断率 {ro.truncated.float().mean().item():.2f}；用时 "
+            + "，".join(f"{LABELS[k]} {timings[k]:.1f}s" for k in PHASES[1:5])
+        )  # 计时只供参考，CPU 上没有意义
 
     # ---- 账本：同样的形状 ----
     from common.fast_decode import supports_fast_decode
 
-    backend = a.backend if a.backend != "auto" else ("fast" if cuda and supports_fast_decode(model) else "eager")
+    backend = (
+        a.backend
+        if a.backend != "auto"
+        else ("fast" if cuda and supports_fast_decode(model) else "eager")
+    )
     shape = vram.ModelShape.from_config(model.config, name=preset.name, hub_id=preset.hub_id or "")
     settings = vram.Settings(
-        method="lora" if preset.lora_rank else "full", lora_rank=preset.lora_rank or 16, prompts=a.prompts,
-        group=G, prompt_len=ro.prompt_ids.shape[1], max_new_tokens=ro.completion_ids.shape[1], micro_batch=M,
-        beta=a.beta, precision="fp32", checkpointing=a.checkpointing, logprobs="chunked_ckpt",
-        logits_over="completion", layout="policy", rollout_backend=backend)
-    gpu_gb = a.cap_gb or (torch.cuda.get_device_properties(0).total_memory / vram.GiB if cuda else 32.0)
+        method="lora" if preset.lora_rank else "full",
+        lora_rank=preset.lora_rank or 16,
+        prompts=a.prompts,
+        group=G,
+        prompt_len=ro.prompt_ids.shape[1],
+        max_new_tokens=ro.completion_ids.shape[1],
+        micro_batch=M,
+        beta=a.beta,
+        precision="fp32",
+        checkpointing=a.checkpointing,
+        logprobs="chunked_ckpt",
+        logits_over="completion",
+        layout="policy",
+        rollout_backend=backend,
+    )
+    gpu_gb = a.cap_gb or (
+        torch.cuda.get_device_properties(0).total_memory / vram.GiB if cuda else 32.0
+    )
     led = vram.ledger(shape, settings, gpu_gb)
     pred = dict(led.phases)
 
     print(f"\n账本设定：{settings.short()}，rollout={backend}")
     if preset.dtype == torch.float32:
-        print("注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。")
+        print(
+            "注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。"
+        )
     unit, scale = ("GiB", vram.GiB) if max(pred.values()) >= vram.GiB else ("MiB", 2**20)
-    cols = [("阶段", 24, False), (f"实测({unit})", 12, True), (f"账本({unit})", 12, True), ("偏差", 8, True)]
+    cols = [
+        ("阶段", 24, False),
+        (f"实测({unit})", 12, True),
+        (f"账本({unit})", 12, True),
+        ("偏差", 8, True),
+    ]
     if not cuda:
         cols = [cols[0], cols[2]]
-    print("".join(vram.cell(name, w, right) for name, w, right in cols) + ("  实测 = 阶段内峰值；加载后、step 之后 = 阶段末" if cuda else ""))
+    print(
+        "".join(vram.cell(name, w, right) for name, w, right in cols)
+        + ("  实测 = 阶段内峰值；加载后、step 之后 = 阶段末" if cuda else "")
+    )
     rows = []
     for ph in PHASES:
         row = {"phase": ph, "predicted_gib": pred[ph] / vram.GiB}
@@ -202,33 +326,56 @@ def main(argv=None) -> int:
         if cuda:
             m = measured["optimizer" if ph == "after_step" else ph]
             meas = m["allocated"] if ph in END_OF_PHASE else m["peak"]
-            row.update(measured_gib=meas / vram.GiB, peak_reserved_gib=m["peak_reserved"] / vram.GiB,
-                       error=(pred[ph] - meas) / meas)
+            row.update(
+                measured_gib=meas / vram.GiB,
+                peak_reserved_gib=m["peak_reserved"] / vram.GiB,
+                error=(pred[ph] - meas) / meas,
+            )
             cells.append(vram.cell(f"{meas / scale:.2f}", 12, True))
         cells.append(vram.cell(f"{pred[ph] / scale:.2f}", 12, True))
         if cuda:
             cells.append(vram.cell(f"{row['error']:+.0%}", 8, True))
         print("".join(cells))
         rows.append(row)
-    summary = {"preset": preset.name, "init": a.init, "settings": vram.dataclasses.asdict(settings),
-               "device": torch.cuda.get_device_name(0) if cuda else "cpu", "cap_gb": a.cap_gb, "phases": rows,
-               "torch": torch.__version__}
+    summary = {
+        "preset": preset.name,
+        "init": a.init,
+        "settings": vram.dataclasses.asdict(settings),
+        "device": torch.cuda.get_device_name(0) if cuda else "cpu",
+        "cap_gb": a.cap_gb,
+        "phases": rows,
+        "torch": torch.__version__,
+    }
     if cuda:
         peak = max(r["measured_gib"] for r in rows if r["phase"] not in END_OF_PHASE)
         reserved = max(r["peak_reserved_gib"] for r in rows)
         free, total = torch.cuda.mem_get_info()
         used = (total - free) / vram.GiB
-        summary.update(peak_gib=peak, predicted_peak_gib=led.peak_allocated / vram.GiB, max_reserved_gib=reserved,
-                       device_used_gib=used)
-        print(f"\n整步峰值（allocated）：实测 {peak:.2f} GiB，账本 {led.peak_allocated / vram.GiB:.2f} GiB"
-              f"（{(led.peak_allocated / vram.GiB - peak) / peak:+.0%}）")
-        print(f"分配器：reserved 最高 {reserved:.2f} GiB，比峰值 allocated 多 {reserved - peak:.2f} GiB"
-              f"（账本按 {vram.ALLOCATOR_SLACK:.0%} = {vram.ALLOCATOR_SLACK * peak:.2f} GiB 记）")
-        print(f"整张卡已用（mem_get_info，含 CUDA 上下文，也含别的进程）：{used:.2f} GiB；减去此刻的 reserved "
-              f"{torch.cuda.memory_reserved() / vram.GiB:.2f} GiB 约等于上下文（账本按 {vram.CUDA_CONTEXT_GIB:g} GiB 记）")
-        print(f"账本合计（含余量和上下文）：{led.total / vram.GiB:.2f} GiB / {gpu_gb:g} GiB = {led.usage:.0%}")
+        summary.update(
+            peak_gib=peak,
+            predicted_peak_gib=led.peak_allocated / vram.GiB,
+            max_reserved_gib=reserved,
+            device_used_gib=used,
+        )
+        print(
+            f"\n整步峰值（allocated）：实测 {peak:.2f} GiB，账本 {led.peak_allocated / vram.GiB:.2f} GiB"
+            f"（{(led.peak_allocated / vram.GiB - peak) / peak:+.0%}）"
+        )
+        print(
+            f"分配器：reserved 最高 {reserved:.2f} GiB，比峰值 allocated 多 {reserved - peak:.2f} GiB"
+            f"（账本按 {vram.ALLOCATOR_SLACK:.0%} = {vram.ALLOCATOR_SLACK * peak:.2f} GiB 记）"
+        )
+        print(
+            f"整张卡已用（mem_get_info，含 CUDA 上下文，也含别的进程）：{used:.2f} GiB；减去此刻的 reserved "
+            f"{torch.cuda.memory_reserved() / vram.GiB:.2f} GiB 约等于上下文（账本按 {vram.CUDA_CONTEXT_GIB:g} GiB 记）"
+        )
+        print(
+            f"账本合计（含余量和上下文）：{led.total / vram.GiB:.2f} GiB / {gpu_gb:g} GiB = {led.usage:.0%}"
+        )
     else:
-        print("（没有 CUDA，上面只有账本预测；到有 GPU 的机器上加 --cap-gb 32 再跑一次，就能看到实测列。）")
+        print(
+            "（没有 CUDA，上面只有账本预测；到有 GPU 的机器上加 --cap-gb 32 再跑一次，就能看到实测列。）"
+        )
     if a.json:
         Path(a.json).write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
         print(f"结果写到 {a.json}")

@@ -5,6 +5,7 @@
     python L2_algorithm/02_logprobs_and_masks/logprob_memory.py --batch 8 --seq 512 --impl exercises
 数的是张量的字节数（算子真实产生的输出、autograd 真实存下的张量），不是 GPU 上测的峰值显存。
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,9 @@ import importlib
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-QWEN3_VOCAB = 151_936  # Qwen3 的 lm_head 行数（embedding 补齐到 151,936；tokenizer 实际 151,669 个 token）
+QWEN3_VOCAB = (
+    151_936  # Qwen3 的 lm_head 行数（embedding 补齐到 151,936；tokenizer 实际 151,669 个 token）
+)
 
 
 class _Float32Tracker(TorchDispatchMode):
@@ -74,7 +77,9 @@ def main() -> None:
     logits = torch.empty(args.batch, args.seq, args.vocab, dtype=torch.bfloat16, device="meta")
     tokens = torch.zeros(args.batch, args.seq, dtype=torch.long, device="meta")
     n = args.batch * args.seq
-    print(f"{args.batch}×{args.seq} = {n} 个 token，V = {args.vocab:,}，logits 为 bf16：{n * args.vocab * 2 / 1e9:.2f} GB")
+    print(
+        f"{args.batch}×{args.seq} = {n} 个 token，V = {args.vocab:,}，logits 为 bf16：{n * args.vocab * 2 / 1e9:.2f} GB"
+    )
     print(f"一个完整的 float32 (B,T,V)：{n * args.vocab * 4 / 1e9:.2f} GB\n")
     print("写法 | 最大的单个 float32 张量 | 为 backward 存下的 float32")
     for name, fn in [

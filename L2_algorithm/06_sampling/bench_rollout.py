@@ -8,6 +8,7 @@ CPU 上没有意义（CUDA graph 只在 GPU 上存在），脚本会直接说明
 计时时长度固定：不设 EOS（各路径都生成满 N 个 token），否则"谁先遇到 EOS"会污染比较。
 贪心一致性：快速路径和 HF generate 的贪心输出逐 token 比较（fp32，左 padding，多个 EOS）。
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,28 +59,48 @@ def greedy_identity(model, tokenizer_vocab: int, steps: int, label: str) -> bool
     ids, mask = ids.cuda(), mask.cuda()
     eos = [5, 6]
     with torch.no_grad():
-        ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=steps, do_sample=False,
-                             eos_token_id=eos, pad_token_id=0)[:, tp:]
+        ref = model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            max_new_tokens=steps,
+            do_sample=False,
+            eos_token_id=eos,
+            pad_token_id=0,
+        )[:, tp:]
     ref = torch.nn.functional.pad(ref, (0, steps - ref.shape[1]), value=0)
-    got = fast_generate(model, ids, mask, max_new_tokens=steps, eos_token_ids=eos, pad_token_id=0, greedy=True)
+    got = fast_generate(
+        model, ids, mask, max_new_tokens=steps, eos_token_ids=eos, pad_token_id=0, greedy=True
+    )
     same = torch.equal(got, ref)
-    print(f"  贪心一致性 [{label}]：{steps} 步，{'逐 token 相同' if same else f'第 {first_divergence(got, ref)} 步开始不同'}")
+    print(
+        f"  贪心一致性 [{label}]：{steps} 步，{'逐 token 相同' if same else f'第 {first_divergence(got, ref)} 步开始不同'}"
+    )
     release_fast_decoders(model)
     return same
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--prompt-len", type=int, default=128)
     p.add_argument("--new-tokens", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--cap-gb", type=float, default=None, help="把可用显存限制到这么多 GB（模拟 5090 用 32）")
+    p.add_argument(
+        "--cap-gb", type=float, default=None, help="把可用显存限制到这么多 GB（模拟 5090 用 32）"
+    )
     p.add_argument("--check-steps", type=int, default=64, help="贪心一致性检查生成多少步")
-    p.add_argument("--skip-hf-static", action="store_true", help="跳过 HF static cache + compile（它的编译较慢）")
+    p.add_argument(
+        "--skip-hf-static",
+        action="store_true",
+        help="跳过 HF static cache + compile（它的编译较慢）",
+    )
     args = p.parse_args()
     if not torch.cuda.is_available():
-        print("这个基准只在 CUDA GPU 上有意义（CUDA graph、显存带宽）。CPU 上请读 README 里记录的 GPU 数字。")
+        print(
+            "这个基准只在 CUDA GPU 上有意义（CUDA graph、显存带宽）。CPU 上请读 README 里记录的 GPU 数字。"
+        )
         return 0
     if args.cap_gb:
         total = torch.cuda.get_device_properties(0).total_memory
@@ -108,40 +129,92 @@ def main() -> int:
     runs = {}
 
     def hf_default():
-        model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=N, min_new_tokens=N, pad_token_id=pad)
+        model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=N,
+            min_new_tokens=N,
+            pad_token_id=pad,
+        )
 
     def hf_static():
-        model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=N, min_new_tokens=N,
-                       pad_token_id=pad, cache_implementation="static")
+        model.generate(
+            input_ids=ids,
+            attention_mask=mask,
+            do_sample=False,
+            max_new_tokens=N,
+            min_new_tokens=N,
+            pad_token_id=pad,
+            cache_implementation="static",
+        )
 
     prompt_lists = ids.tolist()
 
     def ours_eager():
         from common.rollout import generate as eager_generate
 
-        eager_generate(model, prompt_lists, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
-                       backend="eager")
+        eager_generate(
+            model,
+            prompt_lists,
+            max_new_tokens=N,
+            eos_token_ids=never,
+            pad_token_id=pad,
+            greedy=True,
+            backend="eager",
+        )
 
     def ours_fast():
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True)
+        fast_generate(
+            model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True
+        )
 
     def ours_fast_no_graph():  # 消融：只有静态 cache + compile，不用 CUDA graph
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
-                      cuda_graph=False)
+        fast_generate(
+            model,
+            ids,
+            mask,
+            max_new_tokens=N,
+            eos_token_ids=never,
+            pad_token_id=pad,
+            greedy=True,
+            cuda_graph=False,
+        )
 
     def ours_fast_no_compile():  # 消融：CUDA graph，但 layer step 不编译
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True,
-                      compile=False)
+        fast_generate(
+            model,
+            ids,
+            mask,
+            max_new_tokens=N,
+            eos_token_ids=never,
+            pad_token_id=pad,
+            greedy=True,
+            compile=False,
+        )
 
     def ours_fast_sample():
-        fast_generate(model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad,
-                      temperature=1.0, top_p=1.0, process_logits=process_logits)
+        fast_generate(
+            model,
+            ids,
+            mask,
+            max_new_tokens=N,
+            eos_token_ids=never,
+            pad_token_id=pad,
+            temperature=1.0,
+            top_p=1.0,
+            process_logits=process_logits,
+        )
 
-    cases = [("HF generate 默认", hf_default), ("HF static cache + compile", hf_static),
-             ("我们的 eager 路径 (common.rollout)", ours_eager),
-             ("快速路径，去掉 CUDA graph", ours_fast_no_graph), ("快速路径，去掉 compile", ours_fast_no_compile),
-             ("我们的快速路径 (贪心)", ours_fast),
-             ("我们的快速路径 (采样 T=1)", ours_fast_sample)]
+    cases = [
+        ("HF generate 默认", hf_default),
+        ("HF static cache + compile", hf_static),
+        ("我们的 eager 路径 (common.rollout)", ours_eager),
+        ("快速路径，去掉 CUDA graph", ours_fast_no_graph),
+        ("快速路径，去掉 compile", ours_fast_no_compile),
+        ("我们的快速路径 (贪心)", ours_fast),
+        ("我们的快速路径 (采样 T=1)", ours_fast_sample),
+    ]
     if args.skip_hf_static:
         cases.pop(1)
     with torch.no_grad():
@@ -150,11 +223,19 @@ def main() -> int:
             first, med = timed(fn, args.repeats)
             runs[label] = (first, med, torch.cuda.max_memory_allocated() / 2**30)
     base = runs["HF generate 默认"][1]
-    print(f"\nB={B}，prompt {tp}，+{N} token（bf16，随机初始化的 Qwen3-0.6B 精确形状），中位数 / {args.repeats} 次：")
-    print(f"{'路径':<34}{'ms/step':>9}{'tokens/s':>11}{'vs HF 默认':>11}{'首次调用 s':>11}{'峰值 GB':>9}")
+    print(
+        f"\nB={B}，prompt {tp}，+{N} token（bf16，随机初始化的 Qwen3-0.6B 精确形状），中位数 / {args.repeats} 次："
+    )
+    print(
+        f"{'路径':<34}{'ms/step':>9}{'tokens/s':>11}{'vs HF 默认':>11}{'首次调用 s':>11}{'峰值 GB':>9}"
+    )
     for label, (first, med, peak) in runs.items():
-        print(f"{label:<34}{med / N * 1e3:>9.2f}{B * N / med:>11.0f}{base / med:>10.1f}×{first:>11.1f}{peak:>9.1f}")
-    print("（ms/step = 整次生成（含 prefill）的时间 / 新 token 数；首次调用包含编译和 CUDA graph 捕获）")
+        print(
+            f"{label:<34}{med / N * 1e3:>9.2f}{B * N / med:>11.0f}{base / med:>10.1f}×{first:>11.1f}{peak:>9.1f}"
+        )
+    print(
+        "（ms/step = 整次生成（含 prefill）的时间 / 新 token 数；首次调用包含编译和 CUDA graph 捕获）"
+    )
     if not ok:
         print("贪心输出与 HF generate 不一致！")
     return 0 if ok else 1

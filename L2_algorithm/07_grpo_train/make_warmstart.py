@@ -23,10 +23,22 @@ grpo_train.py 不需要先跑它。重新生成在 2 核 CPU 上要十几分钟�
 是确定的：同一台机器、同样的线程数重跑得到逐位相同的权重；换机器或线程数，浮点累加顺序不同，权重会有
 极小差别，起点正确率也会有几个百分点的出入（guess 的比例离 0.5 越近，贪心选哪种风格就越敏感）。
 """
-import argparse, json, math, os, random, re, shutil, sys, tempfile, time
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+import tempfile
+import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # 没 pip install -e 也能从仓库根目录运行
 import torch
 import torch.nn.functional as F
 
@@ -37,7 +49,9 @@ from common.rollout import generate
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
-GRPO_DATA_SEED = 1  # grpo_train.py 里 tiny 预设的训练/held-out 题用这个 seed，SFT 会把这些题全部排除
+GRPO_DATA_SEED = (
+    1  # grpo_train.py 里 tiny 预设的训练/held-out 题用这个 seed，SFT 会把这些题全部排除
+)
 STEPS = 1400  # 演算风格只占 45%：要这么多步，演算的正确率才够高（RL 的上限就是它）
 BATCH = 64
 LR, WARMUP = 3e-3, 30  # 线性 warmup 后余弦衰减到 0
@@ -51,8 +65,17 @@ N_SAMPLED = 64  # 测量采样多样性用的题数（每题 G 条）
 
 def sft_problems(grpo_pool_size):
     """SFT 用的题：三种难度混合，去掉 GRPO 训练/held-out 池里出现过的题面（held-out 不能被 SFT 背下来）。"""
-    banned = {p.question for d in D.DIFFICULTIES for p in D.synthetic_problems(grpo_pool_size, GRPO_DATA_SEED, d)}
-    return [p for d in DIFFICULTIES for p in D.synthetic_problems(N_PER_DIFFICULTY, SFT_SEED, d) if p.question not in banned]
+    banned = {
+        p.question
+        for d in D.DIFFICULTIES
+        for p in D.synthetic_problems(grpo_pool_size, GRPO_DATA_SEED, d)
+    }
+    return [
+        p
+        for d in DIFFICULTIES
+        for p in D.synthetic_problems(N_PER_DIFFICULTY, SFT_SEED, d)
+        if p.question not in banned
+    ]
 
 
 def target_text(p, styles=None):
@@ -61,7 +84,7 @@ def target_text(p, styles=None):
     guess = 不演算，直接把题目里的第一个数当答案框起来（偷懒的捷径：几乎总是错的，格式却是对的）。"""
     styles = STYLES if styles is None else styles
     u, acc = random.Random(f"style:{p.question}").random(), 0.0
-    for style, share in styles.items():
+    for style, share in styles.items():  # noqa: B007 循环结束后还要用 style
         acc += share
         if u < acc:
             break
@@ -71,7 +94,9 @@ def target_text(p, styles=None):
     if style == "hash":
         return worked.rsplit("\n", 1)[0] + f"\n#### {p.gold}"
     guess = re.search(r"\d+", p.question).group()
-    return worked.rsplit("\n", 1)[1].replace(f"{{{p.gold}}}", f"{{{guess}}}")  # "The answer is \\boxed{guess}."
+    return worked.rsplit("\n", 1)[1].replace(
+        f"{{{p.gold}}}", f"{{{guess}}}"
+    )  # "The answer is \\boxed{guess}."
 
 
 def encode(tok, p, styles=None):
@@ -92,8 +117,13 @@ def sft(model, tok, problems, steps, seed, log_every=25):
         lr = LR * min(1.0, step / WARMUP) * 0.5 * (1 + math.cos(math.pi * step / steps))
         for group in opt.param_groups:
             group["lr"] = lr
-        pairs = [encode(tok, problems[i]) for i in torch.randint(len(problems), (BATCH,), generator=gen).tolist()]
-        width = max(len(p) + len(t) for p, t in pairs)  # 训练时右填充即可：因果注意力看不到右边的 pad
+        pairs = [
+            encode(tok, problems[i])
+            for i in torch.randint(len(problems), (BATCH,), generator=gen).tolist()
+        ]
+        width = max(
+            len(p) + len(t) for p, t in pairs
+        )  # 训练时右填充即可：因果注意力看不到右边的 pad
         ids = torch.full((BATCH, width), pad)
         mask = torch.zeros((BATCH, width), dtype=torch.long)
         labels = torch.full((BATCH, width), -100)  # -100 = 不算 loss
@@ -102,14 +132,19 @@ def sft(model, tok, problems, steps, seed, log_every=25):
             mask[r, : len(p) + len(t)] = 1
             labels[r, len(p) : len(p) + len(t)] = torch.tensor(t)
         logits = model(input_ids=ids, attention_mask=mask).logits[:, :-1]  # 位置 t 预测 t+1
-        loss = F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100)
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), labels[:, 1:].reshape(-1), ignore_index=-100
+        )
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
         losses.append(loss.item())
         if step % log_every == 0 or step == steps:
-            print(f"  SFT 第 {step}/{steps} 步  loss {loss.item():.3f}  已用 {time.time() - t0:.0f} s", flush=True)
+            print(
+                f"  SFT 第 {step}/{steps} 步  loss {loss.item():.3f}  已用 {time.time() - t0:.0f} s",
+                flush=True,
+            )
     return losses
 
 
@@ -117,20 +152,31 @@ def sft(model, tok, problems, steps, seed, log_every=25):
 def measure(model, tok, heldout, group_size, max_new_tokens, temperature, seed=0):
     """起点体检：held-out 贪心正确率；采样时每组 G 条的正确率、全对/全错（std=0）组的比例、pass@G。"""
     preset = get_preset("tiny")
-    kw = dict(max_new_tokens=max_new_tokens, eos_token_ids=preset.eos_token_ids, pad_token_id=preset.pad_token_id)
+    kw = dict(
+        max_new_tokens=max_new_tokens,
+        eos_token_ids=preset.eos_token_ids,
+        pad_token_id=preset.pad_token_id,
+    )
 
     def rewards(problems, repeat, **sample):
         out = []
         for i in range(0, len(problems), 64):
             chunk = [p for p in problems[i : i + 64] for _ in range(repeat)]
             ro = generate(model, [encode(tok, p)[0] for p in chunk], **kw, **sample)
-            texts = [tok.decode(ids[:n], skip_special_tokens=True) for ids, n in zip(ro.completion_ids, ro.lengths)]
+            texts = [
+                tok.decode(ids[:n], skip_special_tokens=True)
+                for ids, n in zip(ro.completion_ids, ro.lengths)
+            ]
             out += [correctness_reward(t, p.gold) for t, p in zip(texts, chunk)]
         return out
 
     greedy = rewards(heldout, 1, greedy=True)
-    sampled = rewards(heldout[:N_SAMPLED], group_size, temperature=temperature,
-                      generator=torch.Generator().manual_seed(seed))
+    sampled = rewards(
+        heldout[:N_SAMPLED],
+        group_size,
+        temperature=temperature,
+        generator=torch.Generator().manual_seed(seed),
+    )
     groups = [sampled[i : i + group_size] for i in range(0, len(sampled), group_size)]
     return {
         "heldout_greedy_accuracy": sum(greedy) / len(greedy),
@@ -146,7 +192,9 @@ def measure(model, tok, heldout, group_size, max_new_tokens, temperature, seed=0
 
 def grpo_heldout(defaults):
     """和 grpo_train.py 的 tiny 默认设置完全相同的 held-out 题。"""
-    pool = D.synthetic_problems(defaults["n_train"], seed=GRPO_DATA_SEED, difficulty=defaults["difficulty"])
+    pool = D.synthetic_problems(
+        defaults["n_train"], seed=GRPO_DATA_SEED, difficulty=defaults["difficulty"]
+    )
     return D.split_train_heldout(pool, defaults["n_heldout"])[1]
 
 
@@ -157,7 +205,9 @@ def save_atomically(model, tok, info, out):
     try:
         model.save_pretrained(tmp)  # model.safetensors + config.json（+ generation_config.json）
         tok.save_pretrained(tmp)  # tokenizer.json + tokenizer_config.json（含 chat template）
-        (tmp / "warmstart.json").write_text(json.dumps(info, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        (tmp / "warmstart.json").write_text(
+            json.dumps(info, ensure_ascii=False, indent=2) + "\n", encoding="utf-8"
+        )
         tmp.chmod(0o755)  # mkdtemp 建的是 0700；checkpoint 是要随仓库分发、给别人读的
         for f in tmp.iterdir():
             f.chmod(0o644)
@@ -172,8 +222,15 @@ def save_atomically(model, tok, info, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）")
-    ap.add_argument("--out", type=Path, default=TINY_WARMSTART_DIR, help=f"输出目录（默认 {TINY_WARMSTART_DIR}）")
+    ap = argparse.ArgumentParser(
+        description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=TINY_WARMSTART_DIR,
+        help=f"输出目录（默认 {TINY_WARMSTART_DIR}）",
+    )
     ap.add_argument("--steps", type=int, default=STEPS, help=f"SFT 步数（默认 {STEPS}）")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--check", action="store_true", help="不训练，只测量 --out 里已有的 checkpoint")
@@ -182,8 +239,11 @@ def main(argv=None):
         sys.exit(f"配置错误：--steps 必须 >= 1，得到 {args.steps}")
     defaults = get_preset("tiny").defaults
     heldout = grpo_heldout(defaults)
-    probe = dict(group_size=defaults["group_size"], max_new_tokens=defaults["max_new_tokens"],
-                 temperature=defaults["temperature"])
+    probe = dict(
+        group_size=defaults["group_size"],
+        max_new_tokens=defaults["max_new_tokens"],
+        temperature=defaults["temperature"],
+    )
 
     if args.check:
         if not (args.out / "model.safetensors").is_file():
@@ -197,20 +257,40 @@ def main(argv=None):
 
     model, tok = load_model("tiny", init="random")
     problems = sft_problems(defaults["n_train"])
-    print(f"随机初始化的 tiny 模型：{sum(p.numel() for p in model.parameters()):,} 个参数；SFT 题目 {len(problems)} 道")
+    print(
+        f"随机初始化的 tiny 模型：{sum(p.numel() for p in model.parameters()):,} 个参数；SFT 题目 {len(problems)} 道"
+    )
     t0, c0 = time.time(), time.process_time()
     losses = sft(model, tok, problems, args.steps, args.seed)
     sft_s, sft_cpu_s = time.time() - t0, time.process_time() - c0
     print("测量起点（held-out 贪心正确率、采样多样性）……", flush=True)
     stats = measure(model, tok, heldout, **probe)
-    info = dict(recipe=dict(steps=args.steps, batch=BATCH, lr=LR, warmup=WARMUP, seed=args.seed, sft_seed=SFT_SEED,
-                            difficulties=list(DIFFICULTIES), styles=STYLES, n_sft_problems=len(problems)),
-                loss_first=losses[0], loss_last=sum(losses[-10:]) / len(losses[-10:]), sft_s=sft_s, sft_cpu_s=sft_cpu_s,
-                torch_threads=torch.get_num_threads(), torch_version=torch.__version__, **stats)
+    info = dict(
+        recipe=dict(
+            steps=args.steps,
+            batch=BATCH,
+            lr=LR,
+            warmup=WARMUP,
+            seed=args.seed,
+            sft_seed=SFT_SEED,
+            difficulties=list(DIFFICULTIES),
+            styles=STYLES,
+            n_sft_problems=len(problems),
+        ),
+        loss_first=losses[0],
+        loss_last=sum(losses[-10:]) / len(losses[-10:]),
+        sft_s=sft_s,
+        sft_cpu_s=sft_cpu_s,
+        torch_threads=torch.get_num_threads(),
+        torch_version=torch.__version__,
+        **stats,
+    )
     save_atomically(model, tok, info, args.out)
-    print(f"SFT {args.steps} 步用时 {sft_s:.0f} s；held-out 贪心正确率 {stats['heldout_greedy_accuracy']:.3f}，"
-          f"T={probe['temperature']} 采样正确率 {stats['sampled_accuracy']:.3f}，"
-          f"G={probe['group_size']} 时 std=0 的组占 {stats['zero_std_group_fraction']:.2f}。已保存到 {args.out}")
+    print(
+        f"SFT {args.steps} 步用时 {sft_s:.0f} s；held-out 贪心正确率 {stats['heldout_greedy_accuracy']:.3f}，"
+        f"T={probe['temperature']} 采样正确率 {stats['sampled_accuracy']:.3f}，"
+        f"G={probe['group_size']} 时 std=0 的组占 {stats['zero_std_group_fraction']:.2f}。已保存到 {args.out}"
+    )
 
 
 if __name__ == "__main__":

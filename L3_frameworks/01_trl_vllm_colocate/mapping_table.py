@@ -14,6 +14,7 @@ THUDM/slime@624b824a:slime/backends/sglang_utils/arguments.py）。CI 离线拿�
 
     python3 L3_frameworks/01_trl_vllm_colocate/mapping_table.py --write-readme
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,7 +30,9 @@ BEGIN, END = "<!-- mapping-table:begin -->", "<!-- mapping-table:end -->"
 class Row:
     key: str  # 稳定的英文 id，测试用它找"种子课的五行"
     concept: str  # 中文概念名
-    ours: tuple[str, ...]  # 手写实现里的名字：`l2_01_advantages.group_advantages(scale)`、`--group-size`、`common.reward.REWARD_FUNCS`
+    ours: tuple[
+        str, ...
+    ]  # 手写实现里的名字：`l2_01_advantages.group_advantages(scale)`、`--group-size`、`common.reward.REWARD_FUNCS`
     trl: tuple[str, ...]  # GRPOConfig 字段，可带取值：`loss_type="grpo"`、`beta`
     slime: str  # slime 启动参数（空串 = 没有对应物，原因写在 note）
     miles: str  # Miles 启动参数（同上；"同 slime" 不省略，照抄一遍方便查）
@@ -62,7 +65,7 @@ ROWS: tuple[Row, ...] = (
         ('scale_rewards="group"', 'scale_rewards="batch"', 'scale_rewards="none"'),
         "--disable-grpo-std-normalization",
         "--disable-grpo-std-normalization",
-        "我们的 scale=\"none\" 就是 Dr. GRPO；slime/Miles 只有开/关两档，没有 batch 档",
+        '我们的 scale="none" 就是 Dr. GRPO；slime/Miles 只有开/关两档，没有 batch 档',
     ),
     Row(
         "adv_eps",
@@ -361,7 +364,7 @@ def trl_field(entry: str) -> tuple[str, str | None]:
     """'loss_type="grpo"' -> ("loss_type", "grpo")；'beta' -> ("beta", None)。"""
     m = re.fullmatch(r'([a-z_0-9]+)(?:="([^"]*)")?', entry)
     if not m:
-        raise ValueError(f"TRL 列的写法不对：{entry!r}（应是 字段名 或 字段名=\"取值\"）")
+        raise ValueError(f'TRL 列的写法不对：{entry!r}（应是 字段名 或 字段名="取值"）')
     return m.group(1), m.group(2)
 
 
@@ -378,7 +381,9 @@ def render_markdown() -> str:
     for r in ROWS:
         slime = f"`{r.slime}`" if r.slime else "—"
         miles = f"`{r.miles}`" if r.miles else "—"
-        lines.append(f"| {r.concept} | {_cell(r.ours)} | {_cell(r.trl)} | {slime} | {miles} | {r.note} |")
+        lines.append(
+            f"| {r.concept} | {_cell(r.ours)} | {_cell(r.trl)} | {slime} | {miles} | {r.note} |"
+        )
     return "\n".join(lines)
 
 
@@ -398,8 +403,12 @@ def write_readme() -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表")
-    parser.add_argument("--write-readme", action="store_true", help="把渲染结果写进 README 的标记之间")
+    parser = argparse.ArgumentParser(
+        description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表"
+    )
+    parser.add_argument(
+        "--write-readme", action="store_true", help="把渲染结果写进 README 的标记之间"
+    )
     args = parser.parse_args()
     if args.write_readme:
         write_readme()

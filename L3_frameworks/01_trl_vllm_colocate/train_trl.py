@@ -8,6 +8,7 @@
 
 逐个字段的解释（尤其是 32 GB 上的显存账）在同目录 README.md。
 """
+
 from __future__ import annotations
 
 import argparse
@@ -18,7 +19,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # 没 pip install -e 也能从仓库根目录运行
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -32,8 +35,15 @@ from common.reward import correctness_reward, format_reward
 PRESETS = ("tiny", "qwen3-0.6b")
 IMPLS = ("solutions", "exercises", "trl")  # trl = 完全用 TRL 自己的 advantage 和损失
 # TRL 的 loss_type -> 我们 grpo_loss 的 aggregation（L2.05）。只支持这四种：其余（cispo/sapo/...）课程里没写。
-AGGREGATION = {"grpo": "sequence_mean", "bnpo": "token_mean", "dapo": "token_mean", "dr_grpo": "constant"}
-TRL_ADV_EPS = 1e-4  # TRL 在 std 分母上写死的 eps（grpo_trainer.py：advantages / (std_rewards + 1e-4)）
+AGGREGATION = {
+    "grpo": "sequence_mean",
+    "bnpo": "token_mean",
+    "dapo": "token_mean",
+    "dr_grpo": "constant",
+}
+TRL_ADV_EPS = (
+    1e-4  # TRL 在 std 分母上写死的 eps（grpo_trainer.py：advantages / (std_rewards + 1e-4)）
+)
 
 # ---------------------------------------------------------------- 奖励：包成 TRL 的签名 ------------------------------
 # TRL 这样调用每个奖励函数：f(prompts=..., completions=..., completion_ids=..., <数据集的其它列>=..., trainer_state=..., ...)
@@ -57,13 +67,22 @@ def format_boxed(completions, **kwargs) -> list[float]:
 
 # ---------------------------------------------------------------- 数据：datasets.Dataset --------------------------------
 def build_dataset(problems: list[D.Problem]) -> Dataset:
-    """"prompt" 列 = 消息列表（TRL 用 chat template 渲染，带上 chat_template_kwargs）；"gold" 列传给奖励函数。"""
-    return Dataset.from_dict({"prompt": [D.prompt_messages(p.question) for p in problems], "gold": [p.gold for p in problems]})
+    """ "prompt" 列 = 消息列表（TRL 用 chat template 渲染，带上 chat_template_kwargs）；"gold" 列传给奖励函数。"""
+    return Dataset.from_dict(
+        {
+            "prompt": [D.prompt_messages(p.question) for p in problems],
+            "gold": [p.gold for p in problems],
+        }
+    )
 
 
 def load_problems(source: str, preset) -> list[D.Problem]:
-    if source == "synthetic":  # 和 grpo_train.py 的 tiny 一样：seed=1 的合成题，留出 held-out 不参与训练
-        problems = D.synthetic_problems(5000, seed=1, difficulty=preset.defaults.get("difficulty", 2))
+    if (
+        source == "synthetic"
+    ):  # 和 grpo_train.py 的 tiny 一样：seed=1 的合成题，留出 held-out 不参与训练
+        problems = D.synthetic_problems(
+            5000, seed=1, difficulty=preset.defaults.get("difficulty", 2)
+        )
         return D.split_train_heldout(problems, preset.defaults.get("n_heldout", 200))[0]
     if source == "gsm8k":
         return D.load_gsm8k("train")
@@ -91,19 +110,29 @@ class CourseGRPOTrainer(GRPOTrainer):
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         # TRL 返回 (全局 N, 奖励函数个数)，已在各进程间 gather：组内归一化要看到整组
-        self._rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
+        self._rewards_per_func = super()._calculate_rewards(
+            inputs, prompts, completions, completion_ids_list
+        )
         return self._rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         rpf = self._rewards_per_func
-        if not self.model.training or torch.isnan(rpf).any():  # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        if (
+            not self.model.training or torch.isnan(rpf).any()
+        ):  # 评估、或有奖励函数返回 None：保留 TRL 的处理
             return out
         rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
-        adv = self._adv.group_advantages(rewards, self.num_generations, eps=TRL_ADV_EPS, scale=self.scale_rewards)
+        adv = self._adv.group_advantages(
+            rewards, self.num_generations, eps=TRL_ADV_EPS, scale=self.scale_rewards
+        )
         n = len(out["advantages"])  # 本进程那一段（TRL 同样按进程号切片）
-        mine = adv[self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n].to(out["advantages"])
-        self._metrics["train"]["course/adv_max_abs_diff_vs_trl"].append((mine - out["advantages"]).abs().max().item())
+        mine = adv[
+            self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n
+        ].to(out["advantages"])
+        self._metrics["train"]["course/adv_max_abs_diff_vs_trl"].append(
+            (mine - out["advantages"]).abs().max().item()
+        )
         out["advantages"] = mine
         return out
 
@@ -117,7 +146,9 @@ class CourseGRPOTrainer(GRPOTrainer):
         )
         mask = completion_mask.to(logp.dtype)
         old = inputs.get("old_per_token_logps")
-        old = logp.detach() if old is None else old  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        old = (
+            logp.detach() if old is None else old
+        )  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
         adv = inputs["advantages"]
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
@@ -125,8 +156,15 @@ class CourseGRPOTrainer(GRPOTrainer):
             # 所以把 w 乘进 advantage 完全等价（KL 项 TRL 也不乘 w）。
             adv = adv * inputs["importance_sampling_ratio"].squeeze(1)
         loss, m = self._loss.grpo_loss(
-            logp, old, adv, mask, ref_logp=inputs.get("ref_per_token_logps"), beta=self.beta,
-            eps_low=self.epsilon_low, eps_high=self.epsilon_high, aggregation=AGGREGATION[self.loss_type],
+            logp,
+            old,
+            adv,
+            mask,
+            ref_logp=inputs.get("ref_per_token_logps"),
+            beta=self.beta,
+            eps_low=self.epsilon_low,
+            eps_high=self.epsilon_high,
+            aggregation=AGGREGATION[self.loss_type],
             max_completion_length=self.max_completion_length,
         )
         # 梯度累积：TRL 对每个 micro-batch 的 loss 自己做归一化（HF 的自动缩放在 GRPO 里是关的），这里照做
@@ -134,13 +172,17 @@ class CourseGRPOTrainer(GRPOTrainer):
         accum = self.current_gradient_accumulation_steps if mode == "train" else 1.0
         if self.loss_type == "dapo":
             # DAPO：除以整个生成批次（所有 micro-batch、所有进程）的有效 token 数，而不是本 micro-batch 的
-            normalizer = inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            normalizer = (
+                inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
+            )
             if mode == "train":
                 normalizer = normalizer * accum / self.args.steps_per_generation
             loss = loss * mask.sum() / normalizer  # token_mean × 本批 token 数 = Σ(loss·mask)
         else:
             loss = loss / accum
-        self._metrics[mode]["entropy"].append(((entropies * mask).sum() / mask.sum().clamp(min=1.0)).item())
+        self._metrics[mode]["entropy"].append(
+            ((entropies * mask).sum() / mask.sum().clamp(min=1.0)).item()
+        )
         self._metrics[mode]["clip_ratio/region_mean"].append(m["clip_fraction"])
         if "kl" in m:
             self._metrics[mode]["kl"].append(m["kl"])
@@ -150,16 +192,32 @@ class CourseGRPOTrainer(GRPOTrainer):
 def _unsupported_for_course_loss(cfg: GRPOConfig) -> list[str]:
     """我们的 grpo_loss 覆盖不到的 GRPOConfig 设置（每条都说明该改成什么）。"""
     checks = [
-        (cfg.loss_type not in AGGREGATION, f"loss_type={cfg.loss_type!r}（只支持 {'/'.join(AGGREGATION)}）"),
-        (cfg.importance_sampling_level != "token", "importance_sampling_level 必须是 'token'（sequence 是 GSPO）"),
+        (
+            cfg.loss_type not in AGGREGATION,
+            f"loss_type={cfg.loss_type!r}（只支持 {'/'.join(AGGREGATION)}）",
+        ),
+        (
+            cfg.importance_sampling_level != "token",
+            "importance_sampling_level 必须是 'token'（sequence 是 GSPO）",
+        ),
         (cfg.delta is not None, "delta（双边 clip）必须为 None"),
         (cfg.top_entropy_quantile < 1.0, "top_entropy_quantile 必须是 1.0"),
         (cfg.off_policy_mask_threshold is not None, "off_policy_mask_threshold 必须为 None"),
-        (cfg.entropy_coef != 0.0 or cfg.use_adaptive_entropy, "entropy_coef 必须是 0（课程只记录熵，不加熵奖励）"),
-        (cfg.beta > 0 and cfg.use_bias_correction_kl, "beta>0 时 use_bias_correction_kl 必须为 False（L2.04 的 k3 不乘 ratio）"),
-        (cfg.multi_objective_aggregation != "sum_then_normalize", "multi_objective_aggregation 必须是 'sum_then_normalize'"),
         (
-            cfg.use_vllm and cfg.vllm_importance_sampling_correction
+            cfg.entropy_coef != 0.0 or cfg.use_adaptive_entropy,
+            "entropy_coef 必须是 0（课程只记录熵，不加熵奖励）",
+        ),
+        (
+            cfg.beta > 0 and cfg.use_bias_correction_kl,
+            "beta>0 时 use_bias_correction_kl 必须为 False（L2.04 的 k3 不乘 ratio）",
+        ),
+        (
+            cfg.multi_objective_aggregation != "sum_then_normalize",
+            "multi_objective_aggregation 必须是 'sum_then_normalize'",
+        ),
+        (
+            cfg.use_vllm
+            and cfg.vllm_importance_sampling_correction
             and not cfg.vllm_importance_sampling_mode.startswith("sequence"),
             "vllm_importance_sampling_mode 必须是 sequence_*（逐 token 的权重没法并进 (B,) 的 advantage）",
         ),
@@ -170,12 +228,22 @@ def _unsupported_for_course_loss(cfg: GRPOConfig) -> list[str]:
 # ---------------------------------------------------------------- 每步的时间、显存 -----------------------------------
 # TRL 的日志键 -> 课程 metrics.jsonl 的键（和 grpo_train.py 同名，common.metrics.plot_curves 直接能画）
 TRL_TO_COURSE = {
-    "reward": "reward_mean", "reward_std": "reward_std", "rewards/correctness/mean": "accuracy",
-    "rewards/format_boxed/mean": "format_rate", "frac_reward_zero_std": "zero_std_frac",
-    "completions/mean_length": "completion_len_mean", "completions/max_length": "completion_len_max",
-    "completions/clipped_ratio": "truncation_rate", "entropy": "entropy", "kl": "kl",
-    "clip_ratio/region_mean": "clip_fraction", "grad_norm": "grad_norm", "learning_rate": "lr", "loss": "loss",
-    "step_time": "trl_step_time_s", "course/adv_max_abs_diff_vs_trl": "adv_max_abs_diff_vs_trl",
+    "reward": "reward_mean",
+    "reward_std": "reward_std",
+    "rewards/correctness/mean": "accuracy",
+    "rewards/format_boxed/mean": "format_rate",
+    "frac_reward_zero_std": "zero_std_frac",
+    "completions/mean_length": "completion_len_mean",
+    "completions/max_length": "completion_len_max",
+    "completions/clipped_ratio": "truncation_rate",
+    "entropy": "entropy",
+    "kl": "kl",
+    "clip_ratio/region_mean": "clip_fraction",
+    "grad_norm": "grad_norm",
+    "learning_rate": "lr",
+    "loss": "loss",
+    "step_time": "trl_step_time_s",
+    "course/adv_max_abs_diff_vs_trl": "adv_max_abs_diff_vs_trl",
 }
 
 
@@ -191,7 +259,9 @@ class StepStats(TrainerCallback):
 
     def __init__(self, out: Path, rank: int):
         self.cuda = torch.cuda.is_available()
-        self.steps = MetricsLogger(out / ("steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl"))
+        self.steps = MetricsLogger(
+            out / ("steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl")
+        )
         self.metrics = MetricsLogger(out / "metrics.jsonl") if rank == 0 else None
         self.rank, self.t0 = rank, 0.0
         self.phase_s: dict[str, float] = {}
@@ -225,15 +295,28 @@ class StepStats(TrainerCallback):
         row = {"step": state.global_step, "step_s": time.perf_counter() - self.t0, **self.phase_s}
         if self.cuda:
             free, total = torch.cuda.mem_get_info()
-            row.update(peak_alloc_gb=torch.cuda.max_memory_allocated() / 2**30,
-                       peak_reserved_gb=torch.cuda.max_memory_reserved() / 2**30, device_used_gb=(total - free) / 2**30)
+            row.update(
+                peak_alloc_gb=torch.cuda.max_memory_allocated() / 2**30,
+                peak_reserved_gb=torch.cuda.max_memory_reserved() / 2**30,
+                device_used_gb=(total - free) / 2**30,
+            )
         self.steps.log(row)
-        print(f"[rank {self.rank}] " + "  ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-              flush=True)
+        print(
+            f"[rank {self.rank}] "
+            + "  ".join(
+                f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()
+            ),
+            flush=True,
+        )
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.metrics is not None and logs and "reward" in logs:
-            self.metrics.log({"step": state.global_step, **{c: logs[t] for t, c in TRL_TO_COURSE.items() if t in logs}})
+            self.metrics.log(
+                {
+                    "step": state.global_step,
+                    **{c: logs[t] for t, c in TRL_TO_COURSE.items() if t in logs},
+                }
+            )
 
 
 # ---------------------------------------------------------------- GRPOConfig ------------------------------------------
@@ -242,7 +325,11 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
     on_gpu = a.preset != "tiny"
     n = a.prompts_per_step * a.group_size  # 每步的回答条数
     common = dict(
-        output_dir=str(a.out), max_steps=a.steps, seed=a.seed, report_to=[], logging_steps=1,
+        output_dir=str(a.out),
+        max_steps=a.steps,
+        seed=a.seed,
+        report_to=[],
+        logging_steps=1,
         save_strategy="no",  # 训练完由 main() 存一次；中途的 checkpoint 用 --save-steps 打开
         # ---- GRPO 本身 ----
         num_generations=a.group_size,  # G
@@ -250,11 +337,19 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
         per_device_train_batch_size=a.micro_batch,  # 一次前向/反向几条回答
         gradient_accumulation_steps=n // (a.micro_batch * n_proc),  # 凑满 P·G 条再走一步 AdamW
         max_completion_length=a.max_new_tokens,
-        temperature=a.temperature, top_p=1.0,
-        learning_rate=a.lr, lr_scheduler_type="constant", adam_beta2=0.99, weight_decay=0.0, max_grad_norm=1.0,
-        beta=a.beta, use_bias_correction_kl=False,  # k3 不乘 ratio：与 L2.04/L2.05 一致
-        epsilon=0.2, epsilon_high=a.eps_high,
-        loss_type=a.loss_type, scale_rewards="group",
+        temperature=a.temperature,
+        top_p=1.0,
+        learning_rate=a.lr,
+        lr_scheduler_type="constant",
+        adam_beta2=0.99,
+        weight_decay=0.0,
+        max_grad_norm=1.0,
+        beta=a.beta,
+        use_bias_correction_kl=False,  # k3 不乘 ratio：与 L2.04/L2.05 一致
+        epsilon=0.2,
+        epsilon_high=a.eps_high,
+        loss_type=a.loss_type,
+        scale_rewards="group",
         mask_truncated_completions=a.mask_truncated,
         reward_weights=[1.0, a.format_weight],  # [correctness, format_boxed]
         chat_template_kwargs={"enable_thinking": False},  # Qwen3 不进入 <think>：回答短一个量级
@@ -282,49 +377,125 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
 # ---------------------------------------------------------------- 命令行 ----------------------------------------------
 def parse_args(argv=None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description="L3.01：TRL GRPOTrainer（+ vLLM colocate）训练 GRPO")
-    ap.add_argument("--preset", default="tiny", help="tiny（CPU，不用 vLLM）| qwen3-0.6b（单卡 32 GB，vLLM colocate）")
-    ap.add_argument("--init", default="pretrained", choices=["pretrained", "random"],
-                    help="random：同样形状的随机权重，不下载（只用来测时间和显存）")
-    ap.add_argument("--impl", default="solutions", choices=IMPLS,
-                    help="advantage 和损失用谁的：solutions / exercises（你的 L2 代码）/ trl（TRL 自己的）")
-    ap.add_argument("--steps", "--max-steps", dest="steps", type=int, default=None, help="优化步数（TRL 的 max_steps）")
+    ap.add_argument(
+        "--preset",
+        default="tiny",
+        help="tiny（CPU，不用 vLLM）| qwen3-0.6b（单卡 32 GB，vLLM colocate）",
+    )
+    ap.add_argument(
+        "--init",
+        default="pretrained",
+        choices=["pretrained", "random"],
+        help="random：同样形状的随机权重，不下载（只用来测时间和显存）",
+    )
+    ap.add_argument(
+        "--impl",
+        default="solutions",
+        choices=IMPLS,
+        help="advantage 和损失用谁的：solutions / exercises（你的 L2 代码）/ trl（TRL 自己的）",
+    )
+    ap.add_argument(
+        "--steps",
+        "--max-steps",
+        dest="steps",
+        type=int,
+        default=None,
+        help="优化步数（TRL 的 max_steps）",
+    )
     ap.add_argument("--out", default=None, help="输出目录（默认 runs/trl-<preset>-<时间>）")
-    ap.add_argument("--data", default=None, help="gsm8k | synthetic | 本地 GSM8K 格式 .jsonl（默认：tiny 用 synthetic）")
+    ap.add_argument(
+        "--data",
+        default=None,
+        help="gsm8k | synthetic | 本地 GSM8K 格式 .jsonl（默认：tiny 用 synthetic）",
+    )
     ap.add_argument("--seed", type=int, default=0)
     # 和 grpo_train.py 同名的旋钮；不给就用预设的推荐值（common/models.py 的 Preset.defaults）
-    ap.add_argument("--group-size", type=int, default=None, help="G：每道题采几条（TRL 的 num_generations）")
+    ap.add_argument(
+        "--group-size", type=int, default=None, help="G：每道题采几条（TRL 的 num_generations）"
+    )
     ap.add_argument("--prompts-per-step", type=int, default=None, help="P：每步几道题")
-    ap.add_argument("--max-new-tokens", type=int, default=None, help="回答最长 token 数（TRL 的 max_completion_length）")
-    ap.add_argument("--micro-batch", type=int, default=None, help="一次前向/反向几条回答（TRL 的 per_device_train_batch_size）")
+    ap.add_argument(
+        "--max-new-tokens",
+        type=int,
+        default=None,
+        help="回答最长 token 数（TRL 的 max_completion_length）",
+    )
+    ap.add_argument(
+        "--micro-batch",
+        type=int,
+        default=None,
+        help="一次前向/反向几条回答（TRL 的 per_device_train_batch_size）",
+    )
     ap.add_argument("--lr", type=float, default=None)
-    ap.add_argument("--beta", type=float, default=None, help="KL 系数；>0 时 TRL 会再加载一份参考模型")
+    ap.add_argument(
+        "--beta", type=float, default=None, help="KL 系数；>0 时 TRL 会再加载一份参考模型"
+    )
     ap.add_argument("--temperature", type=float, default=None)
-    ap.add_argument("--eps-high", type=float, default=None, help="clip 上界（TRL 的 epsilon_high；不给 = 0.2）")
-    ap.add_argument("--loss-type", default="dapo", choices=sorted(AGGREGATION), help="TRL 的 loss_type（默认 dapo，TRL 的默认）")
-    ap.add_argument("--format-weight", type=float, default=0.0, help="格式奖励的权重（默认 0：只记录不优化）")
-    ap.add_argument("--mask-truncated", action=argparse.BooleanOptionalAction, default=None,
-                    help="被截断的回答不进损失（默认：qwen3-0.6b 开，tiny 关）")
-    ap.add_argument("--save-steps", type=int, default=0, help="每隔几步存一次 checkpoint（默认 0：只在最后存模型）")
+    ap.add_argument(
+        "--eps-high", type=float, default=None, help="clip 上界（TRL 的 epsilon_high；不给 = 0.2）"
+    )
+    ap.add_argument(
+        "--loss-type",
+        default="dapo",
+        choices=sorted(AGGREGATION),
+        help="TRL 的 loss_type（默认 dapo，TRL 的默认）",
+    )
+    ap.add_argument(
+        "--format-weight", type=float, default=0.0, help="格式奖励的权重（默认 0：只记录不优化）"
+    )
+    ap.add_argument(
+        "--mask-truncated",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="被截断的回答不进损失（默认：qwen3-0.6b 开，tiny 关）",
+    )
+    ap.add_argument(
+        "--save-steps",
+        type=int,
+        default=0,
+        help="每隔几步存一次 checkpoint（默认 0：只在最后存模型）",
+    )
     # GPU 相关
-    ap.add_argument("--no-vllm", dest="vllm", action="store_false", help="qwen3-0.6b 不用 vLLM，改用 HF generate 采样")
-    ap.add_argument("--vllm-mem", type=float, default=0.3, help="vllm_gpu_memory_utilization（默认 0.3）")
-    ap.add_argument("--vllm-max-len", type=int, default=1024, help="vllm_max_model_length（默认 1024）")
-    ap.add_argument("--vllm-server-url", default=None,
-                    help="用另一张卡上已启动的 vLLM 服务（如 http://localhost:8000）代替 colocate，见 README「一张卡不够时」")
-    ap.add_argument("--cap-gb", type=float, default=None, help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.cap_to_gpu_gb）")
+    ap.add_argument(
+        "--no-vllm",
+        dest="vllm",
+        action="store_false",
+        help="qwen3-0.6b 不用 vLLM，改用 HF generate 采样",
+    )
+    ap.add_argument(
+        "--vllm-mem", type=float, default=0.3, help="vllm_gpu_memory_utilization（默认 0.3）"
+    )
+    ap.add_argument(
+        "--vllm-max-len", type=int, default=1024, help="vllm_max_model_length（默认 1024）"
+    )
+    ap.add_argument(
+        "--vllm-server-url",
+        default=None,
+        help="用另一张卡上已启动的 vLLM 服务（如 http://localhost:8000）代替 colocate，见 README「一张卡不够时」",
+    )
+    ap.add_argument(
+        "--cap-gb",
+        type=float,
+        default=None,
+        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.cap_to_gpu_gb）",
+    )
     a = ap.parse_args(argv)
 
     def fail(msg):
         ap.error(msg)  # 打印用法和中文原因，退出码 2
 
     if a.preset not in PRESETS:
-        fail(f"--preset 只能是 {' | '.join(PRESETS)}，得到 {a.preset!r}（qwen3-1.7b-lora 请用 L2 的 grpo_train.py）")
+        fail(
+            f"--preset 只能是 {' | '.join(PRESETS)}，得到 {a.preset!r}（qwen3-1.7b-lora 请用 L2 的 grpo_train.py）"
+        )
     preset = get_preset(a.preset)
     for key, value in preset.defaults.items():
         if getattr(a, key, "absent") is None:
             setattr(a, key, value)
     a.steps = a.steps if a.steps is not None else (20 if a.preset == "tiny" else 200)
-    a.micro_batch = a.micro_batch or (a.prompts_per_step * a.group_size if a.preset == "tiny" else 16)
+    a.micro_batch = a.micro_batch or (
+        a.prompts_per_step * a.group_size if a.preset == "tiny" else 16
+    )
     a.mask_truncated = (a.preset != "tiny") if a.mask_truncated is None else a.mask_truncated
     a.data = a.data or ("synthetic" if a.preset == "tiny" else "gsm8k")
     a.vllm = a.vllm and a.preset != "tiny"
@@ -333,24 +504,45 @@ def parse_args(argv=None) -> argparse.Namespace:
     n = a.prompts_per_step * a.group_size
     problems = [
         (a.steps < 1, f"--steps 必须 >= 1（得到 {a.steps}）"),
-        (a.group_size < 2, f"--group-size 至少为 2（得到 {a.group_size}）：一条回答没有组内比较，advantage 恒为 0"),
-        (a.prompts_per_step < 1 or a.max_new_tokens < 1 or a.micro_batch < 1, "--prompts-per-step、--max-new-tokens、--micro-batch 都必须 >= 1"),
-        (n % (a.micro_batch * a.n_proc) != 0,
-         f"每步回答数 P·G = {a.prompts_per_step}×{a.group_size} = {n} 必须能被 --micro-batch × 进程数 = "
-         f"{a.micro_batch}×{a.n_proc} 整除"),
-        (not a.lr > 0 or a.beta < 0 or not a.temperature > 0, "--lr 和 --temperature 必须 > 0，--beta 不能为负"),
+        (
+            a.group_size < 2,
+            f"--group-size 至少为 2（得到 {a.group_size}）：一条回答没有组内比较，advantage 恒为 0",
+        ),
+        (
+            a.prompts_per_step < 1 or a.max_new_tokens < 1 or a.micro_batch < 1,
+            "--prompts-per-step、--max-new-tokens、--micro-batch 都必须 >= 1",
+        ),
+        (
+            n % (a.micro_batch * a.n_proc) != 0,
+            f"每步回答数 P·G = {a.prompts_per_step}×{a.group_size} = {n} 必须能被 --micro-batch × 进程数 = "
+            f"{a.micro_batch}×{a.n_proc} 整除",
+        ),
+        (
+            not a.lr > 0 or a.beta < 0 or not a.temperature > 0,
+            "--lr 和 --temperature 必须 > 0，--beta 不能为负",
+        ),
         (a.format_weight < 0, "--format-weight 不能为负"),
-        (a.data not in ("gsm8k", "synthetic") and not Path(a.data).is_file(), f"--data 既不是 gsm8k/synthetic，也不是存在的文件：{a.data}"),
+        (
+            a.data not in ("gsm8k", "synthetic") and not Path(a.data).is_file(),
+            f"--data 既不是 gsm8k/synthetic，也不是存在的文件：{a.data}",
+        ),
         (not 0 < a.vllm_mem < 1, f"--vllm-mem 必须在 (0, 1) 之间（得到 {a.vllm_mem}）"),
-        (a.vllm and a.vllm_max_len < a.max_new_tokens + 64,
-         f"--vllm-max-len={a.vllm_max_len} 装不下 prompt + {a.max_new_tokens} 个回答 token，至少给 prompt 留几百"),
-        (a.cap_gb is not None and not torch.cuda.is_available(), "--cap-gb 只在有 CUDA GPU 时有意义"),
+        (
+            a.vllm and a.vllm_max_len < a.max_new_tokens + 64,
+            f"--vllm-max-len={a.vllm_max_len} 装不下 prompt + {a.max_new_tokens} 个回答 token，至少给 prompt 留几百",
+        ),
+        (
+            a.cap_gb is not None and not torch.cuda.is_available(),
+            "--cap-gb 只在有 CUDA GPU 时有意义",
+        ),
         (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须 > 0"),
         ((a.out / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果，换一个 --out"),
     ]
     errors = [msg for bad, msg in problems if bad]
     if a.vllm and importlib.util.find_spec("vllm") is None:
-        errors.append("没装 vLLM：pip install -e \".[vllm]\"（Linux + NVIDIA GPU），或者加 --no-vllm 用 HF generate 采样")
+        errors.append(
+            '没装 vLLM：pip install -e ".[vllm]"（Linux + NVIDIA GPU），或者加 --no-vllm 用 HF generate 采样'
+        )
     if a.preset != "tiny" and not torch.cuda.is_available():
         errors.append(f"--preset {a.preset} 需要 CUDA GPU；没有 GPU 请用 --preset tiny")
     if errors:
@@ -360,21 +552,29 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
-    prompts = [D.build_prompt(tok, p.question) for p in problems]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    prompts = [
+        D.build_prompt(tok, p.question) for p in problems
+    ]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
     longest = max(len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"])
     if longest + a.max_new_tokens > a.vllm_max_len:
         raise D.DataError(
             f"数据里最长的 prompt 有 {longest} token，加上 --max-new-tokens {a.max_new_tokens} 超过了 "
             f"--vllm-max-len {a.vllm_max_len}：把 --vllm-max-len 调到至少 {longest + a.max_new_tokens}，或去掉超长的题"
         )
-    print(f"最长 prompt {longest} token + 回答上限 {a.max_new_tokens} ≤ vllm_max_model_length {a.vllm_max_len}")
+    print(
+        f"最长 prompt {longest} token + 回答上限 {a.max_new_tokens} ≤ vllm_max_model_length {a.vllm_max_len}"
+    )
 
 
 def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
     """数据、模型、GRPOConfig、奖励函数 -> 一个还没开始训练的 trainer（测试也从这里进来）。"""
     preset = get_preset(a.preset)
     config = build_config(a, a.n_proc)  # 先建 config：多卡时它顺带初始化进程组
-    device = torch.device("cuda", config.local_process_index) if a.preset != "tiny" else torch.device("cpu")
+    device = (
+        torch.device("cuda", config.local_process_index)
+        if a.preset != "tiny"
+        else torch.device("cpu")
+    )
     if a.cap_gb:
         from common.vram import cap_to_gpu_gb
 
@@ -402,8 +602,13 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
     extra = {} if a.impl == "trl" else {"impl": a.impl}
     stats = StepStats(a.out, config.process_index)
     trainer = trainer_cls(
-        model=model, reward_funcs=[correctness, format_boxed], args=config, train_dataset=build_dataset(train),
-        processing_class=tok, callbacks=[stats], **extra,
+        model=model,
+        reward_funcs=[correctness, format_boxed],
+        args=config,
+        train_dataset=build_dataset(train),
+        processing_class=tok,
+        callbacks=[stats],
+        **extra,
     )
     stats.time_method(trainer, "_generate", "generate_s")
     stats.time_method(trainer, "_generate_and_score_completions", "score_s")
@@ -414,10 +619,17 @@ def main(a: argparse.Namespace) -> None:
     trainer = build_trainer(a)
     main_process = trainer.accelerator.is_main_process
     if main_process:
-        write_json(a.out / "config.json", {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()})
+        write_json(
+            a.out / "config.json",
+            {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
+        )
     trainer.train()
     if main_process:
-        plot_curves(read_metrics(a.out / "metrics.jsonl"), a.out / "curves.png", title=f"TRL GRPO {a.preset}  {a.out.name}")
+        plot_curves(
+            read_metrics(a.out / "metrics.jsonl"),
+            a.out / "curves.png",
+            title=f"TRL GRPO {a.preset}  {a.out.name}",
+        )
     if a.init == "pretrained":
         trainer.save_model(str(a.out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
     if main_process:
@@ -434,4 +646,6 @@ if __name__ == "__main__":
     except (D.DataError, PresetError) as err:
         sys.exit(f"错误：{err}")
     except NotImplementedError as err:
-        sys.exit(f"还没实现：--impl {args.impl} 用到的 L2 函数还是空桩（{err}）。先完成 exercises/ 里的练习，或用 --impl solutions。")
+        sys.exit(
+            f"还没实现：--impl {args.impl} 用到的 L2 函数还是空桩（{err}）。先完成 exercises/ 里的练习，或用 --impl solutions。"
+        )

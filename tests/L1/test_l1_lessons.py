@@ -1,4 +1,5 @@
 """L1 的课文：贴出来的账本输出必须和 common.vram 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
+
 from __future__ import annotations
 
 import contextlib
@@ -12,7 +13,16 @@ from common import vram
 
 ROOT = Path(__file__).resolve().parents[2]
 L1 = ROOT / "L1_concepts"
-BASE_0P6 = ["--model", "Qwen3-0.6B", "--layout", "policy", "--precision", "fp32", "--rollout-backend", "fast"]
+BASE_0P6 = [
+    "--model",
+    "Qwen3-0.6B",
+    "--layout",
+    "policy",
+    "--precision",
+    "fp32",
+    "--rollout-backend",
+    "fast",
+]
 
 PASTED = [
     ("01_what_you_need", []),
@@ -28,13 +38,16 @@ def _vram_output(argv) -> str:
     return buf.getvalue()
 
 
-@pytest.mark.parametrize("lesson,argv", PASTED, ids=lambda x: x if isinstance(x, str) else " ".join(x) or "table")
+@pytest.mark.parametrize(
+    "lesson,argv", PASTED, ids=lambda x: x if isinstance(x, str) else " ".join(x) or "table"
+)
 def test_pasted_ledger_output_is_current(lesson, argv):
     readme = (L1 / lesson / "README.md").read_text(encoding="utf-8")
     out = _vram_output(argv)
     assert out in readme, (
         f"L1_concepts/{lesson}/README.md 里贴的 `python -m common.vram {' '.join(argv)}` 输出已经过时："
-        "重新运行这条命令，把输出原样贴回去，并检查正文里引用的数字")
+        "重新运行这条命令，把输出原样贴回去，并检查正文里引用的数字"
+    )
 
 
 def test_knob_table_in_the_ledger_lesson_is_current():

@@ -1,4 +1,5 @@
 """L1.04 的 measure_vram.py：CPU 上用 tiny 预设跑通（不测显存、明确说出来），参数错误给出清楚的提示。"""
+
 from __future__ import annotations
 
 import json
@@ -14,8 +15,13 @@ SCRIPT = ROOT / "L1_concepts" / "04_vram_ledger" / "measure_vram.py"
 
 
 def _run(*args, timeout=600):
-    return subprocess.run([sys.executable, str(SCRIPT), *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -23,12 +29,15 @@ def main():
     return runpy.run_path(str(SCRIPT))["main"]  # 不以 __main__ 运行：只取出 main()
 
 
-@pytest.mark.parametrize("args,hint", [
-    (["--prompts", "3", "--group", "4", "--micro-batch", "5"], "--micro-batch"),
-    (["--group", "1"], "--group"),
-    (["--preset", "qwen3-7b"], "qwen3-0.6b"),
-    (["--cap-gb", "0"], "--cap-gb"),
-])
+@pytest.mark.parametrize(
+    "args,hint",
+    [
+        (["--prompts", "3", "--group", "4", "--micro-batch", "5"], "--micro-batch"),
+        (["--group", "1"], "--group"),
+        (["--preset", "qwen3-7b"], "qwen3-0.6b"),
+        (["--cap-gb", "0"], "--cap-gb"),
+    ],
+)
 def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     with pytest.raises(SystemExit) as err:
         main(args)
@@ -49,8 +58,20 @@ def test_tiny_preset_runs_on_cpu(tmp_path):
     import torch
 
     out = tmp_path / "vram.json"
-    r = _run("--preset", "tiny", "--prompts", "2", "--group", "4", "--max-new-tokens", "12", "--beta", "0.04",
-             "--json", str(out))
+    r = _run(
+        "--preset",
+        "tiny",
+        "--prompts",
+        "2",
+        "--group",
+        "4",
+        "--max-new-tokens",
+        "12",
+        "--beta",
+        "0.04",
+        "--json",
+        str(out),
+    )
     assert r.returncode == 0, r.stderr[-2000:]
     if not torch.cuda.is_available():
         assert "没有 CUDA" in r.stdout and "不测显存" in r.stdout

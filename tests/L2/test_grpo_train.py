@@ -2,6 +2,7 @@
 
 冒烟和续跑用 tiny 预设、很小的尺寸（几步、每步 4 题 × 4 条、短回答），在子进程里跑，和学习者的用法一样。
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -18,12 +19,41 @@ from common.metrics import deterministic_part, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
-SMALL = ["--n-heldout", "8", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8",
-         "--max-new-tokens", "16", "--eval-every", "2", "--n-train", "200"]
+SMALL = [
+    "--n-heldout",
+    "8",
+    "--prompts-per-step",
+    "4",
+    "--group-size",
+    "4",
+    "--micro-batch",
+    "8",
+    "--max-new-tokens",
+    "16",
+    "--eval-every",
+    "2",
+    "--n-train",
+    "200",
+]
 REQUIRED_KEYS = {
-    "step", "reward_mean", "reward_std", "accuracy", "format_rate", "zero_std_frac", "completion_len_mean",
-    "completion_len_max", "truncation_rate", "entropy", "kl", "clip_fraction", "grad_norm", "lr",
-    "rollout_s", "train_s", "tokens_per_s", "peak_vram_gb",
+    "step",
+    "reward_mean",
+    "reward_std",
+    "accuracy",
+    "format_rate",
+    "zero_std_frac",
+    "completion_len_mean",
+    "completion_len_max",
+    "truncation_rate",
+    "entropy",
+    "kl",
+    "clip_fraction",
+    "grad_norm",
+    "lr",
+    "rollout_s",
+    "train_s",
+    "tokens_per_s",
+    "peak_vram_gb",
 }
 
 
@@ -37,10 +67,18 @@ def script():
 
 def _run(*args, check=True):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
-    proc = subprocess.run([sys.executable, str(SCRIPT), *map(str, args)], capture_output=True, text=True,
-                          env=env, cwd=ROOT, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
     if check:
-        assert proc.returncode == 0, f"grpo_train.py 失败（exit {proc.returncode}）：\n{proc.stderr[-3000:]}"
+        assert proc.returncode == 0, (
+            f"grpo_train.py 失败（exit {proc.returncode}）：\n{proc.stderr[-3000:]}"
+        )
     return proc
 
 
@@ -63,7 +101,10 @@ def test_defaults_come_from_the_preset(script, tmp_path):
     "argv, expected",
     [
         (["--group-size", "1"], "--group-size 至少为 2"),
-        (["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "8"], "必须能被 --micro-batch=8 整除"),
+        (
+            ["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "8"],
+            "必须能被 --micro-batch=8 整除",
+        ),
         (["--preset", "gpt-5"], "未知的模型预设"),
         (["--data", "no/such/file.jsonl"], "文件不存在"),
         (["--reward", "vibes"], "vibes"),
@@ -116,7 +157,14 @@ def _finite_or_null(row):
 def test_smoke_run_writes_the_run_folder(tmp_path):
     out = tmp_path / "run"
     _run("--out", out, "--steps", "3", *SMALL)
-    for name in ("config.json", "metrics.jsonl", "eval_before.json", "eval_after.json", "curves.png", "checkpoint.pt"):
+    for name in (
+        "config.json",
+        "metrics.jsonl",
+        "eval_before.json",
+        "eval_after.json",
+        "curves.png",
+        "checkpoint.pt",
+    ):
         assert (out / name).is_file(), f"运行目录里缺 {name}"
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
@@ -134,7 +182,19 @@ def test_smoke_run_writes_the_run_folder(tmp_path):
 def test_degenerate_batches_do_not_produce_nan(tmp_path):
     """max_new_tokens=1：每条回答要么是空的（只有 EOS），要么被截断；reward 全 0 -> 每组 std=0。"""
     out = tmp_path / "run"
-    _run("--out", out, "--steps", "2", *SMALL, "--max-new-tokens", "1", "--beta", "0.1", "--aggregation", "token_mean")
+    _run(
+        "--out",
+        out,
+        "--steps",
+        "2",
+        *SMALL,
+        "--max-new-tokens",
+        "1",
+        "--beta",
+        "0.1",
+        "--aggregation",
+        "token_mean",
+    )
     rows = read_metrics(out / "metrics.jsonl")
     assert len(rows) == 2
     for row in rows:
@@ -153,9 +213,13 @@ def test_resume_is_bit_identical(tmp_path):
     straight = read_metrics(tmp_path / "straight" / "metrics.jsonl")
     split = read_metrics(tmp_path / "split" / "metrics.jsonl")
     assert [r["step"] for r in split] == [1, 2, 3, 4, 5, 6]
-    assert any(r["grad_norm"] > 0 and r["kl"] > 0 for r in straight[3:]), "续跑段没有真正的更新，测试没有意义"
+    assert any(r["grad_norm"] > 0 and r["kl"] > 0 for r in straight[3:]), (
+        "续跑段没有真正的更新，测试没有意义"
+    )
     assert any(r["clip_fraction"] > 0 for r in straight), "μ=2 时应该有 token 被 clip"
     for a, b in zip(straight, split):
         assert deterministic_part(a) == deterministic_part(b), f"第 {a['step']} 步不一致"
-    after = [json.loads((tmp_path / d / "eval_after.json").read_text()) for d in ("straight", "split")]
+    after = [
+        json.loads((tmp_path / d / "eval_after.json").read_text()) for d in ("straight", "split")
+    ]
     assert after[0] == after[1]

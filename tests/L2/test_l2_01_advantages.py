@@ -1,11 +1,13 @@
 """L2.01 group_advantages：性质、边界情况、与逐组朴素实现对照。"""
+
 from __future__ import annotations
 
 import statistics
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -29,7 +31,9 @@ def _naive(rewards: list[float], g: int, eps: float, scale: str) -> list[float]:
 def test_matches_naive_loop(mod, scale):
     rewards = [1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 0.0, 1.0, 0.2, 0.5, 0.0, 0.4]
     got = mod.group_advantages(torch.tensor(rewards, dtype=torch.float64), 4, scale=scale)
-    torch.testing.assert_close(got, torch.tensor(_naive(rewards, 4, 1e-6, scale), dtype=torch.float64))
+    torch.testing.assert_close(
+        got, torch.tensor(_naive(rewards, 4, 1e-6, scale), dtype=torch.float64)
+    )
 
 
 def test_cs336_reference_example(mod):
@@ -41,7 +45,9 @@ def test_cs336_reference_example(mod):
 rewards_st = st.integers(2, 6).flatmap(
     lambda g: st.tuples(
         st.just(g),
-        st.integers(1, 5).flatmap(lambda p: st.lists(st.floats(-10, 10, allow_nan=False), min_size=p * g, max_size=p * g)),
+        st.integers(1, 5).flatmap(
+            lambda p: st.lists(st.floats(-10, 10, allow_nan=False), min_size=p * g, max_size=p * g)
+        ),
     )
 )
 
@@ -55,9 +61,16 @@ def test_properties(mod, gr, shift):
         a = mod.group_advantages(r, g, scale=scale)
         assert torch.isfinite(a).all()
         # 每组 advantage 之和为 0（组均值是基线）
-        torch.testing.assert_close(a.view(-1, g).sum(1), torch.zeros(len(rewards) // g, dtype=torch.float64), atol=1e-6, rtol=0)
+        torch.testing.assert_close(
+            a.view(-1, g).sum(1),
+            torch.zeros(len(rewards) // g, dtype=torch.float64),
+            atol=1e-6,
+            rtol=0,
+        )
         # 所有 reward 加同一个常数，advantage 不变
-        torch.testing.assert_close(mod.group_advantages(r + shift, g, scale=scale), a, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(
+            mod.group_advantages(r + shift, g, scale=scale), a, atol=1e-6, rtol=1e-6
+        )
 
 
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
@@ -77,10 +90,10 @@ def test_integer_rewards_are_accepted(mod):
 @pytest.mark.parametrize(
     "rewards,g,scale",
     [
-        (torch.zeros(6), 1, "group"),      # group_size < 2
-        (torch.zeros(7), 2, "group"),      # 不能整除
-        (torch.zeros(2, 4), 4, "group"),   # 不是一维
-        (torch.zeros(8), 4, "std"),        # 未知 scale
+        (torch.zeros(6), 1, "group"),  # group_size < 2
+        (torch.zeros(7), 2, "group"),  # 不能整除
+        (torch.zeros(2, 4), 4, "group"),  # 不是一维
+        (torch.zeros(8), 4, "std"),  # 未知 scale
     ],
 )
 def test_bad_input_raises(mod, rewards, g, scale):

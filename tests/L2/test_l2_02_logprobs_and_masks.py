@@ -1,5 +1,6 @@
 """L2.02 token_logprobs / token_entropy / completion_mask / masked_mean：
 与朴素实现对照、边界情况，以及「不出现完整 float32 (B,T,V)」的内存性质。"""
+
 from __future__ import annotations
 
 import importlib.util
@@ -8,7 +9,8 @@ from pathlib import Path
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +52,11 @@ def test_logprobs_bf16_logits_match_float32_log_softmax(mod):
     want = _naive_logprobs(logits, tokens)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
     # 对照：直接在 bf16 里做 log_softmax 的误差要大得多，这正是要升精度的原因
-    bf16_err = (torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0].float() - want).abs().max()
+    bf16_err = (
+        (torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0].float() - want)
+        .abs()
+        .max()
+    )
     assert bf16_err > 1e-3
 
 
@@ -58,7 +64,9 @@ def test_logprobs_more_rows_than_one_chunk(mod):
     # 行数不是 CHUNK_ROWS 的整数倍，检查切块的边界没有错位
     rows = 2 * getattr(mod, "CHUNK_ROWS", 128) + 7
     logits, tokens = _logits(1, rows, 33), _tokens(1, rows, 33)
-    torch.testing.assert_close(mod.token_logprobs(logits, tokens), _naive_logprobs(logits, tokens), rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(
+        mod.token_logprobs(logits, tokens), _naive_logprobs(logits, tokens), rtol=1e-5, atol=1e-4
+    )
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -81,7 +89,12 @@ def test_logprobs_shape_mismatch_raises(mod):
 
 
 def _load_memory_script():
-    path = Path(__file__).resolve().parents[2] / "L2_algorithm" / "02_logprobs_and_masks" / "logprob_memory.py"
+    path = (
+        Path(__file__).resolve().parents[2]
+        / "L2_algorithm"
+        / "02_logprobs_and_masks"
+        / "logprob_memory.py"
+    )
     spec = importlib.util.spec_from_file_location("logprob_memory", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -91,7 +104,7 @@ def _load_memory_script():
 def test_no_full_float32_tensor_in_forward_or_backward(mod):
     # 用课上那个计数脚本的 measure()：盯住每个算子的输出和 autograd 存下的张量
     measure = _load_memory_script().measure
-    b, t, v = 4, 160, 64                                    # 640 行：远多于一块
+    b, t, v = 4, 160, 64  # 640 行：远多于一块
     full_bytes = b * t * v * 4
     r = measure(mod.token_logprobs, _logits(b, t, v, torch.bfloat16), _tokens(b, t, v))
     # 1) 没有任何一个算子一次产出完整的 float32 (B,T,V)
@@ -108,11 +121,13 @@ def test_no_full_float32_tensor_in_forward_or_backward(mod):
 def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
     # 脚本在 meta 设备上按 Qwen3 的真实尺寸数字节，不分配内存
     script = _load_memory_script()
-    monkeypatch.setattr("sys.argv", ["logprob_memory.py", "--batch", "2", "--seq", "256", "--impl", impl_name])
+    monkeypatch.setattr(
+        "sys.argv", ["logprob_memory.py", "--batch", "2", "--seq", "256", "--impl", impl_name]
+    )
     script.main()
     out = capsys.readouterr().out
-    full = 2 * 256 * 151_936 * 4 / 1e9                     # 完整 float32 (B,T,V) 的 GB 数
-    chunk = 128 * 151_936 * 4 / 1e9                        # 一块 128 行
+    full = 2 * 256 * 151_936 * 4 / 1e9  # 完整 float32 (B,T,V) 的 GB 数
+    chunk = 128 * 151_936 * 4 / 1e9  # 一块 128 行
     assert f"朴素 log_softmax + gather | {full:.3f} GB | {full:.3f} GB" in out
     assert f"分块，不用 checkpoint | {chunk:.3f} GB | {full:.3f} GB" in out
 
@@ -134,7 +149,7 @@ def test_entropy_limits(mod):
     uniform = torch.zeros(1, 2, v)
     torch.testing.assert_close(mod.token_entropy(uniform), torch.full((1, 2), math.log(v)))
     peaked = torch.zeros(1, 1, v)
-    peaked[..., 3] = 100.0                                   # 几乎全部概率在一个 token 上
+    peaked[..., 3] = 100.0  # 几乎全部概率在一个 token 上
     assert mod.token_entropy(peaked).item() < 1e-3
 
 
@@ -157,13 +172,15 @@ def test_mask_edge_cases(mod):
     eos = 2
     ids = torch.tensor(
         [
-            [2, 5, 5, 5],   # EOS 在第 0 位：只保留 EOS 本身
-            [5, 6, 2, 2],   # EOS 之后是 pad（pad == eos）：第一个 EOS 算，后面的不算
-            [5, 6, 7, 8],   # 没有 EOS（被截断）：全 1
-            [5, 6, 7, 2],   # EOS 在最后一位：全 1
+            [2, 5, 5, 5],  # EOS 在第 0 位：只保留 EOS 本身
+            [5, 6, 2, 2],  # EOS 之后是 pad（pad == eos）：第一个 EOS 算，后面的不算
+            [5, 6, 7, 8],  # 没有 EOS（被截断）：全 1
+            [5, 6, 7, 2],  # EOS 在最后一位：全 1
         ]
     )
-    want = torch.tensor([[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.float32)
+    want = torch.tensor(
+        [[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.float32
+    )
     got = mod.completion_mask(ids, eos)
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want)
@@ -182,8 +199,13 @@ def test_mask_several_eos_ids(mod):
 
 @settings(max_examples=80, deadline=None)
 @given(
-    st.integers(1, 5).flatmap(lambda b: st.integers(1, 9).flatmap(
-        lambda t: st.lists(st.lists(st.integers(0, 5), min_size=t, max_size=t), min_size=b, max_size=b))),
+    st.integers(1, 5).flatmap(
+        lambda b: st.integers(1, 9).flatmap(
+            lambda t: st.lists(
+                st.lists(st.integers(0, 5), min_size=t, max_size=t), min_size=b, max_size=b
+            )
+        )
+    ),
     st.one_of(st.integers(0, 5), st.lists(st.integers(0, 5), min_size=1, max_size=3)),
 )
 def test_mask_matches_naive_loop(mod, rows, eos):
@@ -245,7 +267,10 @@ def test_masked_mean_matches_naive(mod, b, t, seed):
         else:
             xs, ms = (x, m) if dim == 1 else (x.T, m.T)
             want = torch.tensor(
-                [(sum(v for v, k in zip(xr, mr) if k) / sum(mr)) if sum(mr) else 0.0 for xr, mr in zip(xs.tolist(), ms.tolist())],
+                [
+                    (sum(v for v, k in zip(xr, mr) if k) / sum(mr)) if sum(mr) else 0.0
+                    for xr, mr in zip(xs.tolist(), ms.tolist())
+                ],
                 dtype=torch.float64,
             )
         torch.testing.assert_close(got, want)

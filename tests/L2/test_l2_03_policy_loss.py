@@ -1,11 +1,13 @@
 """L2.03 policy_gradient_loss / clipped_surrogate_loss：裁剪行为（正负 advantage、非对称 eps_high）、梯度、性质。"""
+
 from __future__ import annotations
 
 import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -20,7 +22,9 @@ def _logp_for_ratios(ratios):
 
 
 def test_policy_gradient_loss_value_and_grad(mod):
-    logp = torch.tensor([[-1.0, -2.0, -0.5], [-0.1, -3.0, -1.0]], dtype=torch.float64, requires_grad=True)
+    logp = torch.tensor(
+        [[-1.0, -2.0, -0.5], [-0.1, -3.0, -1.0]], dtype=torch.float64, requires_grad=True
+    )
     adv = torch.tensor([2.0, -0.5], dtype=torch.float64)
     loss = mod.policy_gradient_loss(logp, adv)
     assert loss.shape == (2, 3)
@@ -28,7 +32,9 @@ def test_policy_gradient_loss_value_and_grad(mod):
     torch.testing.assert_close(loss.detach(), want)
     loss.sum().backward()
     # d(-A·logp)/dlogp = -A：好回答（A>0）的梯度下降方向是提高 logp
-    torch.testing.assert_close(logp.grad, torch.tensor([[-2.0] * 3, [0.5] * 3], dtype=torch.float64))
+    torch.testing.assert_close(
+        logp.grad, torch.tensor([[-2.0] * 3, [0.5] * 3], dtype=torch.float64)
+    )
 
 
 # ratio 依次为 0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5
@@ -38,7 +44,9 @@ RATIOS = [0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5]
 def test_positive_advantage_clips_only_above(mod):
     """A > 0：ratio 超过 1+eps 的部分被裁掉（梯度为 0）；ratio 小于 1-eps 不裁（还要把概率拉回来）。"""
     logp, old = _logp_for_ratios(RATIOS)
-    loss, clipped = mod.clipped_surrogate_loss(logp, old, torch.tensor([2.0], dtype=torch.float64), eps_low=0.2)
+    loss, clipped = mod.clipped_surrogate_loss(
+        logp, old, torch.tensor([2.0], dtype=torch.float64), eps_low=0.2
+    )
     assert clipped.dtype == torch.bool
     assert clipped.tolist() == [[False, False, False, False, False, True, True]]
     want = [-2.0 * r for r in RATIOS[:5]] + [-2.0 * 1.2, -2.0 * 1.2]
@@ -52,12 +60,16 @@ def test_positive_advantage_clips_only_above(mod):
 def test_negative_advantage_clips_only_below(mod):
     """A < 0：ratio 低于 1-eps 的部分被裁掉；ratio 很大时不裁，loss = -r·A 随 r 无上界（坏回答概率涨了要全额惩罚）。"""
     logp, old = _logp_for_ratios(RATIOS)
-    loss, clipped = mod.clipped_surrogate_loss(logp, old, torch.tensor([-1.0], dtype=torch.float64), eps_low=0.2)
+    loss, clipped = mod.clipped_surrogate_loss(
+        logp, old, torch.tensor([-1.0], dtype=torch.float64), eps_low=0.2
+    )
     assert clipped.tolist() == [[True, True, False, False, False, False, False]]
     want = [0.8, 0.8] + list(RATIOS[2:])
     torch.testing.assert_close(loss.detach(), torch.tensor([want], dtype=torch.float64))
     loss.sum().backward()
-    torch.testing.assert_close(logp.grad, torch.tensor([[0.0, 0.0] + list(RATIOS[2:])], dtype=torch.float64))
+    torch.testing.assert_close(
+        logp.grad, torch.tensor([[0.0, 0.0] + list(RATIOS[2:])], dtype=torch.float64)
+    )
 
 
 def test_asymmetric_eps_high(mod):
@@ -66,8 +78,8 @@ def test_asymmetric_eps_high(mod):
     pos = torch.tensor([1.0], dtype=torch.float64)
     _, sym = mod.clipped_surrogate_loss(logp, old, pos, eps_low=0.2)
     loss, asym = mod.clipped_surrogate_loss(logp, old, pos, eps_low=0.2, eps_high=0.28)
-    assert sym[0, 5] and not asym[0, 5]           # 1.25：对称时被裁，非对称时不裁
-    assert asym[0, 6]                              # 1.5 > 1.28 仍被裁
+    assert sym[0, 5] and not asym[0, 5]  # 1.25：对称时被裁，非对称时不裁
+    assert asym[0, 6]  # 1.5 > 1.28 仍被裁
     assert loss[0, 6].item() == pytest.approx(-1.28)
     # 负 advantage 的下界只由 eps_low 决定，eps_high 不影响
     neg = torch.tensor([-1.0], dtype=torch.float64)
@@ -124,7 +136,9 @@ def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
     lr = torch.tensor([log_ratios], dtype=torch.float64)
     logp = lr.clone().requires_grad_()
     adv = torch.tensor([a], dtype=torch.float64)
-    loss, clipped = mod.clipped_surrogate_loss(logp, torch.zeros_like(lr), adv, eps_low=eps_low, eps_high=eps_high)
+    loss, clipped = mod.clipped_surrogate_loss(
+        logp, torch.zeros_like(lr), adv, eps_low=eps_low, eps_high=eps_high
+    )
     loss.sum().backward()
     for j, x in enumerate(log_ratios):
         r = math.exp(x)
@@ -133,7 +147,9 @@ def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
         expect_clip = (a > 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
         assert bool(clipped[0, j]) == expect_clip
         rc = min(max(r, 1 - eps_low), 1 + eps_high)
-        assert loss[0, j].item() == pytest.approx(-(rc if expect_clip else r) * a, rel=1e-9, abs=1e-12)
+        assert loss[0, j].item() == pytest.approx(
+            -(rc if expect_clip else r) * a, rel=1e-9, abs=1e-12
+        )
         if expect_clip:
             assert logp.grad[0, j].item() == 0.0
         else:

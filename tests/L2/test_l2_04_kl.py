@@ -1,11 +1,13 @@
 """L2.04 KL 估计量 k1/k2/k3：公式与方向、k3 >= 0、在玩具 categorical 上的精确期望与固定种子 Monte-Carlo 检验。"""
+
 from __future__ import annotations
 
 import math
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 N_SAMPLES = 200_000
 
@@ -83,7 +85,9 @@ def test_monte_carlo_means(mod, distance):
     for name, truth in (("kl_k1", kl), ("kl_k2", k2_expect), ("kl_k3", kl)):
         k = getattr(mod, name)(lp, rp)
         se = (k.std() / math.sqrt(N_SAMPLES)).item()
-        assert abs(k.mean().item() - truth) < 4 * se, f"{name}: 样本均值 {k.mean().item():.5f}，真值 {truth:.5f}，SE {se:.2e}"
+        assert abs(k.mean().item() - truth) < 4 * se, (
+            f"{name}: 样本均值 {k.mean().item():.5f}，真值 {truth:.5f}，SE {se:.2e}"
+        )
         if name == "kl_k2":
             assert abs(k2_expect - kl) > 10 * se, "k2 的偏差应当远大于采样误差"
 
@@ -118,8 +122,8 @@ def test_gradient_of_estimators_in_the_loss(mod):
     这里精确求期望（不采样）：采样分布是 π 本身但不求导（对应"样本已经采好了"），梯度只经过 logp。
     """
     w = lambda logp: logp.exp().detach()  # noqa: E731  采样权重 π(x)，不带梯度
-    reverse_kl = _grad(lambda lp, rp: (lp.exp() * (lp - rp)).sum())     # ∇ KL(π || π_ref)：我们想要的
-    forward_kl = _grad(lambda lp, rp: (rp.exp() * (rp - lp)).sum())     # ∇ KL(π_ref || π)：方向反了的
+    reverse_kl = _grad(lambda lp, rp: (lp.exp() * (lp - rp)).sum())  # ∇ KL(π || π_ref)：我们想要的
+    forward_kl = _grad(lambda lp, rp: (rp.exp() * (rp - lp)).sum())  # ∇ KL(π_ref || π)：方向反了的
     # k3 放进 loss：梯度的期望是「反方向」KL 的梯度，不是 KL(π||π_ref) 的
     k3_in_loss = _grad(lambda lp, rp: (w(lp) * mod.kl_k3(lp, rp)).sum())
     torch.testing.assert_close(k3_in_loss, forward_kl)

@@ -2,6 +2,7 @@
 
 期望值都由下面的 `_naive_*` 用纯 Python 浮点逐 token 计算，不依赖被测实现，也不抄输出。
 """
+
 from __future__ import annotations
 
 import math
@@ -33,10 +34,10 @@ def _naive_token(lp, olp, rlp, a, beta, el, eh):
     rc = min(max(r, 1 - el), 1 + eh)
     clipped = rc * a < r * a
     loss = -(rc if clipped else r) * a
-    grad = 0.0 if clipped else -r * a                       # d(-r·A)/dlogp = -r·A；被裁剪处为常数，梯度 0
+    grad = 0.0 if clipped else -r * a  # d(-r·A)/dlogp = -r·A；被裁剪处为常数，梯度 0
     k3 = math.exp(rlp - lp) - (rlp - lp) - 1
     loss += beta * k3
-    grad += beta * (1 - math.exp(rlp - lp))                 # d k3 / dlogp = -e^{ref-logp} + 1
+    grad += beta * (1 - math.exp(rlp - lp))  # d k3 / dlogp = -e^{ref-logp} + 1
     return loss, grad, clipped, k3
 
 
@@ -44,14 +45,21 @@ def _naive(case, beta, el, eh, agg, max_len):
     """逐 token 循环：返回 (loss, grad[B][T], clip_fraction, kl)。"""
     logp, old, ref, adv, mask = case
     B, T = len(logp), len(logp[0])
-    per = [[_naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], beta, el, eh) for j in range(T)] for i in range(B)]
+    per = [
+        [_naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], beta, el, eh) for j in range(T)]
+        for i in range(B)
+    ]
     n_tok = sum(sum(row) for row in mask)
     weight = [[0.0] * T for _ in range(B)]  # d(总 loss)/d(逐 token loss)
     for i in range(B):
         n_i = sum(mask[i])
         for j in range(T):
             if mask[i][j]:
-                weight[i][j] = {"sequence_mean": 1 / (n_i * B), "token_mean": 1 / n_tok, "constant": 1 / (B * max_len)}[agg]
+                weight[i][j] = {
+                    "sequence_mean": 1 / (n_i * B),
+                    "token_mean": 1 / n_tok,
+                    "constant": 1 / (B * max_len),
+                }[agg]
     loss = sum(per[i][j][0] * weight[i][j] for i in range(B) for j in range(T))
     grad = [[per[i][j][1] * weight[i][j] for j in range(T)] for i in range(B)]
     clip_frac = sum(per[i][j][2] for i in range(B) for j in range(T) if mask[i][j]) / n_tok
@@ -71,15 +79,25 @@ def test_matches_naive_loop_value_and_grad(mod, agg, beta, eps_high):
     case = _case()
     logp, old, ref, adv, mask = _tensors(case)
     loss, metrics = mod.grpo_loss(
-        logp, old, adv, mask, ref_logp=ref, beta=beta, eps_low=0.2, eps_high=eps_high,
-        aggregation=agg, max_completion_length=6,
+        logp,
+        old,
+        adv,
+        mask,
+        ref_logp=ref,
+        beta=beta,
+        eps_low=0.2,
+        eps_high=eps_high,
+        aggregation=agg,
+        max_completion_length=6,
     )
     want_loss, want_grad, want_clip, want_kl = _naive(case, beta, 0.2, eps_high or 0.2, agg, 6)
     assert loss.dim() == 0
     assert loss.item() == pytest.approx(want_loss, rel=1e-12, abs=1e-12)
     loss.backward()
     # autograd 的梯度 = 解析梯度（clip 分支为 0，k3 的导数 1 - e^{ref-logp}，再乘聚合权重）
-    torch.testing.assert_close(logp.grad, torch.tensor(want_grad, dtype=torch.float64), rtol=1e-10, atol=1e-12)
+    torch.testing.assert_close(
+        logp.grad, torch.tensor(want_grad, dtype=torch.float64), rtol=1e-10, atol=1e-12
+    )
     assert isinstance(metrics["clip_fraction"], float)
     assert metrics["clip_fraction"] == pytest.approx(want_clip)
     assert 0 < metrics["clip_fraction"] < 1  # 这个例子确实有被裁剪和没被裁剪的 token
@@ -89,14 +107,19 @@ def test_matches_naive_loop_value_and_grad(mod, agg, beta, eps_high):
 def test_aggregations_differ_on_unequal_lengths(mod):
     """长度不等时三种聚合给出不同的数：这正是 Dr. GRPO / DAPO 讨论的长度偏差。"""
     logp, old, ref, adv, mask = _tensors(_case())
-    vals = {a: mod.grpo_loss(logp, old, adv, mask, aggregation=a, max_completion_length=6)[0].item() for a in AGGS}
+    vals = {
+        a: mod.grpo_loss(logp, old, adv, mask, aggregation=a, max_completion_length=6)[0].item()
+        for a in AGGS
+    }
     assert len({round(v, 9) for v in vals.values()}) == 3
 
 
 def test_constant_defaults_to_T(mod):
     logp, old, ref, adv, mask = _tensors(_case())
     a, _ = mod.grpo_loss(logp, old, adv, mask, aggregation="constant")
-    b, _ = mod.grpo_loss(logp, old, adv, mask, aggregation="constant", max_completion_length=logp.shape[1])
+    b, _ = mod.grpo_loss(
+        logp, old, adv, mask, aggregation="constant", max_completion_length=logp.shape[1]
+    )
     assert a.item() == b.item()
 
 
@@ -117,7 +140,9 @@ def test_empty_rows_no_nan(mod, agg):
     assert (logp.grad[mask == 0] == 0).all()  # padding 不接收梯度
     # 全部为空：loss 为 0，不是 NaN
     logp2 = logp.detach().clone().requires_grad_()
-    loss0, m0 = mod.grpo_loss(logp2, old, adv, torch.zeros_like(mask), ref_logp=ref, beta=0.1, aggregation=agg)
+    loss0, m0 = mod.grpo_loss(
+        logp2, old, adv, torch.zeros_like(mask), ref_logp=ref, beta=0.1, aggregation=agg
+    )
     loss0.backward()
     assert loss0.item() == 0.0 and torch.isfinite(logp2.grad).all()
     assert m0["clip_fraction"] == 0.0 and m0["kl"] == 0.0
@@ -153,7 +178,9 @@ def test_bad_arguments(mod):
     with pytest.raises(ValueError):
         mod.grpo_loss(logp, old, adv, mask, aggregation="mean")
     with pytest.raises(ValueError):
-        mod.grpo_loss(logp, old, adv, mask, aggregation="constant", max_completion_length=2)  # 比 T=4 还小
+        mod.grpo_loss(
+            logp, old, adv, mask, aggregation="constant", max_completion_length=2
+        )  # 比 T=4 还小
 
 
 def test_metrics_keys(mod):

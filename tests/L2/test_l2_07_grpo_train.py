@@ -2,11 +2,13 @@
 
 参考值在这里独立写出（三种 aggregation 的定义，见 COURSE_DESIGN §4 / L2.05），不依赖被测代码。
 """
+
 from __future__ import annotations
 
 import pytest
 import torch
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 @pytest.fixture(scope="module")
@@ -14,7 +16,9 @@ def mod(impl):
     return impl("l2_07_grpo_train")
 
 
-def _aggregate(per_token: torch.Tensor, mask: torch.Tensor, aggregation: str, max_len: int) -> torch.Tensor:
+def _aggregate(
+    per_token: torch.Tensor, mask: torch.Tensor, aggregation: str, max_len: int
+) -> torch.Tensor:
     """整个 batch 的聚合（参考定义）。mask 全 0 的行在 sequence_mean 里贡献 0。"""
     if aggregation == "sequence_mean":
         rows = (per_token * mask).sum(1) / mask.sum(1).clamp(min=1)
@@ -44,7 +48,9 @@ def test_weighted_microbatches_equal_full_batch(mod, aggregation, data):
     for i in range(0, n_mb * m, m):
         w = mod.microbatch_weight(mask[i : i + m], mask, aggregation)
         assert isinstance(w, float)
-        acc = acc + w * _aggregate(per_token[i : i + m], mask[i : i + m], aggregation, max_len=T + 2)
+        acc = acc + w * _aggregate(
+            per_token[i : i + m], mask[i : i + m], aggregation, max_len=T + 2
+        )
     torch.testing.assert_close(acc, full)
 
 

@@ -2,6 +2,7 @@
 
 启动 kernel 就要好几秒，所以标成 slow：默认 `pytest` 跳过，CI 用 `pytest -m slow` 运行。
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -30,5 +31,13 @@ def test_notebook_runs(path):
         nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(path.parent)}}
     )
     client.execute()  # 任何一格抛异常都会变成 CellExecutionError，测试失败并显示那一格
-    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", []) if o.output_type == "error"]
-    assert not errors, f"{path.name} 有格子报错：{errors[0].get('ename')}: {errors[0].get('evalue')}"
+    errors = [
+        o
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.get("outputs", [])
+        if o.output_type == "error"
+    ]
+    assert not errors, (
+        f"{path.name} 有格子报错：{errors[0].get('ename')}: {errors[0].get('evalue')}"
+    )

@@ -1,4 +1,5 @@
 """L2.03-05 配套 notebook 能在 CPU 上从头跑完（在内存里执行，不改写仓库里的文件）。"""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -19,9 +20,18 @@ def test_notebook_runs(path):
         nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
     ).execute()  # 任何一个 cell 报错都会抛 CellExecutionError
     text = "".join(
-        o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.get("output_type") == "stream"
+        o.get("text", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if o.get("output_type") == "stream"
     )
     # 结论所依赖的那几行确实打印出来了
     for name in ("k1", "k2", "k3"):
         assert f"{name}: 10 个距离里" in text
-    assert any("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+    assert any(
+        "image/png" in o.get("data", {})
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+    )

@@ -26,6 +26,7 @@
   beta·k3·(聚合权重)；off-policy 时连值也不同，差 beta·聚合(k3·(ratio-1))。
 - "dapo" 在多进程时除以全局 token 数 / 进程数（再由 DDP 平均），我们只看本进程；单进程时二者相同，这里只测单进程。
 """
+
 from __future__ import annotations
 
 import tempfile
@@ -34,7 +35,12 @@ from collections import defaultdict
 import pytest
 import torch
 
-AGG_OF = {"grpo": "sequence_mean", "dapo": "token_mean", "bnpo": "token_mean", "dr_grpo": "constant"}
+AGG_OF = {
+    "grpo": "sequence_mean",
+    "dapo": "token_mean",
+    "bnpo": "token_mean",
+    "dr_grpo": "constant",
+}
 MAX_LEN = 8
 
 
@@ -56,9 +62,16 @@ def mod(impl):
 def _trl_trainer(trl_mods, loss_type, beta, eps, eps_high, bias_correction):
     GRPOConfig, GRPOTrainer, Accelerator = trl_mods
     args = GRPOConfig(
-        output_dir=tempfile.mkdtemp(), loss_type=loss_type, beta=beta, epsilon=eps, epsilon_high=eps_high,
-        max_completion_length=MAX_LEN, use_bias_correction_kl=bias_correction,
-        use_cpu=True, bf16=False, report_to=[],
+        output_dir=tempfile.mkdtemp(),
+        loss_type=loss_type,
+        beta=beta,
+        epsilon=eps,
+        epsilon_high=eps_high,
+        max_completion_length=MAX_LEN,
+        use_bias_correction_kl=bias_correction,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
     )
     tr = object.__new__(GRPOTrainer)
     tr.args = args
@@ -78,7 +91,7 @@ def _trl_trainer(trl_mods, loss_type, beta, eps, eps_high, bias_correction):
     tr._metrics = {"train": defaultdict(list), "eval": defaultdict(list)}
     tr.current_gradient_accumulation_steps = 1
     tr.model = torch.nn.Linear(1, 1).train()  # 只用来让 _compute_loss 判断 mode == "train"
-    tr.accelerator = Accelerator(cpu=True)     # GRPOConfig 会重置 AcceleratorState，所以在它之后创建
+    tr.accelerator = Accelerator(cpu=True)  # GRPOConfig 会重置 AcceleratorState，所以在它之后创建
     return tr
 
 
@@ -87,7 +100,11 @@ def _batch(on_policy=False):
     g = torch.Generator().manual_seed(7)
     B, T = 5, 6
     logp = torch.randn(B, T, generator=g, dtype=torch.float64) * 0.3 - 1.0
-    old = logp.clone() if on_policy else logp + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.4
+    old = (
+        logp.clone()
+        if on_policy
+        else logp + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.4
+    )
     ref = logp + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.2
     adv = torch.tensor([1.2, -0.7, 0.5, -1.5, 0.9], dtype=torch.float64)
     lengths = torch.tensor([3, 6, 0, 1, 5])
@@ -118,8 +135,16 @@ def _run_trl(tr, logp, old, ref, adv, mask):
 def _run_ours(mod, logp, old, ref, adv, mask, beta, eps, eps_high, agg):
     lp = logp.clone().requires_grad_()
     loss, metrics = mod.grpo_loss(
-        lp, old, adv, mask, ref_logp=ref if beta > 0 else None, beta=beta, eps_low=eps, eps_high=eps_high,
-        aggregation=agg, max_completion_length=MAX_LEN,
+        lp,
+        old,
+        adv,
+        mask,
+        ref_logp=ref if beta > 0 else None,
+        beta=beta,
+        eps_low=eps,
+        eps_high=eps_high,
+        aggregation=agg,
+        max_completion_length=MAX_LEN,
     )
     loss.backward()
     return loss.detach(), lp.grad, metrics
@@ -138,9 +163,15 @@ def test_matches_trl(trl_mods, mod, loss_type, beta, eps_high):
     torch.testing.assert_close(grad, trl_grad, rtol=0, atol=1e-12)
     # 指标只用来看曲线：允许用 float32 统计（clipped.float()），容差放宽到 1e-6
     assert trl_metrics["clip_ratio/region_mean"] > 0  # 这组数据确实触发了裁剪，对照才有意义
-    assert metrics["clip_fraction"] == pytest.approx(trl_metrics["clip_ratio/region_mean"], abs=1e-6)
-    assert metrics["clip_low_fraction"] == pytest.approx(trl_metrics["clip_ratio/low_mean"], abs=1e-6)
-    assert metrics["clip_high_fraction"] == pytest.approx(trl_metrics["clip_ratio/high_mean"], abs=1e-6)
+    assert metrics["clip_fraction"] == pytest.approx(
+        trl_metrics["clip_ratio/region_mean"], abs=1e-6
+    )
+    assert metrics["clip_low_fraction"] == pytest.approx(
+        trl_metrics["clip_ratio/low_mean"], abs=1e-6
+    )
+    assert metrics["clip_high_fraction"] == pytest.approx(
+        trl_metrics["clip_ratio/high_mean"], abs=1e-6
+    )
     if beta > 0:
         assert metrics["kl"] == pytest.approx(trl_metrics["kl"], abs=1e-6)
 

@@ -9,6 +9,7 @@
 每条引用都用 `git cat-file -e <commit>:<path>` 检查；有任何一条不存在，退出码为 1。
 tests/L3/test_l3_readings.py 复用这里的 CITATION_RE / citations()，保证离线检查与在线核对用同一套解析。
 """
+
 from __future__ import annotations
 
 import re
@@ -44,16 +45,21 @@ def main(argv: list[str]) -> int:
     unique = sorted(set(cites))
     missing = []
     for repo, commit, path in unique:
-        ok = subprocess.run(
-            ["git", f"--git-dir={git_dir}", "cat-file", "-e", f"{commit}:{path}"],
-            capture_output=True,
-        ).returncode == 0
+        ok = (
+            subprocess.run(
+                ["git", f"--git-dir={git_dir}", "cat-file", "-e", f"{commit}:{path}"],
+                capture_output=True,
+            ).returncode
+            == 0
+        )
         if not ok:
             missing.append(f"{repo}@{commit}:{path}")
     repos = sorted({r for r, _, _ in unique})
     commits = sorted({c for _, c, _ in unique})
-    print(f"{readme}: {len(cites)} 处引用，{len(unique)} 条不同的 repo@commit:path，"
-          f"{len({p for _, _, p in unique})} 个不同路径；仓库 {repos}，commit {commits}")
+    print(
+        f"{readme}: {len(cites)} 处引用，{len(unique)} 条不同的 repo@commit:path，"
+        f"{len({p for _, _, p in unique})} 个不同路径；仓库 {repos}，commit {commits}"
+    )
     if missing:
         print(f"其中 {len(missing)} 条在该 commit 上不存在：")
         for m in missing:

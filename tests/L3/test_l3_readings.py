@@ -3,13 +3,13 @@
 引用是否真的存在于上游仓库，需要联网拿到 git 仓库后用 tests/L3/check_cited_paths.py 核对；
 这里只做 CI 能离线完成的部分。检查点题目本身由 tests/test_checkpoints.py 检查。
 """
+
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
 import pytest
-
 from check_cited_paths import citations
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -40,7 +40,10 @@ TOPICS = {
         ("同步 / one-step-off / 全异步", r"train_async\.py"),
         ("off-policy 修正", r"--use-tis"),
         ("实读启动脚本", r"scripts/run-qwen3-4B\.sh"),
-        ("batch 恒等式", r"rollout-batch-size × n-samples-per-prompt = global-batch-size × num-steps-per-rollout"),
+        (
+            "batch 恒等式",
+            r"rollout-batch-size × n-samples-per-prompt = global-batch-size × num-steps-per-rollout",
+        ),
         ("L2.06 的 rollout 数字占位", r"\.\./\.\./L2_algorithm/06_sampling/README\.md"),
         ("对照到 grpo_train.py 的步骤", r"grpo_train\.py"),
     ],
@@ -92,13 +95,17 @@ def test_short_commit_matches_the_declared_full_hash(name):
     (short,) = {c for r, c, _ in citations(text) if r == repo}
     full = re.findall(r"\b[0-9a-f]{40}\b", text)
     assert full, f"{name} 导读要在「版本」处写出完整的 40 位 commit hash"
-    assert all(h.startswith(short) for h in full), f"{name} 导读的完整 hash {full} 与引用里的短 hash {short} 不一致"
+    assert all(h.startswith(short) for h in full), (
+        f"{name} 导读的完整 hash {full} 与引用里的短 hash {short} 不一致"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(READINGS))
 def test_ends_with_the_three_required_sections(name):
     headings = [line.strip() for line in _text(name).splitlines() if line.startswith("## ")]
-    assert headings[-3:] == ENDING, f"{name} 导读的最后三节必须依次是 {ENDING}，实际是 {headings[-3:]}"
+    assert headings[-3:] == ENDING, (
+        f"{name} 导读的最后三节必须依次是 {ENDING}，实际是 {headings[-3:]}"
+    )
 
 
 @pytest.mark.parametrize("name", sorted(READINGS))

@@ -1,4 +1,5 @@
 """L3.01 参数对照表：表里每个 TRL 名字都是 GRPOConfig 的字段，每个手写名字都真实存在，README 与数据源一致。"""
+
 from __future__ import annotations
 
 import contextlib
@@ -32,7 +33,9 @@ def _load_table():
 
 mt = _load_table()
 GRPO_FIELDS = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
-TRL_SOURCE = inspect.getsource(trl.trainer.grpo_config) + inspect.getsource(trl.trainer.grpo_trainer)
+TRL_SOURCE = inspect.getsource(trl.trainer.grpo_config) + inspect.getsource(
+    trl.trainer.grpo_trainer
+)
 
 
 def _refs(kind: str) -> list[tuple[str, str]]:
@@ -60,10 +63,14 @@ def test_table_has_enough_rows_and_the_seed_five():
 def test_trl_names_are_grpoconfig_fields(row):
     for entry in row.trl:
         name, value = mt.trl_field(entry)
-        assert name in GRPO_FIELDS, f"{row.key}: {name!r} 不是 trl {trl.__version__} GRPOConfig 的字段"
+        assert name in GRPO_FIELDS, (
+            f"{row.key}: {name!r} 不是 trl {trl.__version__} GRPOConfig 的字段"
+        )
         if value is not None:
             # 字符串取值（如 loss_type="dr_grpo"）必须是 TRL 源码里真的处理的值
-            assert f'"{value}"' in TRL_SOURCE, f"{row.key}: {name}={value!r} 在 TRL 源码里找不到这个取值"
+            assert f'"{value}"' in TRL_SOURCE, (
+                f"{row.key}: {name}={value!r} 在 TRL 源码里找不到这个取值"
+            )
 
 
 def test_removed_and_renamed_fields_are_as_the_lesson_says():
@@ -85,7 +92,9 @@ def test_handwritten_api_names_exist(key, ref, impl):
     assert callable(fn), f"{key}: {module}.{func} 不存在"
     if param:
         param = param.rstrip(")")
-        assert param in inspect.signature(fn).parameters, f"{key}: {module}.{func} 没有参数 {param!r}"
+        assert param in inspect.signature(fn).parameters, (
+            f"{key}: {module}.{func} 没有参数 {param!r}"
+        )
 
 
 def _help_flags(script: Path, monkeypatch) -> set[str]:
@@ -94,7 +103,9 @@ def _help_flags(script: Path, monkeypatch) -> set[str]:
     不解析源码：参数可能是循环里拼出来的（grpo_train.py 就是从 DEFAULTS 生成 --group-size 等），只有 argparse 自己最清楚。
     """
     monkeypatch.setattr(sys, "argv", [str(script), "--help"])
-    monkeypatch.setattr(sys, "path", list(sys.path))  # 脚本会往 sys.path 里插仓库根目录，测试结束后还原
+    monkeypatch.setattr(
+        sys, "path", list(sys.path)
+    )  # 脚本会往 sys.path 里插仓库根目录，测试结束后还原
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf), pytest.raises(SystemExit) as exit_info:
         runpy.run_path(str(script), run_name="__main__")
@@ -104,7 +115,9 @@ def _help_flags(script: Path, monkeypatch) -> set[str]:
 
 def test_handwritten_flags_exist_in_grpo_train(monkeypatch):
     if not GRPO_TRAIN.is_file():
-        pytest.skip(f"{GRPO_TRAIN.relative_to(ROOT)} 还不存在；它落地后这个测试会检查表里的每个 --flag")
+        pytest.skip(
+            f"{GRPO_TRAIN.relative_to(ROOT)} 还不存在；它落地后这个测试会检查表里的每个 --flag"
+        )
     flags = _help_flags(GRPO_TRAIN, monkeypatch)
     missing = [(k, f) for k, f in _refs("flag") if f not in flags]
     assert not missing, f"grpo_train.py 的命令行参数里没有这些：{missing}（它有：{sorted(flags)}）"

@@ -3,9 +3,9 @@
 `pytest --impl exercises tests/L3/test_train_trl.py` 会把你在 exercises/ 里写的 group_advantages / grpo_loss
 插进 GRPOTrainer，和 TRL 1.16 自己的 _compute_loss 逐项对比（loss 值、对每个参数的梯度、clip 比例、熵、KL）。
 """
+
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
 import sys
@@ -57,10 +57,15 @@ def test_reward_wrappers_follow_common_reward(T):
     conversational = [[{"role": "assistant", "content": t}] for t in texts]
     expected_c = [correctness_reward(t, g) for t, g in zip(texts, golds)]
     expected_f = [format_reward(t) for t in texts]
-    assert T.correctness(completions=conversational, gold=golds, prompts=None, trainer_state=None) == expected_c
+    assert (
+        T.correctness(completions=conversational, gold=golds, prompts=None, trainer_state=None)
+        == expected_c
+    )
     assert T.correctness(completions=texts, gold=golds) == expected_c  # 纯文本格式的数据集也能用
     assert T.format_boxed(completions=conversational) == expected_f
-    assert expected_c[0] == 1.0 and expected_f[0] == 1.0 and expected_c[2] == 0.0  # 上面的例子确实区分得开
+    assert (
+        expected_c[0] == 1.0 and expected_f[0] == 1.0 and expected_c[2] == 0.0
+    )  # 上面的例子确实区分得开
 
 
 # ---------------------------------------------------------------- GRPOConfig ------------------------------------------
@@ -76,13 +81,20 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
     T.build_config(a, n_proc=1)
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
     assert not set(seen) - fields, f"不是 GRPOConfig 字段：{set(seen) - fields}"
-    assert seen["use_vllm"] is True and seen["vllm_mode"] == "colocate" and seen["vllm_enable_sleep_mode"] is False
+    assert (
+        seen["use_vllm"] is True
+        and seen["vllm_mode"] == "colocate"
+        and seen["vllm_enable_sleep_mode"] is False
+    )
     assert seen["vllm_max_model_length"] == 1024 and seen["vllm_gpu_memory_utilization"] == 0.3
     assert seen["chat_template_kwargs"] == {"enable_thinking": False}
     assert seen["bf16"] and seen["gradient_checkpointing"] and seen["mask_truncated_completions"]
     # 每步 P·G 条回答 = micro-batch × 累积次数（× 进程数）
     assert seen["generation_batch_size"] == a.prompts_per_step * a.group_size
-    assert seen["per_device_train_batch_size"] * seen["gradient_accumulation_steps"] == seen["generation_batch_size"]
+    assert (
+        seen["per_device_train_batch_size"] * seen["gradient_accumulation_steps"]
+        == seen["generation_batch_size"]
+    )
     assert seen["reward_weights"] == [1.0, 0.0]
 
 
@@ -91,7 +103,10 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
     [
         (["--preset", "qwen3-1.7b-lora"], "--preset 只能是"),
         (["--group-size", "1"], "--group-size 至少为 2"),
-        (["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "5"], "必须能被 --micro-batch"),
+        (
+            ["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "5"],
+            "必须能被 --micro-batch",
+        ),
         (["--data", "no/such/file.jsonl"], "--data"),
         (["--steps", "0"], "--steps 必须 >= 1"),
         (["--format-weight", "-1"], "--format-weight 不能为负"),
@@ -112,9 +127,18 @@ def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
 
     ok = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])
     assert T._unsupported_for_course_loss(ok) == []
-    bad = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[], loss_type="cispo", beta=0.1)
+    bad = GRPOConfig(
+        output_dir=str(tmp_path),
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+        loss_type="cispo",
+        beta=0.1,
+    )
     problems = T._unsupported_for_course_loss(bad)
-    assert any("cispo" in p for p in problems) and any("use_bias_correction_kl" in p for p in problems)
+    assert any("cispo" in p for p in problems) and any(
+        "use_bias_correction_kl" in p for p in problems
+    )
 
 
 # ---------------------------------------------------------------- 你的损失 == TRL 的损失 -------------------------------
@@ -122,8 +146,26 @@ def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
 def course_trainer(T, impl_name, tmp_path_factory):
     """tiny 随机权重的 CourseGRPOTrainer（不训练），梯度累积 2 次：P=2, G=4, micro-batch 4。"""
     out = tmp_path_factory.mktemp("trl_loss")
-    a = T.parse_args(["--preset", "tiny", "--init", "random", "--impl", impl_name, "--out", str(out / "run"),
-                      "--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "4", "--max-new-tokens", "8"])
+    a = T.parse_args(
+        [
+            "--preset",
+            "tiny",
+            "--init",
+            "random",
+            "--impl",
+            impl_name,
+            "--out",
+            str(out / "run"),
+            "--prompts-per-step",
+            "2",
+            "--group-size",
+            "4",
+            "--micro-batch",
+            "4",
+            "--max-new-tokens",
+            "8",
+        ]
+    )
     trainer = T.build_trainer(a)
     assert trainer.args.gradient_accumulation_steps == 2 and trainer.args.steps_per_generation == 2
     return trainer
@@ -141,12 +183,20 @@ def _inputs(trainer, beta, seed=0):
     completion_mask[0, 4:] = 0
     completion_mask[2, 1:] = 0
     completion_mask[3, :] = 0  # 空回答（被 mask_truncated_completions 整行置 0 的情形）
-    inputs = dict(prompt_ids=prompt_ids, prompt_mask=prompt_mask, completion_ids=completion_ids,
-                  completion_mask=completion_mask, advantages=torch.tensor([1.2, -0.7, 0.4, -1.5]),
-                  num_items_in_batch=completion_mask.sum() * 2 + 5)  # 整个生成批次（另一个 micro-batch 里还有 token）
+    inputs = dict(
+        prompt_ids=prompt_ids,
+        prompt_mask=prompt_mask,
+        completion_ids=completion_ids,
+        completion_mask=completion_mask,
+        advantages=torch.tensor([1.2, -0.7, 0.4, -1.5]),
+        num_items_in_batch=completion_mask.sum() * 2 + 5,
+    )  # 整个生成批次（另一个 micro-batch 里还有 token）
     with torch.no_grad():
         logp, _, _ = trainer._get_per_token_logps_and_entropies(
-            trainer.model, torch.cat([prompt_ids, completion_ids], 1), torch.cat([prompt_mask, completion_mask], 1), Tc
+            trainer.model,
+            torch.cat([prompt_ids, completion_ids], 1),
+            torch.cat([prompt_mask, completion_mask], 1),
+            Tc,
         )
     # ratio 偏离 1 足够远，两侧的 clip 都会触发
     inputs["old_per_token_logps"] = logp + 0.4 * torch.randn(logp.shape, generator=g)
@@ -181,7 +231,9 @@ def test_course_loss_inside_trl_matches_trl_loss(T, course_trainer, loss_type, b
     assert ref_loss.abs() > 1e-4, "测试数据太平凡：TRL 的损失几乎为 0"
     assert grads.keys() == ref_grads.keys()
     for name in ref_grads:
-        torch.testing.assert_close(grads[name], ref_grads[name], rtol=1e-4, atol=1e-7, msg=f"参数 {name} 的梯度不一致")
+        torch.testing.assert_close(
+            grads[name], ref_grads[name], rtol=1e-4, atol=1e-7, msg=f"参数 {name} 的梯度不一致"
+        )
     assert ref_metrics["clip_ratio/region_mean"] > 0, "测试数据里应该有被 clip 的 token"
     for key in ("clip_ratio/region_mean", "entropy") + (("kl",) if beta > 0 else ()):
         assert metrics[key] == pytest.approx(ref_metrics[key], rel=1e-5, abs=1e-7), key
@@ -196,7 +248,9 @@ def test_vllm_importance_weights_folded_into_advantages_match_trl(course_trainer
     tr.loss_type, tr.beta, tr.epsilon_low, tr.epsilon_high = loss_type, beta, 0.2, 0.28
     tr.current_gradient_accumulation_steps = 2
     inputs = _inputs(tr, beta, seed=1)
-    inputs["importance_sampling_ratio"] = torch.tensor([[1.3], [0.0], [0.8], [2.0]])  # sequence_mask 模式：(B, 1)，被 mask 的是 0
+    inputs["importance_sampling_ratio"] = torch.tensor(
+        [[1.3], [0.0], [0.8], [2.0]]
+    )  # sequence_mask 模式：(B, 1)，被 mask 的是 0
     tr.use_vllm, tr.vllm_importance_sampling_correction = True, True
     try:
         ref_loss, ref_grads, _ = _run(tr, GRPOTrainer._compute_loss, inputs)
@@ -205,7 +259,9 @@ def test_vllm_importance_weights_folded_into_advantages_match_trl(course_trainer
         tr.use_vllm = False
     torch.testing.assert_close(loss, ref_loss, rtol=1e-5, atol=1e-7)
     for name in ref_grads:
-        torch.testing.assert_close(grads[name], ref_grads[name], rtol=1e-4, atol=1e-7, msg=f"参数 {name} 的梯度不一致")
+        torch.testing.assert_close(
+            grads[name], ref_grads[name], rtol=1e-4, atol=1e-7, msg=f"参数 {name} 的梯度不一致"
+        )
 
 
 # ---------------------------------------------------------------- CI 冒烟：两步真的在训练 ------------------------------
@@ -214,19 +270,39 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
     from common.models import TINY_WARMSTART_DIR
 
     if not (TINY_WARMSTART_DIR / "model.safetensors").is_file():
-        pytest.skip(f"tiny 的 warm-start checkpoint 不在 {TINY_WARMSTART_DIR}（由 L2.07 的 make_warmstart.py 生成）")
-    a = _tiny_args(T, tmp_path, "--steps", "2", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8",
-                   "--max-new-tokens", "24", "--impl", impl_name)
+        pytest.skip(
+            f"tiny 的 warm-start checkpoint 不在 {TINY_WARMSTART_DIR}（由 L2.07 的 make_warmstart.py 生成）"
+        )
+    a = _tiny_args(
+        T,
+        tmp_path,
+        "--steps",
+        "2",
+        "--prompts-per-step",
+        "4",
+        "--group-size",
+        "4",
+        "--micro-batch",
+        "8",
+        "--max-new-tokens",
+        "24",
+        "--impl",
+        impl_name,
+    )
     trainer = T.build_trainer(a)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
-    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p.detach())]
+    unchanged = [
+        n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p.detach())
+    ]
     assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
     from common.metrics import read_metrics
 
     rows = read_metrics(a.out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
-    assert all(r["adv_max_abs_diff_vs_trl"] <= 1e-6 for r in rows), "我们算的 advantage 与 TRL 的不一致"
+    assert all(r["adv_max_abs_diff_vs_trl"] <= 1e-6 for r in rows), (
+        "我们算的 advantage 与 TRL 的不一致"
+    )
     assert any(r["reward_std"] > 0 for r in rows), "两步里 reward 都没有差异：梯度不可能非零"
     steps = read_metrics(a.out / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2]

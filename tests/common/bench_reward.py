@@ -7,6 +7,7 @@
 灾难性回溯会让某一行变成几秒到几分钟。在多人共用的 CPU 上，"最慢"会混进调度抖动，中位数更稳定。
 tests/common/test_reward.py 复用这里的 adversarial_inputs()。
 """
+
 from __future__ import annotations
 
 import argparse
@@ -72,8 +73,12 @@ def time_calls(repeat: int = 5) -> dict[str, dict[str, list[float]]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--repeat", type=int, default=5, help="每个输入、每个函数重复几次（默认 5）")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--repeat", type=int, default=5, help="每个输入、每个函数重复几次（默认 5）"
+    )
     args = parser.parse_args()
     results = time_calls(args.repeat)
     sizes = {name: len(text) for name, text in adversarial_inputs().items()}
@@ -81,10 +86,14 @@ def main() -> None:
     for name, per_fn in results.items():
         fn_max, worst = max(((fn, max(ts)) for fn, ts in per_fn.items()), key=lambda x: x[1])
         median = max(statistics.median(ts) for ts in per_fn.values())
-        print(f"{name:26s} {sizes[name] / MB:5.2f} MB  中位数 {median * 1000:6.2f} ms  最慢 {worst * 1000:6.2f} ms ({fn_max})")
+        print(
+            f"{name:26s} {sizes[name] / MB:5.2f} MB  中位数 {median * 1000:6.2f} ms  最慢 {worst * 1000:6.2f} ms ({fn_max})"
+        )
         slowest = max(slowest, (worst, fn_max, name))
     sec, fn_name, name = slowest
-    print(f"最慢的一次调用：{sec * 1000:.2f} ms（{fn_name}，输入 {name!r}，{sizes[name] / MB:.2f} MB）")
+    print(
+        f"最慢的一次调用：{sec * 1000:.2f} ms（{fn_name}，输入 {name!r}，{sizes[name] / MB:.2f} MB）"
+    )
 
 
 if __name__ == "__main__":

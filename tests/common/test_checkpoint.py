@@ -1,4 +1,5 @@
 """common/checkpoint.py：原子写入、严格恢复（模型、优化器、所有随机数状态）、坏文件给出清楚的错误。"""
+
 from __future__ import annotations
 
 import random
@@ -29,6 +30,7 @@ def _train_step(model, opt, gen):
 
 def test_resume_is_bit_identical(tmp_path):
     """连续跑 6 步 == 跑 3 步、存盘、在新对象里读回、再跑 3 步（逐位相同）。"""
+
     def fresh():
         random.seed(1), np.random.seed(1), torch.manual_seed(1)
         model, opt = _model_and_opt()
@@ -39,7 +41,14 @@ def test_resume_is_bit_identical(tmp_path):
 
     model, opt, gen = fresh()
     first = [_train_step(model, opt, gen) for _ in range(3)]
-    save_checkpoint(tmp_path, model=model, optimizer=opt, step=3, generators={"sample": gen}, extra={"note": "x"})
+    save_checkpoint(
+        tmp_path,
+        model=model,
+        optimizer=opt,
+        step=3,
+        generators={"sample": gen},
+        extra={"note": "x"},
+    )
     # 打乱所有状态，证明下面的结果只来自 checkpoint
     random.seed(99), np.random.seed(99), torch.manual_seed(99)
     model, opt = _model_and_opt(seed=5)
@@ -64,6 +73,7 @@ def test_interrupted_write_leaves_last_good_checkpoint(tmp_path, monkeypatch):
 
     def killed(*args, **kwargs):
         raise KeyboardInterrupt  # 模拟写到一半被杀
+
     monkeypatch.setattr(torch, "save", killed)
     with pytest.raises(KeyboardInterrupt):
         save_checkpoint(tmp_path, model=model, optimizer=opt, step=2)

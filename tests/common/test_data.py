@@ -1,4 +1,5 @@
 """common.data：本地 jsonl、合成题生成器（答案重新计算核对）、prompt 渲染（真实 Qwen3 tokenizer）。"""
+
 from __future__ import annotations
 
 import ast
@@ -11,7 +12,6 @@ import pytest
 from common.data import (
     INSTRUCTION,
     DataError,
-    Problem,
     build_prompt,
     load_jsonl,
     reference_completion,
@@ -49,7 +49,12 @@ def test_load_jsonl_empty(tmp_path):
         load_jsonl(tmp_path / "empty.jsonl")
 
 
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
+_OPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+}
 
 
 def _calc(expr: str):
@@ -99,11 +104,16 @@ def test_synthetic_gold_is_always_right(difficulty):
 def test_synthetic_is_deterministic_and_seeded():
     assert synthetic_problems(50, seed=3) == synthetic_problems(50, seed=3)
     assert synthetic_problems(50, seed=3) != synthetic_problems(50, seed=4)
-    assert synthetic_problems(50, seed=3, difficulty=1) != synthetic_problems(50, seed=3, difficulty=2)
+    assert synthetic_problems(50, seed=3, difficulty=1) != synthetic_problems(
+        50, seed=3, difficulty=2
+    )
 
 
 def test_difficulty_knob_adds_steps():
-    steps = {d: sum(p.answer.count("<<") for p in synthetic_problems(300, difficulty=d)) / 300 for d in (1, 2, 3)}
+    steps = {
+        d: sum(p.answer.count("<<") for p in synthetic_problems(300, difficulty=d)) / 300
+        for d in (1, 2, 3)
+    }
     assert steps[1] == 1.0 and steps[1] < steps[2] < steps[3]
 
 
@@ -125,7 +135,9 @@ def test_split_is_disjoint_and_deterministic():
 def test_reference_completion_is_correct_and_formatted():
     from common.reward import correctness_reward, format_reward
 
-    for p in synthetic_problems(100, seed=2, difficulty=3) + load_jsonl(FIXTURES / "gsm8k_sample.jsonl"):
+    for p in synthetic_problems(100, seed=2, difficulty=3) + load_jsonl(
+        FIXTURES / "gsm8k_sample.jsonl"
+    ):
         c = reference_completion(p)
         assert "<<" not in c and "####" not in c
         assert correctness_reward(c, p.gold) == 1.0

@@ -1,4 +1,5 @@
 """common.env_check：GPU 识别、带宽表、预设与装箱表的判断；没有 GPU 时指向「无 GPU 路线」。"""
+
 from __future__ import annotations
 
 import pytest
@@ -21,7 +22,9 @@ def test_bandwidth_lookup():
 
 def test_library_versions_lists_installed_and_missing():
     versions = env_check.library_versions()
-    assert versions["torch"] == torch.__version__.split("+")[0] or versions["torch"].startswith(torch.__version__[:4])
+    assert versions["torch"] == torch.__version__.split("+")[0] or versions["torch"].startswith(
+        torch.__version__[:4]
+    )
     assert set(versions) == set(env_check.LIBRARIES)
 
 
@@ -31,10 +34,16 @@ def test_preset_settings_follow_the_presets():
     shape, s = env_check.preset_settings(PRESETS["qwen3-0.6b"])
     assert shape is vram.QWEN3["Qwen3-0.6B"] and s.method == "full" and s.layout == "policy"
     assert s.rollout_backend == "fast"  # grpo_train.py 在 GPU 上走 common.fast_decode
-    assert (s.prompts, s.group) == (PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
-                                    PRESETS["qwen3-0.6b"].defaults["group_size"])
+    assert (s.prompts, s.group) == (
+        PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
+        PRESETS["qwen3-0.6b"].defaults["group_size"],
+    )
     shape, s = env_check.preset_settings(PRESETS["qwen3-1.7b-lora"])
-    assert shape is vram.QWEN3["Qwen3-1.7B"] and s.method == "lora" and s.lora_rank == PRESETS["qwen3-1.7b-lora"].lora_rank
+    assert (
+        shape is vram.QWEN3["Qwen3-1.7B"]
+        and s.method == "lora"
+        and s.lora_rank == PRESETS["qwen3-1.7b-lora"].lora_rank
+    )
     assert env_check.preset_settings(PRESETS["tiny"]) == (None, None)
 
 
@@ -51,8 +60,15 @@ def test_cpu_only_report_points_to_the_no_gpu_route(capsys, monkeypatch):
 
 def _fake_gpu(gib, name="NVIDIA GeForce RTX 5090"):
     tbs = env_check.bandwidth_tbs(name)
-    return {"name": name, "count": 1, "total_gib": gib, "capability": "12.0", "bandwidth_tbs": tbs,
-            "bandwidth_class": env_check.bandwidth_class(tbs), "cuda": "13.0"}
+    return {
+        "name": name,
+        "count": 1,
+        "total_gib": gib,
+        "capability": "12.0",
+        "bandwidth_tbs": tbs,
+        "bandwidth_class": env_check.bandwidth_class(tbs),
+        "cuda": "13.0",
+    }
 
 
 def test_report_for_a_5090(capsys, monkeypatch):

@@ -3,6 +3,7 @@
 torch.compile 和 CUDA graph 只在 GPU 上有意义，由 L2_algorithm/06_sampling/bench_rollout.py 在 GPU 上检查；
 这里关掉它们，检查的是同一份解码代码。
 """
+
 from __future__ import annotations
 
 import pytest
@@ -15,11 +16,21 @@ from common.fast_decode import Sampling, StaticDecoder, fast_generate
 @pytest.fixture(scope="module")
 def model():
     torch.manual_seed(0)
-    cfg = Qwen3Config(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=16, max_position_embeddings=512)
+    cfg = Qwen3Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=3,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        max_position_embeddings=512,
+    )
     m = Qwen3ForCausalLM(cfg).eval()
     with torch.no_grad():
-        m.lm_head.weight.mul_(20)  # 让分布更尖，贪心路径更有区分度（随机初始化的 logits 几乎一样大）
+        m.lm_head.weight.mul_(
+            20
+        )  # 让分布更尖，贪心路径更有区分度（随机初始化的 logits 几乎一样大）
     return m
 
 
@@ -37,8 +48,14 @@ def _prompts(batch=5, tp=9):
 def test_greedy_matches_hf_generate(model, steps_per_graph):
     ids, mask = _prompts()
     n, eos = 40, [7, 11]
-    ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
-                         eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
+    ref = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=0,
+    )[:, ids.shape[1] :]
     ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
     dec = StaticDecoder(model, 8, 128, eos, 0, steps_per_graph, compile=False)
     got = dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False)
@@ -55,7 +72,13 @@ def test_sampling_respects_process_logits(model):
         return logits * 0 + only
 
     dec = StaticDecoder(model, 8, 128, [7], 0, 4, compile=False)
-    got = dec.generate(ids, mask, 10, Sampling(temperature=0.7, top_p=0.9, process_logits=force_42), cuda_graph=False)
+    got = dec.generate(
+        ids,
+        mask,
+        10,
+        Sampling(temperature=0.7, top_p=0.9, process_logits=force_42),
+        cuda_graph=False,
+    )
     assert torch.equal(got, torch.full((3, 10), 42))
 
 
@@ -68,7 +91,10 @@ def test_fast_generate_refuses_cpu(model):
 def test_bf16_decode_of_fp32_master_weights_syncs_after_updates(model):
     """fp32 主权重 + bf16 解码：解码器持有 bf16 副本，每次生成前从主权重同步（一次微型的 weight sync）。"""
     dec = StaticDecoder(model, 8, 128, [7], 0, 4, compile=False, dtype=torch.bfloat16)
-    assert dec.embed.dtype == torch.bfloat16 and dec.lm_head.data_ptr() != model.lm_head.weight.data_ptr()
+    assert (
+        dec.embed.dtype == torch.bfloat16
+        and dec.lm_head.data_ptr() != model.lm_head.weight.data_ptr()
+    )
     w = model.model.layers[0].mlp.down_proj.weight
     old = w.detach().clone()
     with torch.no_grad():
@@ -87,7 +113,9 @@ def test_lora_adapters_are_merged_into_the_decode_weights(model):
 
     from peft import LoraConfig, get_peft_model
 
-    peft_model = get_peft_model(copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"]))
+    peft_model = get_peft_model(
+        copy.deepcopy(model), LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "down_proj"])
+    )
     torch.manual_seed(3)
     with torch.no_grad():
         for name, p in peft_model.named_parameters():
@@ -96,11 +124,25 @@ def test_lora_adapters_are_merged_into_the_decode_weights(model):
     peft_model.eval()
     ids, mask = _prompts()
     n, eos = 30, [7, 11]
-    ref = peft_model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
-                              eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
+    ref = peft_model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=0,
+    )[:, ids.shape[1] :]
     ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
-    base_ref = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=n, do_sample=False,
-                              eos_token_id=eos, pad_token_id=0)[:, ids.shape[1]:]
-    assert not torch.equal(ref[:, : base_ref.shape[1]], base_ref), "LoRA 应当改变输出，否则这个测试测不到合并"
+    base_ref = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        max_new_tokens=n,
+        do_sample=False,
+        eos_token_id=eos,
+        pad_token_id=0,
+    )[:, ids.shape[1] :]
+    assert not torch.equal(ref[:, : base_ref.shape[1]], base_ref), (
+        "LoRA 应当改变输出，否则这个测试测不到合并"
+    )
     dec = StaticDecoder(peft_model, 8, 128, eos, 0, 4, compile=False)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)

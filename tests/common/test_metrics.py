@@ -1,4 +1,5 @@
 """common/metrics.py：jsonl 追加与续跑截断、计时/显存键的约定、curves.png 能画出来。"""
+
 from __future__ import annotations
 
 import json
@@ -35,7 +36,13 @@ def test_partial_last_line_is_ignored(tmp_path):
 
 
 def test_deterministic_part_drops_timing_and_memory():
-    row = {"step": 3, "reward_mean": 0.5, "rollout_s": 1.2, "tokens_per_s": 99.0, "peak_vram_gb": 3.1}
+    row = {
+        "step": 3,
+        "reward_mean": 0.5,
+        "rollout_s": 1.2,
+        "tokens_per_s": 99.0,
+        "peak_vram_gb": 3.1,
+    }
     assert deterministic_part(row) == {"step": 3, "reward_mean": 0.5}
 
 
@@ -46,9 +53,18 @@ def test_write_json_is_complete(tmp_path):
 
 
 def test_plot_curves_writes_png(tmp_path):
-    rows = [{"step": s, "reward_mean": s / 10, "accuracy": s / 12, "completion_len_mean": 20 - s,
-             "entropy": 1.0 / s, "clip_fraction": 0.0, "eval_accuracy": 0.5 if s % 5 == 0 else None}
-            for s in range(1, 11)]
+    rows = [
+        {
+            "step": s,
+            "reward_mean": s / 10,
+            "accuracy": s / 12,
+            "completion_len_mean": 20 - s,
+            "entropy": 1.0 / s,
+            "clip_fraction": 0.0,
+            "eval_accuracy": 0.5 if s % 5 == 0 else None,
+        }
+        for s in range(1, 11)
+    ]
     out = plot_curves(rows, tmp_path / "curves.png", title="test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob("*.tmp*"))

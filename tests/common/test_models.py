@@ -1,4 +1,5 @@
 """common.models 预设 + common.tokenizer 的 tiny tokenizer：形状、特殊 token、出错信息。"""
+
 from __future__ import annotations
 
 import pytest
@@ -30,17 +31,37 @@ def test_unknown_init_is_an_error():
 def test_preset_fields():
     assert set(PRESETS) == {"tiny", "qwen3-0.6b", "qwen3-1.7b-lora"}
     assert PRESETS["tiny"].needs_cuda is False and PRESETS["tiny"].hub_id is None
-    assert PRESETS["qwen3-0.6b"].hub_id == "Qwen/Qwen3-0.6B" and PRESETS["qwen3-0.6b"].lora_rank is None
-    assert PRESETS["qwen3-1.7b-lora"].hub_id == "Qwen/Qwen3-1.7B" and PRESETS["qwen3-1.7b-lora"].lora_rank > 0
+    assert (
+        PRESETS["qwen3-0.6b"].hub_id == "Qwen/Qwen3-0.6B"
+        and PRESETS["qwen3-0.6b"].lora_rank is None
+    )
+    assert (
+        PRESETS["qwen3-1.7b-lora"].hub_id == "Qwen/Qwen3-1.7B"
+        and PRESETS["qwen3-1.7b-lora"].lora_rank > 0
+    )
     for p in PRESETS.values():
-        for key in ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta", "temperature"):
+        for key in (
+            "group_size",
+            "prompts_per_step",
+            "max_new_tokens",
+            "lr",
+            "beta",
+            "temperature",
+        ):
             assert key in p.defaults, (p.name, key)
 
 
 def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):
     qwen = load_qwen3_tokenizer()
-    for preset, tok in ((PRESETS["tiny"], tiny_tok), (PRESETS["qwen3-0.6b"], qwen), (PRESETS["qwen3-1.7b-lora"], qwen)):
-        assert tok.convert_ids_to_tokens(list(preset.eos_token_ids)) == ["<|im_end|>", "<|endoftext|>"]
+    for preset, tok in (
+        (PRESETS["tiny"], tiny_tok),
+        (PRESETS["qwen3-0.6b"], qwen),
+        (PRESETS["qwen3-1.7b-lora"], qwen),
+    ):
+        assert tok.convert_ids_to_tokens(list(preset.eos_token_ids)) == [
+            "<|im_end|>",
+            "<|endoftext|>",
+        ]
         assert tok.convert_ids_to_tokens(preset.pad_token_id) == "<|endoftext|>"
         assert tok.pad_token_id == preset.pad_token_id
 
@@ -51,7 +72,9 @@ def test_tiny_tokenizer_chat_template_and_round_trip(tiny_tok):
     assert isinstance(tiny_tok, PreTrainedTokenizerFast)
     p = synthetic_problems(1, seed=3, difficulty=3)[0]
     prompt = build_prompt(tiny_tok, p.question)
-    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith("<|im_end|>\n<|im_start|>assistant\n")
+    assert prompt.startswith("<|im_start|>user\n") and prompt.endswith(
+        "<|im_end|>\n<|im_start|>assistant\n"
+    )
     text = prompt + reference_completion(p) + "<|im_end|>"
     ids = tiny_tok(text, add_special_tokens=False).input_ids
     assert tiny_tok.decode(ids) == text
@@ -69,8 +92,12 @@ def test_tiny_tokenizer_is_deterministic(tiny_tok):
 
     from common.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
 
-    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))["model"]  # retrain, bypassing the cache
-    assert fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]  # same vocab and merges
+    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))[
+        "model"
+    ]  # retrain, bypassing the cache
+    assert (
+        fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]
+    )  # same vocab and merges
 
 
 def _count_params(cfg) -> int:
@@ -90,17 +117,34 @@ def _count_params(cfg) -> int:
 )
 def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_params):
     cfg = model_config(name)
-    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (hidden, inter, layers)
-    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size) == (16, 8, 128, 151936)
-    assert cfg.tie_word_embeddings and cfg.rope_parameters["rope_theta"] == 1e6 and cfg.rms_norm_eps == 1e-6
+    assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (
+        hidden,
+        inter,
+        layers,
+    )
+    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size) == (
+        16,
+        8,
+        128,
+        151936,
+    )
+    assert (
+        cfg.tie_word_embeddings
+        and cfg.rope_parameters["rope_theta"] == 1e6
+        and cfg.rms_norm_eps == 1e-6
+    )
     assert cfg.max_position_embeddings == 40960
-    model, tok = load_model(name, init="random", device="meta")  # shapes only, no memory, no download
+    model, tok = load_model(
+        name, init="random", device="meta"
+    )  # shapes only, no memory, no download
     assert len(tok) == 151669
     base = model.get_base_model() if get_preset(name).lora_rank else model
     n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
     n_base = sum(p.numel() for n_, p in base.named_parameters() if "lora_" not in n_)
     assert n_base == _count_params(cfg)
-    if n_params is not None:  # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+    if (
+        n_params is not None
+    ):  # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
         assert n_base == n_params
     assert n >= n_base
     if get_preset(name).lora_rank:
@@ -130,6 +174,8 @@ def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
     assert m1.training and m1.dtype == torch.float32 and m1.config.vocab_size == len(tok)
     assert type(m1).__name__ == "Qwen3ForCausalLM" and tok.padding_side == "left"
     assert sum(p.numel() for p in m1.parameters()) == _count_params(m1.config)
-    ids = torch.tensor([tok(build_prompt(tok, "Tom has 3 apples."), add_special_tokens=False).input_ids])
+    ids = torch.tensor(
+        [tok(build_prompt(tok, "Tom has 3 apples."), add_special_tokens=False).input_ids]
+    )
     logits = m1(ids).logits
     assert logits.shape == (1, ids.shape[1], len(tok)) and torch.isfinite(logits).all()

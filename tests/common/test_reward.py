@@ -6,6 +6,7 @@
 - 1 MB 对抗输入：每次调用 < 1 s（宽松的上限，只为抓灾难性回溯；实际耗时见 tests/common/bench_reward.py）。
 - 与 math-verify 0.9.0 对照：只在两者都适用的 \\boxed{数} 上要求判定一致；排除的情况及原因见 MATH_VERIFY_EXCLUDED。
 """
+
 from __future__ import annotations
 
 import re
@@ -13,18 +14,40 @@ import time
 from fractions import Fraction
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings, strategies as st
-
 from bench_reward import adversarial_inputs
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
 from common import reward
-from common.reward import REWARD_FUNCS, correctness_reward, extract_answer, format_reward, get_reward_fn
+from common.reward import (
+    REWARD_FUNCS,
+    correctness_reward,
+    extract_answer,
+    format_reward,
+    get_reward_fn,
+)
 
 # (输出, 人读出的最终答案, gold, 是否答对)
 READING = [
     # --- \boxed{}：课程要求的格式 ---
-    ("Natalia sold 48/2 = 24 clips in May.\nAltogether she sold 48 + 24 = 72 clips.\nThe answer is \\boxed{72}.", "72", "72", 1),
-    ("Weng earns 12/60 = $0.2 per minute.\nFor 50 minutes she earned 0.2 * 50 = $10.\n\\boxed{10}", "10", "10", 1),
-    ("The house costs 80,000 + 50,000 = 130,000 dollars in total.\n\\boxed{130,000}", "130000", "130000", 1),
+    (
+        "Natalia sold 48/2 = 24 clips in May.\nAltogether she sold 48 + 24 = 72 clips.\nThe answer is \\boxed{72}.",
+        "72",
+        "72",
+        1,
+    ),
+    (
+        "Weng earns 12/60 = $0.2 per minute.\nFor 50 minutes she earned 0.2 * 50 = $10.\n\\boxed{10}",
+        "10",
+        "10",
+        1,
+    ),
+    (
+        "The house costs 80,000 + 50,000 = 130,000 dollars in total.\n\\boxed{130,000}",
+        "130000",
+        "130000",
+        1,
+    ),
     ("The total is 1,200 + 34 = 1,234.\n\\[\n\\boxed{1{,}234}\n\\]", "1234", "1,234", 1),
     ("She pays 3 * $6 = $18.\nSo the answer is $\\boxed{\\$18}$.", "18", "18", 1),
     ("Each week he saves 3 * 6 = 18 dollars.\n\\boxed{18 \\text{ dollars}}", "18", "18", 1),
@@ -35,13 +58,28 @@ READING = [
     ("She drinks 3/4 of a cup each day.\n\\boxed{\\frac{3}{4}}", "0.75", "0.75", 1),
     ("Each of the 2 friends gets 7/2 pizzas.\n\\boxed{\\dfrac{7}{2}}", "3.5", "3.5", 1),
     ("Each gets one third of the cake: \\boxed{\\frac{1}{3}}", "1/3", "0.33", 0),
-    ("The temperature went from 5 to -3 degrees, a change of -3 - 5 = -8.\n\\boxed{-8}", "-8", "-8", 1),
+    (
+        "The temperature went from 5 to -3 degrees, a change of -3 - 5 = -8.\n\\boxed{-8}",
+        "-8",
+        "-8",
+        1,
+    ),
     ("The change is \\boxed{−8} degrees.", "-8", "-8", 1),
     ("Let x be the number of apples. Then 3x = 45, so\n\\boxed{x = 15}", "15", "15", 1),
     ("Adding them up: \\boxed{3 + 4 = 7}", "7", "7", 1),
     ("First day: \\boxed{12} eggs. Over a week: 12 * 7 = 84.\n\\boxed{84}", "84", "84", 1),
-    ("So the answer is \\boxed{84}.\n\nI hope this helps! Let me know if you have other questions.", "84", "84", 1),
-    ("Total: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18 dollars. \\boxed{18}. Double check: 9 * 2 = 18, so \\boxed{", "18", "18", 1),
+    (
+        "So the answer is \\boxed{84}.\n\nI hope this helps! Let me know if you have other questions.",
+        "84",
+        "84",
+        1,
+    ),
+    (
+        "Total: 16 - 3 - 4 = 9 eggs, 9 * 2 = 18 dollars. \\boxed{18}. Double check: 9 * 2 = 18, so \\boxed{",
+        "18",
+        "18",
+        1,
+    ),
     ("He ran 3 * 60 = 180 meters... \\boxed{170}", "170", "180", 0),
     ("The total is \\boxed{1,234}", "1234", "1243", 0),
     ("The final score is \\boxed{7.0}", "7", "7", 1),
@@ -52,8 +90,18 @@ READING = [
     ("\\boxed{3 \\text{ and } 4}", None, "4", 0),  # 两个数，没有唯一答案
     ("The day is \\boxed{\\text{Tuesday}}", None, "2", 0),
     ("\\boxed{}", None, "0", 0),
-    ("\\boxed{99999999999999999999999998}", "99999999999999999999999998", "99999999999999999999999999", 0),
-    ("\\boxed{99999999999999999999999999}", "99999999999999999999999999", "99,999,999,999,999,999,999,999,999", 1),
+    (
+        "\\boxed{99999999999999999999999998}",
+        "99999999999999999999999998",
+        "99999999999999999999999999",
+        0,
+    ),
+    (
+        "\\boxed{99999999999999999999999999}",
+        "99999999999999999999999999",
+        "99,999,999,999,999,999,999,999,999",
+        1,
+    ),
     # --- GSM8K 的 #### ---
     ("48 / 2 = 24\n48 + 24 = 72\n#### 72", "72", "72", 1),
     ("The total is 1,234.50 dollars.\n#### $1,234.50", "1234.5", "1234.5", 1),
@@ -61,11 +109,26 @@ READING = [
     ("He pays 6 * 3 = 18 dollars.\n#### 18 dollars", "18", "18", 1),
     ("She ends with 5 - 8 = -3 apples owed.\n#### -3", "-3", "-3", 1),
     ("#### 72\n\nNote: this is problem 5 of the set.", "72", "72", 1),
-    ("#### 70\nWait, I made a mistake. 48 + 24 = 72.\n\\boxed{72}", "72", "72", 1),  # \boxed 优先于 ####
+    (
+        "#### 70\nWait, I made a mistake. 48 + 24 = 72.\n\\boxed{72}",
+        "72",
+        "72",
+        1,
+    ),  # \boxed 优先于 ####
     ("The answer is 5.\n#### 6", "6", "6", 1),  # #### 优先于 "answer is"
     # markdown 小标题不是 #### 答案行：退到最后一个数
-    ("#### Step 1: Find the eggs\nShe has 16 - 3 = 13 eggs.\n#### Step 2: Sell them\n13 * 2 = 26 dollars.", "26", "26", 1),
-    ("#### 1. Eggs per day\n16 - 3 - 4 = 9\n#### 2. Money\n9 * 2 = 18\nShe makes $18 every day.", "18", "18", 1),
+    (
+        "#### Step 1: Find the eggs\nShe has 16 - 3 = 13 eggs.\n#### Step 2: Sell them\n13 * 2 = 26 dollars.",
+        "26",
+        "26",
+        1,
+    ),
+    (
+        "#### 1. Eggs per day\n16 - 3 - 4 = 9\n#### 2. Money\n9 * 2 = 18\nShe makes $18 every day.",
+        "18",
+        "18",
+        1,
+    ),
     # --- "answer is / Answer:" ---
     ("Janet makes 9 * 2 = 18 dollars.\nThe answer is 18.", "18", "18", 1),
     ("So she needs 4 more boxes.\nThe final answer is: **4**", "4", "4", 1),
@@ -106,8 +169,18 @@ READING = [
     ("<think>\nLet me compute 6 * 7 = 42.\n</think>\n\nThe answer is \\boxed{42}.", "42", "42", 1),
     ("<think>The answer is 41.</think>\nSo the total is 42.", "42", "42", 1),
     ("<think>\\boxed{41}</think>\nFinal: 42", "42", "42", 1),
-    ("<think>\n\n</think>\n\nShe sells 16 - 3 - 4 = 9 eggs for 9 * 2 = 18 dollars.\n\\boxed{18}", "18", "18", 1),
-    ("<think>\nOkay, so 16 - 3 = 13 and then 13 * 2 = 26", None, "26", 0),  # 一直没想完：没有给出答案
+    (
+        "<think>\n\n</think>\n\nShe sells 16 - 3 - 4 = 9 eggs for 9 * 2 = 18 dollars.\n\\boxed{18}",
+        "18",
+        "18",
+        1,
+    ),
+    (
+        "<think>\nOkay, so 16 - 3 = 13 and then 13 * 2 = 26",
+        None,
+        "26",
+        0,
+    ),  # 一直没想完：没有给出答案
 ]
 
 # 模块文档里写明的取舍（人也许会有别的读法）
@@ -129,7 +202,10 @@ DESIGN = [
     ("The numbers are " + "1," * 200 + "1", None),  # 超过 120 个字符的数字/分隔符串不读
     ("So \\boxed{5}. Let me write it again: \\boxed{", "5"),  # 未闭合（被截断）的盒子跳过，用前一个
     ("\\boxed{\\boxed{5}}", "5"),
-    ("The answer is: Janet has 7 apples and 3 pears", "3"),  # "answer is" 后不是直接跟数：退到最后一个数
+    (
+        "The answer is: Janet has 7 apples and 3 pears",
+        "3",
+    ),  # "answer is" 后不是直接跟数：退到最后一个数
     ("The answer is 5.\nLet me verify the answer.", "5"),  # 后面的 "the answer." 不是答案短语
     ("-0", "0"),
     ("-$-5", "5"),
@@ -145,12 +221,18 @@ FORMAT = [
     ("The answer is \\boxed{70}.", 1.0),  # 答错也满足格式
     ("\\boxed{72 \\text{ dollars}}", 1.0),
     ("\\boxed{\\frac{3}{4}}", 1.0),
-    ("The answer is \\boxed{72}.\n\n**Final Answer**\n\\[\\boxed{72}\\]", 1.0),  # 同一个答案框了两次
+    (
+        "The answer is \\boxed{72}.\n\n**Final Answer**\n\\[\\boxed{72}\\]",
+        1.0,
+    ),  # 同一个答案框了两次
     ("<think>\n6 * 12 = 72\n</think>\n\n\\boxed{72}", 1.0),
     ("The answer is 72.", 0.0),
     ("#### 72", 0.0),
     ("First \\boxed{12}, then 12 * 6 = \\boxed{72}", 0.0),  # 框了中间结果
-    ("\\boxed{72}\n\nLet me double check this: 8 * 9 = 72, and 70 + 2 = 72. Yes.", 0.0),  # 框后还有长文
+    (
+        "\\boxed{72}\n\nLet me double check this: 8 * 9 = 72, and 70 + 2 = 72. Yes.",
+        0.0,
+    ),  # 框后还有长文
     ("\\boxed{3+4}", 0.0),
     ("\\boxed{}", 0.0),
     ("\\boxed{x}", 0.0),
@@ -186,7 +268,12 @@ def test_format_reward(text, expected):
 
 
 def test_correctness_never_depends_on_format():
-    for text in ("The answer is 72.", "#### 72", "\\boxed{72}", "First \\boxed{12}, then 12 * 6 = \\boxed{72}"):
+    for text in (
+        "The answer is 72.",
+        "#### 72",
+        "\\boxed{72}",
+        "First \\boxed{12}, then 12 * 6 = \\boxed{72}",
+    ):
         assert correctness_reward(text, "72") == 1.0
 
 
@@ -215,7 +302,10 @@ def test_reward_funcs():
         ("no idea", "72"): (0.0, 0.0, 0.0),
     }
     for (text, gold), want in cases.items():
-        got = tuple(get_reward_fn(n)(text, gold) for n in ("correctness", "format_only", "correctness_plus_format"))
+        got = tuple(
+            get_reward_fn(n)(text, gold)
+            for n in ("correctness", "format_only", "correctness_plus_format")
+        )
         assert got == pytest.approx(want)
 
 
@@ -264,7 +354,11 @@ big_int = st.integers(-(10**40), 10**40)
 
 
 @settings(max_examples=100, deadline=None)
-@given(big_int, big_int, st.sampled_from(["{:d}", "{:,d}", "\\${:,d}", "{:d}.00", "{:d} \\text{{ apples}}"]))
+@given(
+    big_int,
+    big_int,
+    st.sampled_from(["{:d}", "{:,d}", "\\${:,d}", "{:d}.00", "{:d} \\text{{ apples}}"]),
+)
 def test_exact_comparison_of_big_numbers(a, b, fmt):
     text = "\\boxed{" + fmt.format(a) + "}"
     assert correctness_reward(text, str(b)) == (1.0 if a == b else 0.0)
@@ -273,7 +367,10 @@ def test_exact_comparison_of_big_numbers(a, b, fmt):
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.integers(0, 10**9), st.sampled_from(["\\boxed{{{}}}", "#### {}", "The answer is {}.", "So she has {} left."]))
+@given(
+    st.integers(0, 10**9),
+    st.sampled_from(["\\boxed{{{}}}", "#### {}", "The answer is {}.", "So she has {} left."]),
+)
 def test_separators_round_trip(n, template):
     for written in (f"{n}", f"{n:,}", f"${n:,}", f"{n:,}.00"):
         assert extract_answer("Step 1: 3 + 4 = 7.\n" + template.format(written)) == str(n)
@@ -296,7 +393,9 @@ def _assert_fast(text):
     for fn in (extract_answer, format_reward, lambda t: correctness_reward(t, "7")):
         t0 = time.perf_counter()
         fn(text)
-        assert time.perf_counter() - t0 < 1.0, f"{len(text)} 字符的输入用了超过 1 s：有回溯或二次方的扫描"
+        assert time.perf_counter() - t0 < 1.0, (
+            f"{len(text)} 字符的输入用了超过 1 s：有回溯或二次方的扫描"
+        )
 
 
 @pytest.fixture(scope="module")
@@ -327,7 +426,12 @@ MATH_VERIFY_EXCLUDED = [
     ("\\boxed{1 234}", "1234", 1.0, "同上：空格分组"),
     ("\\boxed{50\\%}", "0.5", 0.0, "math-verify 认为 50% = 0.5；GSM8K 的 gold 是裸数，我们只认 50"),
     ("\\boxed{3+4}", "7", 0.0, "math-verify 用 sympy 化简表达式；我们从不求值"),
-    ("<think>\\boxed{4}</think> \\boxed{5}", "5", 1.0, "math-verify 不认 <think>，把两个盒子当成集合 {4, 5}"),
+    (
+        "<think>\\boxed{4}</think> \\boxed{5}",
+        "5",
+        1.0,
+        "math-verify 不认 <think>，把两个盒子当成集合 {4, 5}",
+    ),
     ("\\boxed{\\frac{1}{3}}", "0.333333", 0.0, "math-verify 按 6 位小数近似比较；我们精确比较"),
 ]
 
@@ -363,7 +467,10 @@ DECIMAL_FORMS = [str, "\\${}".format, "{}0".format, "{} \\text{{ kg}}".format, "
 
 @settings(max_examples=40, deadline=None)
 @given(
-    st.one_of(st.integers(-(10**7), 10**7).map(Fraction), st.integers(-(10**6), 10**6).map(lambda k: Fraction(k, 100))),
+    st.one_of(
+        st.integers(-(10**7), 10**7).map(Fraction),
+        st.integers(-(10**6), 10**6).map(lambda k: Fraction(k, 100)),
+    ),
     st.integers(0, 9),
     st.sampled_from([0, 0, 1, -1, Fraction(1, 100), 1000]),
 )

@@ -1,4 +1,5 @@
 """common.rollout：贪心输出与 HF generate 逐 token 相同；逐行 EOS 停止；mask/长度/截断一致；采样可复现。"""
+
 from __future__ import annotations
 
 import pytest
@@ -28,21 +29,29 @@ def model_and_prompts():
     model, tok = load_model(PRESET, init="random")
     g = torch.Generator().manual_seed(0)
     with torch.no_grad():
-        for name, p in model.named_parameters():
+        for _name, p in model.named_parameters():
             if p.dim() >= 2:
                 p.copy_(torch.randn(p.shape, generator=g) * 0.25)
     model.eval()
     problems = synthetic_problems(6, seed=7, difficulty=3)
-    prompts = [tok(build_prompt(tok, p.question), add_special_tokens=False).input_ids for p in problems]
+    prompts = [
+        tok(build_prompt(tok, p.question), add_special_tokens=False).input_ids for p in problems
+    ]
     prompts = [ids[: 12 + 7 * i] for i, ids in enumerate(prompts)]  # 6 different lengths
     return model, prompts
 
 
 def _hf_greedy(model, prompts, max_new_tokens, eos):
     ids, mask = left_pad(prompts, PAD)
-    out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=max_new_tokens,
-                         eos_token_id=list(eos), pad_token_id=PAD)
-    return out[:, ids.shape[1]:]
+    out = model.generate(
+        input_ids=ids,
+        attention_mask=mask,
+        do_sample=False,
+        max_new_tokens=max_new_tokens,
+        eos_token_id=list(eos),
+        pad_token_id=PAD,
+    )
+    return out[:, ids.shape[1] :]
 
 
 def test_left_pad():
@@ -58,11 +67,15 @@ def test_greedy_matches_hf_generate_without_eos(model_and_prompts):
     model, prompts = model_and_prompts
     never = [model.config.vocab_size + 5]  # an id the model can never emit
     hf = _hf_greedy(model, prompts, 24, never)
-    ours = generate(model, prompts, max_new_tokens=24, eos_token_ids=never, pad_token_id=PAD, greedy=True)
+    ours = generate(
+        model, prompts, max_new_tokens=24, eos_token_ids=never, pad_token_id=PAD, greedy=True
+    )
     assert torch.equal(ours.completion_ids, hf)
     assert ours.truncated.all() and ours.lengths.tolist() == [24] * len(prompts)
     assert (ours.completion_mask == 1).all()
-    assert len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5  # non-trivial output
+    assert (
+        len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5
+    )  # non-trivial output
 
 
 def test_greedy_matches_hf_generate_with_several_eos_ids(model_and_prompts):
@@ -71,7 +84,9 @@ def test_greedy_matches_hf_generate_with_several_eos_ids(model_and_prompts):
     # two stop ids taken from the free-running output, so rows stop at different steps (and some never)
     eos = [int(free[0, 3]), int(free[2, 9])]
     hf = _hf_greedy(model, prompts, 24, eos)
-    ours = generate(model, prompts, max_new_tokens=24, eos_token_ids=eos, pad_token_id=PAD, greedy=True)
+    ours = generate(
+        model, prompts, max_new_tokens=24, eos_token_ids=eos, pad_token_id=PAD, greedy=True
+    )
     T = ours.completion_ids.shape[1]
     assert torch.equal(ours.completion_ids, hf[:, :T])
     assert (hf[:, T:] == PAD).all()  # HF only kept padding after our last column
@@ -87,11 +102,25 @@ def test_greedy_matches_hf_generate_with_several_eos_ids(model_and_prompts):
 def test_masks_lengths_truncation_consistent(model_and_prompts):
     model, prompts = model_and_prompts
     g = torch.Generator().manual_seed(3)
-    free = generate(model, prompts, max_new_tokens=16, eos_token_ids=[10_000], pad_token_id=PAD, generator=g,
-                    process_logits=_ref_process_logits)
+    free = generate(
+        model,
+        prompts,
+        max_new_tokens=16,
+        eos_token_ids=[10_000],
+        pad_token_id=PAD,
+        generator=g,
+        process_logits=_ref_process_logits,
+    )
     eos = [int(free.completion_ids[1, 2]), int(free.completion_ids[4, 5])]
-    r = generate(model, prompts, max_new_tokens=16, eos_token_ids=eos, pad_token_id=PAD,
-                 generator=torch.Generator().manual_seed(3), process_logits=_ref_process_logits)
+    r = generate(
+        model,
+        prompts,
+        max_new_tokens=16,
+        eos_token_ids=eos,
+        pad_token_id=PAD,
+        generator=torch.Generator().manual_seed(3),
+        process_logits=_ref_process_logits,
+    )
     B, T = r.completion_ids.shape
     assert r.prompt_ids.shape == r.prompt_mask.shape == (B, max(map(len, prompts)))
     assert r.completion_mask.shape == (B, T) and r.completion_mask.dtype == torch.float32
@@ -118,7 +147,12 @@ def test_masks_lengths_truncation_consistent(model_and_prompts):
 
 def test_sampling_is_reproducible_with_a_seeded_generator(model_and_prompts):
     model, prompts = model_and_prompts
-    kw = dict(max_new_tokens=12, eos_token_ids=[10_000], pad_token_id=PAD, process_logits=_ref_process_logits)
+    kw = dict(
+        max_new_tokens=12,
+        eos_token_ids=[10_000],
+        pad_token_id=PAD,
+        process_logits=_ref_process_logits,
+    )
     a = generate(model, prompts, generator=torch.Generator().manual_seed(11), **kw)
     b = generate(model, prompts, generator=torch.Generator().manual_seed(11), **kw)
     c = generate(model, prompts, generator=torch.Generator().manual_seed(12), **kw)
@@ -139,10 +173,21 @@ def test_temperature_and_top_p_go_through_process_logits(model_and_prompts):
         calls.append((tuple(logits.shape), logits.dtype, temperature, top_p))
         return _ref_process_logits(logits, temperature, top_p)
 
-    r = generate(model, prompts, max_new_tokens=5, eos_token_ids=[10_000], pad_token_id=PAD, temperature=0.7,
-                 top_p=0.9, process_logits=spy, generator=torch.Generator().manual_seed(0))
+    r = generate(
+        model,
+        prompts,
+        max_new_tokens=5,
+        eos_token_ids=[10_000],
+        pad_token_id=PAD,
+        temperature=0.7,
+        top_p=0.9,
+        process_logits=spy,
+        generator=torch.Generator().manual_seed(0),
+    )
     assert len(calls) == r.completion_ids.shape[1] == 5
-    assert all(c == ((len(prompts), model.config.vocab_size), torch.float32, 0.7, 0.9) for c in calls)
+    assert all(
+        c == ((len(prompts), model.config.vocab_size), torch.float32, 0.7, 0.9) for c in calls
+    )
 
     # what process_logits returns is what gets sampled: keep only token 42 -> every token is 42
     def only_42(logits, temperature, top_p):
@@ -150,12 +195,29 @@ def test_temperature_and_top_p_go_through_process_logits(model_and_prompts):
         out[:, 42] = 0.0
         return out
 
-    r = generate(model, prompts, max_new_tokens=4, eos_token_ids=[10_000], pad_token_id=PAD, process_logits=only_42)
+    r = generate(
+        model,
+        prompts,
+        max_new_tokens=4,
+        eos_token_ids=[10_000],
+        pad_token_id=PAD,
+        process_logits=only_42,
+    )
     assert (r.completion_ids == 42).all()
     # top_p -> 0 keeps only the top token: sampling equals greedy
-    tiny_p = generate(model, prompts, max_new_tokens=8, eos_token_ids=[10_000], pad_token_id=PAD, top_p=1e-6,
-                      process_logits=_ref_process_logits, generator=torch.Generator().manual_seed(1))
-    greedy = generate(model, prompts, max_new_tokens=8, eos_token_ids=[10_000], pad_token_id=PAD, greedy=True)
+    tiny_p = generate(
+        model,
+        prompts,
+        max_new_tokens=8,
+        eos_token_ids=[10_000],
+        pad_token_id=PAD,
+        top_p=1e-6,
+        process_logits=_ref_process_logits,
+        generator=torch.Generator().manual_seed(1),
+    )
+    greedy = generate(
+        model, prompts, max_new_tokens=8, eos_token_ids=[10_000], pad_token_id=PAD, greedy=True
+    )
     assert torch.equal(tiny_p.completion_ids, greedy.completion_ids)
 
 
@@ -163,9 +225,17 @@ def test_default_process_logits_is_the_l2_06_solution(model_and_prompts):
     model, prompts = model_and_prompts
     from solutions.l2_06_sampling import process_logits
 
-    kw = dict(max_new_tokens=6, eos_token_ids=[10_000], pad_token_id=PAD, temperature=1.3, top_p=0.8)
+    kw = dict(
+        max_new_tokens=6, eos_token_ids=[10_000], pad_token_id=PAD, temperature=1.3, top_p=0.8
+    )
     a = generate(model, prompts, generator=torch.Generator().manual_seed(2), **kw)
-    b = generate(model, prompts, generator=torch.Generator().manual_seed(2), process_logits=process_logits, **kw)
+    b = generate(
+        model,
+        prompts,
+        generator=torch.Generator().manual_seed(2),
+        process_logits=process_logits,
+        **kw,
+    )
     assert torch.equal(a.completion_ids, b.completion_ids)
 
 
@@ -180,7 +250,14 @@ def test_stops_early_and_restores_train_mode(model_and_prompts):
         return out
 
     model.train()
-    r = generate(model, prompts, max_new_tokens=50, eos_token_ids=[7], pad_token_id=PAD, process_logits=all_eos)
+    r = generate(
+        model,
+        prompts,
+        max_new_tokens=50,
+        eos_token_ids=[7],
+        pad_token_id=PAD,
+        process_logits=all_eos,
+    )
     assert model.training
     model.eval()
     assert len(calls) == 1 and r.completion_ids.shape == (len(prompts), 1)
@@ -193,7 +270,9 @@ def test_stops_early_and_restores_train_mode(model_and_prompts):
 
 def test_finish_rollout_overwrites_tokens_after_eos():
     ids, mask = left_pad([[1, 2], [3]], pad_token_id=0)
-    raw = torch.tensor([[5, 9, 6, 6], [9, 9, 9, 0]])  # backend left junk after EOS 9 / pad equals a real token
+    raw = torch.tensor(
+        [[5, 9, 6, 6], [9, 9, 9, 0]]
+    )  # backend left junk after EOS 9 / pad equals a real token
     r = finish_rollout(ids, mask, raw, eos_token_ids=[9], pad_token_id=0)
     assert r.completion_ids.tolist() == [[5, 9], [9, 0]]
     assert r.completion_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
@@ -205,9 +284,18 @@ def test_greedy_matches_hf_generate_on_the_warm_start_model():
     model, tok = load_model(PRESET)  # the warm-start checkpoint
     model.eval()
     problems = synthetic_problems(8, seed=21, difficulty=2)
-    prompts = [tok(build_prompt(tok, p.question), add_special_tokens=False).input_ids for p in problems]
+    prompts = [
+        tok(build_prompt(tok, p.question), add_special_tokens=False).input_ids for p in problems
+    ]
     hf = _hf_greedy(model, prompts, 40, PRESET.eos_token_ids)
-    ours = generate(model, prompts, max_new_tokens=40, eos_token_ids=PRESET.eos_token_ids, pad_token_id=PAD, greedy=True)
+    ours = generate(
+        model,
+        prompts,
+        max_new_tokens=40,
+        eos_token_ids=PRESET.eos_token_ids,
+        pad_token_id=PAD,
+        greedy=True,
+    )
     T = ours.completion_ids.shape[1]
     assert torch.equal(ours.completion_ids, hf[:, :T]) and (hf[:, T:] == PAD).all()
     assert not ours.truncated.any()  # the SFT taught it to stop

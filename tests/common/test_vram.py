@@ -4,6 +4,7 @@
 「按字节数对照」的几个测试在 CPU 上数 autograd 真正存下/分配的张量字节——它们检验账本的算术，
 不是显存测量（显存只认 GPU 上测的，见 L1_concepts/04_vram_ledger/measure_vram.py）。
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -14,7 +15,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from common import vram
-from common.vram import GiB, QWEN3, Settings, fit_table, ledger
+from common.vram import QWEN3, GiB, Settings, fit_table, ledger
 
 # 种子表（单卡 32 GB）：模型, 方式 -> 结论
 SEED_VERDICTS = {
@@ -54,7 +55,12 @@ def test_param_counts_from_the_config_shapes():
     assert expected["Qwen3-0.6B"] == 596_049_920
     for name, n in expected.items():
         assert QWEN3[name].n_params() == n, name
-    published = {"Qwen3-0.6B": 0.596e9, "Qwen3-1.7B": 1.72e9, "Qwen3-4B": 4.02e9, "Qwen3-8B": 8.19e9}
+    published = {
+        "Qwen3-0.6B": 0.596e9,
+        "Qwen3-1.7B": 1.72e9,
+        "Qwen3-4B": 4.02e9,
+        "Qwen3-8B": 8.19e9,
+    }
     for name, n in published.items():
         assert abs(QWEN3[name].n_params() - n) / n < 0.005, name
 
@@ -65,7 +71,9 @@ def test_param_counts_from_the_config_shapes():
     emb = 2 * 151936 * 2048
     moe = QWEN3["Qwen3-30B-A3B"]
     assert moe.n_params() == 48 * (attn + 2048 * 128 + 128 * expert + norms) + emb + 2048
-    assert moe.n_params(active_only=True) == 48 * (attn + 2048 * 128 + 8 * expert + norms) + emb + 2048
+    assert (
+        moe.n_params(active_only=True) == 48 * (attn + 2048 * 128 + 8 * expert + norms) + emb + 2048
+    )
     assert abs(moe.n_params() - 30.5e9) / 30.5e9 < 0.01
     assert abs(moe.n_params(active_only=True) - 3.3e9) / 3.3e9 < 0.02
 
@@ -98,7 +106,9 @@ def test_fit_table_has_every_model_and_method(table):
     assert set(table) == {(m, k) for m in vram.MODELS for k in vram.METHODS}
     for row in table.values():
         assert row["verdict"] in ("fits", "tight", "no")
-        assert {"breakdown", "settings", "total_gb", "usage", "max_new_tokens_fit", "note"} <= set(row)
+        assert {"breakdown", "settings", "total_gb", "usage", "max_new_tokens_fit", "note"} <= set(
+            row
+        )
         assert row["settings"]["method"] == row["method"]
 
 
@@ -133,8 +143,17 @@ def test_verdict_rule():
 
 
 def test_lines_full_finetune_by_hand():
-    s = Settings(method="full", prompts=8, group=8, prompt_len=256, max_new_tokens=512, micro_batch=4,
-                 beta=0.04, precision="mixed", layout="policy")
+    s = Settings(
+        method="full",
+        prompts=8,
+        group=8,
+        prompt_len=256,
+        max_new_tokens=512,
+        micro_batch=4,
+        beta=0.04,
+        precision="mixed",
+        layout="policy",
+    )
     L = ledger("Qwen3-0.6B", s)
     n = 596_049_920
     assert L.lines["weights"].nbytes == n * 2
@@ -154,7 +173,10 @@ def test_lines_full_finetune_by_hand():
     assert L.lines["recompute"].nbytes == tokens * per_layer * 1.25 + 4 * 768 * 768 * 2
     # 阶段：反向峰值 = 权重 + 参考 + AdamW + 梯度 + 激活 + max(logits, 重算一层)
     static = n * (2 + 2 + 12)  # 权重 + 参考模型 + AdamW
-    assert L.phases["backward"] == static + n * 2 + L.lines["activations"].nbytes + L.lines["logits"].nbytes
+    assert (
+        L.phases["backward"]
+        == static + n * 2 + L.lines["activations"].nbytes + L.lines["logits"].nbytes
+    )
     assert L.phases["optimizer"] == static + n * 2 + n * 4
     assert L.phases["after_step"] == static  # zero_grad(set_to_none=True)：梯度已释放
     assert L.total == L.peak_allocated * 1.05 + 0.5 * GiB
@@ -163,8 +185,11 @@ def test_lines_full_finetune_by_hand():
 def test_lines_precisions():
     n = 596_049_920
     fp32 = ledger("Qwen3-0.6B", Settings(precision="fp32", layout="policy"))
-    assert (fp32.lines["weights"].nbytes, fp32.lines["gradients"].nbytes, fp32.lines["optimizer"].nbytes) == (
-        n * 4, n * 4, n * 8)
+    assert (
+        fp32.lines["weights"].nbytes,
+        fp32.lines["gradients"].nbytes,
+        fp32.lines["optimizer"].nbytes,
+    ) == (n * 4, n * 4, n * 8)
     assert fp32.lines["autocast_copies"].nbytes == n * 2 and fp32.lines["reference"].nbytes == n * 2
     bf16 = ledger("Qwen3-0.6B", Settings(precision="bf16", layout="policy", optimizer="fused"))
     assert bf16.lines["optimizer"].nbytes == n * 4 and bf16.lines["optimizer_temp"].nbytes == 0
@@ -182,7 +207,9 @@ def test_lines_lora_and_qlora_by_hand():
     qlora = ledger("Qwen3-8B", Settings(method="qlora", lora_rank=r, layout="colocate"))
     linear = layers * (d * hq + 2 * d * hkv + hq * d + 3 * d * inter)
     nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8  # QLoRA 论文：4 bit + 双重量化的块常数
-    assert qlora.lines["weights"].nbytes == pytest.approx(linear * nf4 + (n - linear) * 2 + adapters * 4)
+    assert qlora.lines["weights"].nbytes == pytest.approx(
+        linear * nf4 + (n - linear) * 2 + adapters * 4
+    )
     # 同卡引擎：4-bit 基座副本 + 全部并发的 KV + 工作区
     kv = 64 * 768 * 36 * 2 * 8 * 128 * 2
     assert qlora.lines["engine"].nbytes == pytest.approx(linear * nf4 + (n - linear) * 2 + kv + GiB)
@@ -207,11 +234,15 @@ def test_ledger_is_monotone_in_the_obvious_knobs():
     assert total(max_new_tokens=1024) > total()
     assert total(checkpointing=False) > total()
     assert total(micro_batch=8) > total()
-    logits = lambda kind: ledger("Qwen3-1.7B", dataclasses.replace(base, logprobs=kind)).lines["logits"].nbytes
+    logits = lambda kind: (
+        ledger("Qwen3-1.7B", dataclasses.replace(base, logprobs=kind)).lines["logits"].nbytes
+    )
     assert logits("naive") > logits("chunked") > logits("chunked_ckpt")
     assert total(optimizer="fused") <= total()
-    assert ledger("Qwen3-1.7B", Settings(layout="policy", prompts=4)).phases["rollout"] < ledger(
-        "Qwen3-1.7B", Settings(layout="policy")).phases["rollout"]
+    assert (
+        ledger("Qwen3-1.7B", Settings(layout="policy", prompts=4)).phases["rollout"]
+        < ledger("Qwen3-1.7B", Settings(layout="policy")).phases["rollout"]
+    )
     assert ledger("Qwen3-0.6B", dataclasses.replace(base, beta=0.0)).lines["reference"].nbytes == 0
 
 
@@ -246,16 +277,27 @@ def test_logprob_chunk_rows_match_the_l2_solution():
 def _tiny_qwen3(layers, method, hidden=96, inter=320, heads=4, kv=2, hd=32, vocab=300, lora_rank=4):
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    cfg = Qwen3Config(vocab_size=vocab, hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
-                      num_attention_heads=heads, num_key_value_heads=kv, head_dim=hd, max_position_embeddings=1024,
-                      tie_word_embeddings=True, attn_implementation="sdpa")
+    cfg = Qwen3Config(
+        vocab_size=vocab,
+        hidden_size=hidden,
+        intermediate_size=inter,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=kv,
+        head_dim=hd,
+        max_position_embeddings=1024,
+        tie_word_embeddings=True,
+        attn_implementation="sdpa",
+    )
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(cfg).to(torch.bfloat16)
     if method != "full":
         from peft import LoraConfig, get_peft_model
 
         targets = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-        model = get_peft_model(model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, target_modules=targets))
+        model = get_peft_model(
+            model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, target_modules=targets)
+        )
     shape = vram.ModelShape("t", "t", hidden, layers, heads, kv, hd, inter, vocab, True, 1024)
     return model, shape
 
@@ -334,7 +376,9 @@ def _count_logprob_peak(fn, B=4, T=512, V=3000):
     tokens = torch.randint(0, V, (B, T))
     counter = _LiveBytes([logits])
     with counter:
-        fn(logits[:, :-1], tokens).sum().backward()  # 和 grpo_train 一样：logits_to_keep=T+1 再去掉最后一位
+        fn(
+            logits[:, :-1], tokens
+        ).sum().backward()  # 和 grpo_train 一样：logits_to_keep=T+1 再去掉最后一位
     return counter.peak / (B * T * V) + 2  # + 2：logits 本身（bf16）
 
 
@@ -343,7 +387,9 @@ def test_logprob_bytes_per_element():
 
     naive = lambda x, t: torch.log_softmax(x.float(), -1).gather(-1, t[..., None])[..., 0]
     assert _count_logprob_peak(naive) == pytest.approx(vram.LOGPROB_BYTES["naive"], rel=0.02)
-    assert _count_logprob_peak(token_logprobs) == pytest.approx(vram.LOGPROB_BYTES["chunked_ckpt"], rel=0.02)
+    assert _count_logprob_peak(token_logprobs) == pytest.approx(
+        vram.LOGPROB_BYTES["chunked_ckpt"], rel=0.02
+    )
 
 
 def _count_train_peak(method, checkpointing, precision, B=4, L=256, V=3000, layers=2):
@@ -363,23 +409,38 @@ def _count_train_peak(method, checkpointing, precision, B=4, L=256, V=3000, laye
     ids = torch.randint(0, V, (B, L), generator=torch.Generator().manual_seed(0))
     mask = torch.ones(B, L, dtype=torch.long)
     mask[0, :3] = 0
-    counter = _LiveBytes(list(model.parameters()) + [p.grad for p in model.parameters() if p.grad is not None])
+    counter = _LiveBytes(
+        list(model.parameters()) + [p.grad for p in model.parameters() if p.grad is not None]
+    )
     with counter:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "fp32"):
             logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=T + 1).logits[:, :-1]
         token_logprobs(logits, ids[:, -T:]).mean().backward()
-    s = Settings(method=method, prompts=1, group=B, prompt_len=L - T, max_new_tokens=T, micro_batch=B,
-                 checkpointing=checkpointing, precision=precision, lora_rank=4, layout="policy")
+    s = Settings(
+        method=method,
+        prompts=1,
+        group=B,
+        prompt_len=L - T,
+        max_new_tokens=T,
+        micro_batch=B,
+        checkpointing=checkpointing,
+        precision=precision,
+        lora_rank=4,
+        layout="policy",
+    )
     led = ledger(shape, s)
     g = led.lines
     # 反向峰值减去静态部分（权重、梯度都是事先就在的）= 账本里 micro-batch 相关的那几行
     return counter.peak, led.phases["backward"] - led.phases["after_step"] - g["gradients"].nbytes
 
 
-@pytest.mark.parametrize("method,checkpointing,precision", [
-    ("full", True, "fp32"),
-    ("lora", True, "fp32"),
-])
+@pytest.mark.parametrize(
+    "method,checkpointing,precision",
+    [
+        ("full", True, "fp32"),
+        ("lora", True, "fp32"),
+    ],
+)
 def test_training_peak_matches_counted_bytes(method, checkpointing, precision):
     """一个 micro-batch 前向 + 反向的峰值字节（激活 + logits + autocast 副本）与账本相差 < 6%。"""
     counted, predicted = _count_train_peak(method, checkpointing, precision)
@@ -391,7 +452,9 @@ def test_training_peak_matches_counted_bytes(method, checkpointing, precision):
 @pytest.mark.parametrize("checkpointing", [True, False])
 @pytest.mark.parametrize("precision", ["bf16", "fp32"])
 def test_training_peak_matches_counted_bytes_grid(method, checkpointing, precision):
-    counted, predicted = _count_train_peak(method, checkpointing, precision, L=512, V=6000, layers=4)
+    counted, predicted = _count_train_peak(
+        method, checkpointing, precision, L=512, V=6000, layers=4
+    )
     assert predicted == pytest.approx(counted, rel=0.06)
 
 
@@ -410,7 +473,12 @@ def test_cli_explains_one_configuration(capsys):
     assert vram.main(["--model", "Qwen3-4B", "--method", "lora"]) == 0
     out = capsys.readouterr().out
     assert "tight" in out and "KV" in out and "峰值" in out
-    assert vram.main(["--model", "qwen3-0.6b", "--layout", "policy", "--prompts", "4", "--gpu-gb", "24"]) == 0
+    assert (
+        vram.main(
+            ["--model", "qwen3-0.6b", "--layout", "policy", "--prompts", "4", "--gpu-gb", "24"]
+        )
+        == 0
+    )
     assert "P4×G8" in capsys.readouterr().out
 
 
@@ -454,7 +522,14 @@ def test_measuring_helpers_call_the_cuda_api(monkeypatch):
     with vram.peak_memory("step") as m:
         pass
     assert calls[0] == "reset"
-    assert (m["peak"], m["allocated"], m["reserved"], m["peak_reserved"]) == (5 * GiB, 3 * GiB, 6 * GiB, 7 * GiB)
-    assert vram.cap_to_gpu_gb(32) == pytest.approx(32 / 140) and calls[-1] == pytest.approx(32 / 140)
+    assert (m["peak"], m["allocated"], m["reserved"], m["peak_reserved"]) == (
+        5 * GiB,
+        3 * GiB,
+        6 * GiB,
+        7 * GiB,
+    )
+    assert vram.cap_to_gpu_gb(32) == pytest.approx(32 / 140) and calls[-1] == pytest.approx(
+        32 / 140
+    )
     with pytest.raises(ValueError, match="cap-gb"):
         vram.cap_to_gpu_gb(200)

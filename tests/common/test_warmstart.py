@@ -1,5 +1,6 @@
 """tiny 预设的 warm-start checkpoint：随仓库附带、与代码里的 tokenizer/结构一致、起点正确率在 GRPO 能学的区间，
 并且能由 L2_algorithm/07_grpo_train/make_warmstart.py 确定地重新生成。"""
+
 from __future__ import annotations
 
 import importlib.util
@@ -12,7 +13,9 @@ import torch
 from common.models import TINY_ARCH, TINY_WARMSTART_DIR, get_preset, load_model
 from common.tokenizer import build_tiny_tokenizer
 
-SCRIPT = Path(__file__).resolve().parents[2] / "L2_algorithm" / "07_grpo_train" / "make_warmstart.py"
+SCRIPT = (
+    Path(__file__).resolve().parents[2] / "L2_algorithm" / "07_grpo_train" / "make_warmstart.py"
+)
 REGENERATE = "python L2_algorithm/07_grpo_train/make_warmstart.py"
 
 
@@ -32,18 +35,33 @@ def info():
 
 def test_shipped_checkpoint_is_small_and_matches_the_code(info):
     files = {p.name for p in TINY_WARMSTART_DIR.iterdir()}
-    assert {"model.safetensors", "config.json", "tokenizer.json", "tokenizer_config.json", "warmstart.json"} <= files
+    assert {
+        "model.safetensors",
+        "config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "warmstart.json",
+    } <= files
     size_mb = sum(p.stat().st_size for p in TINY_WARMSTART_DIR.iterdir()) / 2**20
     assert size_mb < 8, f"warm-start checkpoint 应该只有几 MB，现在 {size_mb:.1f} MB"
     model, tok = load_model("tiny")  # init="pretrained" = this checkpoint
     code_tok = build_tiny_tokenizer()
-    assert json.loads(tok.backend_tokenizer.to_str())["model"] == json.loads(code_tok.backend_tokenizer.to_str())["model"], (
+    assert (
+        json.loads(tok.backend_tokenizer.to_str())["model"]
+        == json.loads(code_tok.backend_tokenizer.to_str())["model"]
+    ), (
         f"附带的 tokenizer 和 common/tokenizer.py 现在造出来的不一样（合成题的词表变了？）：运行 `{REGENERATE}` 重新生成"
     )
     assert tok.chat_template == code_tok.chat_template
     for key, value in TINY_ARCH.items():
-        got = model.config.rope_parameters["rope_theta"] if key == "rope_theta" else getattr(model.config, key)
-        assert got == value, f"checkpoint 的 {key}={got}，代码里是 {value}：运行 `{REGENERATE}` 重新生成"
+        got = (
+            model.config.rope_parameters["rope_theta"]
+            if key == "rope_theta"
+            else getattr(model.config, key)
+        )
+        assert got == value, (
+            f"checkpoint 的 {key}={got}，代码里是 {value}：运行 `{REGENERATE}` 重新生成"
+        )
     assert model.config.vocab_size == len(tok) and model.dtype == get_preset("tiny").dtype
 
 
@@ -62,8 +80,14 @@ def test_shipped_checkpoint_reproduces_its_recorded_greedy_accuracy(info):
     model, tok = load_model("tiny")
     defaults = get_preset("tiny").defaults
     heldout = ws.grpo_heldout(defaults)
-    stats = ws.measure(model, tok, heldout[:64], group_size=2, max_new_tokens=defaults["max_new_tokens"],
-                       temperature=1.0)
+    stats = ws.measure(
+        model,
+        tok,
+        heldout[:64],
+        group_size=2,
+        max_new_tokens=defaults["max_new_tokens"],
+        temperature=1.0,
+    )
     acc = stats["heldout_greedy_accuracy"]
     assert acc < 0.45
     assert abs(acc - info["heldout_greedy_accuracy"]) < 0.1  # 64 of the 200 recorded problems
@@ -88,7 +112,10 @@ def test_sft_target_styles():
         assert worked == reference_completion(p)
         assert correctness_reward(worked, p.gold) == 1.0 and format_reward(worked) == 1.0
         assert correctness_reward(hashed, p.gold) == 1.0 and format_reward(hashed) == 0.0
-        assert format_reward(guess) == 1.0 and extract_answer(guess) in p.question.replace(".", " ").split()
+        assert (
+            format_reward(guess) == 1.0
+            and extract_answer(guess) in p.question.replace(".", " ").split()
+        )
     # the style of a problem depends only on its question, and the shares follow the mixture
     mix = {"worked": 0.25, "hash": 0.25, "guess": 0.5}
     texts = [ws.target_text(p, mix) for p in problems]
@@ -103,7 +130,9 @@ def test_make_warmstart_is_deterministic_and_writes_a_loadable_checkpoint(tmp_pa
 
     ws = _script()
     monkeypatch.setattr(ws, "N_SAMPLED", 8)
-    monkeypatch.setattr(ws, "grpo_heldout", lambda d: _script().grpo_heldout(d)[:16])  # keep the probe short
+    monkeypatch.setattr(
+        ws, "grpo_heldout", lambda d: _script().grpo_heldout(d)[:16]
+    )  # keep the probe short
     for name in ("a", "b"):
         ws.main(["--out", str(tmp_path / name), "--steps", "6"])
     a = Qwen3ForCausalLM.from_pretrained(tmp_path / "a")
@@ -114,4 +143,6 @@ def test_make_warmstart_is_deterministic_and_writes_a_loadable_checkpoint(tmp_pa
     assert tok.chat_template and len(tok) == a.config.vocab_size
     info = json.loads((tmp_path / "a" / "warmstart.json").read_text(encoding="utf-8"))
     assert info["recipe"]["steps"] == 6 and info["loss_last"] < info["loss_first"]
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no temp folder left behind
+    assert not [
+        p for p in tmp_path.iterdir() if p.name.startswith(".")
+    ]  # no temp folder left behind

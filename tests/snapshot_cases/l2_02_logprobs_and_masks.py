@@ -1,5 +1,4 @@
 import torch
-
 from snapshots import Case
 
 
@@ -33,11 +32,33 @@ def _x_and_mask():
 
 
 CASES = [
-    Case("logprobs_fp32", "token_logprobs", lambda: {"logits": _logits(), "tokens": _tokens()}, atol=1e-4),
-    Case("logprobs_bf16", "token_logprobs", lambda: {"logits": _logits(torch.bfloat16), "tokens": _tokens()}, atol=1e-4),
+    Case(
+        "logprobs_fp32",
+        "token_logprobs",
+        lambda: {"logits": _logits(), "tokens": _tokens()},
+        atol=1e-4,
+    ),
+    Case(
+        "logprobs_bf16",
+        "token_logprobs",
+        lambda: {"logits": _logits(torch.bfloat16), "tokens": _tokens()},
+        atol=1e-4,
+    ),
     Case("entropy_bf16", "token_entropy", lambda: {"logits": _logits(torch.bfloat16)}, atol=1e-4),
-    Case("mask_one_eos", "completion_mask", lambda: {"completion_ids": _completion_ids(), "eos_token_ids": 7}),
-    Case("mask_two_eos", "completion_mask", lambda: {"completion_ids": _completion_ids(), "eos_token_ids": [9, 7]}),
+    Case(
+        "mask_one_eos",
+        "completion_mask",
+        lambda: {"completion_ids": _completion_ids(), "eos_token_ids": 7},
+    ),
+    Case(
+        "mask_two_eos",
+        "completion_mask",
+        lambda: {"completion_ids": _completion_ids(), "eos_token_ids": [9, 7]},
+    ),
     Case("masked_mean_all", "masked_mean", lambda: dict(zip(("x", "mask"), _x_and_mask()))),
-    Case("masked_mean_rows", "masked_mean", lambda: {**dict(zip(("x", "mask"), _x_and_mask())), "dim": 1}),
+    Case(
+        "masked_mean_rows",
+        "masked_mean",
+        lambda: {**dict(zip(("x", "mask"), _x_and_mask())), "dim": 1},
+    ),
 ]

@@ -1,5 +1,4 @@
 import torch
-
 from snapshots import Case
 
 
@@ -11,5 +10,9 @@ def _logits():
 CASES = [
     Case("temperature_only", "process_logits", lambda: {"logits": _logits(), "temperature": 0.7}),
     Case("top_p_0.9", "process_logits", lambda: {"logits": _logits(), "top_p": 0.9}),
-    Case("t1.3_top_p_0.5", "process_logits", lambda: {"logits": _logits(), "temperature": 1.3, "top_p": 0.5}),
+    Case(
+        "t1.3_top_p_0.5",
+        "process_logits",
+        lambda: {"logits": _logits(), "temperature": 1.3, "top_p": 0.5},
+    ),
 ]
