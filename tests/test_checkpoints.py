@@ -1,11 +1,23 @@
-"""每节课的检查点题目：README、答案键（solutions）和你的作答（exercises）三方一致。"""
+"""每节课的检查点：README 的题目、答案页 ANSWERS.md、答案键（solutions）和你的作答（exercises）四方一致。
+
+`pytest` 用答案键给自己判分（必须全对），并证明判分两个方向都灵：对的答案过、错的答案不过，
+而且错的时候只指回课文的某一节，不泄露答案。`pytest --impl exercises` 给你的作答判分。
+"""
 
 from __future__ import annotations
 
 import importlib
 
 import pytest
-from quiz import ROOT, lesson_readmes, module_name, parse_checkpoint
+from quiz import (
+    ROOT,
+    find_heading,
+    grade,
+    lesson_readmes,
+    module_name,
+    parse_answers,
+    parse_checkpoint,
+)
 
 READMES = lesson_readmes()
 
@@ -14,19 +26,28 @@ def _ids(p):
     return module_name(p)  # 例如 l2_01_advantages：`-k l2_01` 或 `-k 01_advantages` 都能选中
 
 
+def _key(readme) -> dict[str, str]:
+    return importlib.import_module(f"solutions.{module_name(readme)}").CHECKPOINT_ANSWERS
+
+
 def test_every_lesson_has_a_checkpoint():
     assert READMES, "没有找到任何课程 README"
-    missing = [_ids(p) for p in READMES if not parse_checkpoint(p)[0]]
+    missing = [_ids(p) for p in READMES if not parse_checkpoint(p)]
     assert not missing, f"这些课缺少「## 检查点」或题目格式不对: {missing}"
 
 
 @pytest.mark.parametrize("readme", READMES, ids=_ids)
-def test_readme_and_answer_key_agree(readme):
-    questions, readme_answers = parse_checkpoint(readme)
-    key = importlib.import_module(f"solutions.{module_name(readme)}").CHECKPOINT_ANSWERS
+def test_readme_answers_page_and_key_agree(readme):
+    questions, answers, key = parse_checkpoint(readme), parse_answers(readme), _key(readme)
+    where = f"{readme.parent.name}"
     assert [q.qid for q in questions] == sorted(key, key=lambda s: int(s[1:])), (
-        f"{readme.parent.name}: README 的题号与 solutions/{module_name(readme)}.py 的答案键不一致"
+        f"{where}: README 的题号与 solutions/{module_name(readme)}.py 的答案键不一致"
     )
+    assert sorted(answers) == sorted(key), (
+        f"{where}: 答案页 ANSWERS.md 里这节课的题号与答案键不一致"
+    )
+    text = readme.read_text(encoding="utf-8")
+    assert "<details><summary>答案" not in text, f"{where}: 答案与解析应放在答案页，不放在题目下面"
     for q in questions:
         ans = key[q.qid]
         assert len(q.options) >= 2, f"{q.qid} 至少要有两个选项"
@@ -38,31 +59,41 @@ def test_readme_and_answer_key_agree(readme):
         )
         if q.kind == "单选":
             assert len(ans) == 1, f"{q.qid} 是单选题，答案只能有一个字母"
-        assert readme_answers.get(q.qid) == ans, (
-            f"{q.qid}: README 答案区写的是 {readme_answers.get(q.qid)!r}，答案键是 {ans!r}"
+        assert answers[q.qid].key == ans, (
+            f"{q.qid}: 答案页写的是 {answers[q.qid].key!r}，答案键是 {ans!r}"
         )
+        section = answers[q.qid].section
+        if section is not None:
+            assert find_heading(readme, section), (
+                f"{where} {q.qid}: 答案页的「回看「{section}」」在课文里找不到这个标题"
+            )
 
 
 @pytest.mark.parametrize("readme", READMES, ids=_ids)
 def test_your_answers(readme, impl_name):
-    if impl_name == "solutions":
-        pytest.skip(
-            "答案键自己和 README 的一致性由上一个测试检查；这个测试检查的是 --impl exercises"
-        )
+    """给 --impl 指定的作答判分（默认 solutions：答案键自己必须全对）。"""
     mod = module_name(readme)
-    key = importlib.import_module(f"solutions.{mod}").CHECKPOINT_ANSWERS
     yours = importlib.import_module(f"{impl_name}.{mod}").CHECKPOINT_ANSWERS
-    todo = [q for q, a in yours.items() if a is None]
-    if todo:
-        pytest.fail(
-            f"还没作答：exercises/{mod}.py 里 CHECKPOINT_ANSWERS 的 {', '.join(todo)}。"
-            f'读 {readme.parent.relative_to(ROOT)}/README.md 的「检查点」，把答案写成大写字母串（多选按字母顺序，如 "AC"）。',
-            pytrace=False,
-        )
-    wrong = [q for q in key if str(yours.get(q, "")).upper() != key[q]]
-    if wrong:
-        pytest.fail(
-            f"{readme.parent.relative_to(ROOT)} 的检查点 {', '.join(wrong)} 答得不对。回到 README 对应段落再想想，"
-            f"实在卡住再展开「答案与解析」。",
-            pytrace=False,
-        )
+    problems = grade(readme, _key(readme), yours)
+    if problems:
+        head = f"{readme.parent.relative_to(ROOT)} 的检查点还有 {len(problems)} 题没过："
+        pytest.fail(head + "\n" + "\n".join(problems), pytrace=False)
+
+
+@pytest.mark.parametrize("readme", READMES, ids=_ids)
+def test_grading_rejects_a_wrong_answer_without_revealing_it(readme):
+    """判分器的反方向：把每道题换成一个错的选项，必须被判错，且提示里不出现正确答案。"""
+    key = _key(readme)
+    answers = parse_answers(readme)
+    for qid, right in key.items():
+        options = next(q.options for q in parse_checkpoint(readme) if q.qid == qid)
+        wrong = next(o for o in options if o != right)
+        problems = grade(readme, key, {**key, qid: wrong})
+        assert len(problems) == 1 and problems[0].startswith(f"{qid} 不对"), problems
+        assert answers[qid].line not in problems[0] and f"：{right}。" not in problems[0]
+    # 大小写、多选的字母顺序不影响判分
+    shuffled = {q: a.lower()[::-1] for q, a in key.items()}
+    assert grade(readme, key, shuffled) == []
+    assert grade(readme, key, dict.fromkeys(key)) and all(
+        "还没作答" in line for line in grade(readme, key, dict.fromkeys(key))
+    )
