@@ -1,0 +1,158 @@
+"""错误答案的诊断：把学习者的输出和参考输出、以及「已知的典型错误」的输出逐一比对。
+
+    from diagnose import Mistake, check
+
+    MISTAKES = [
+        Mistake("用了有偏 std（除以 n，而不是 n-1）", "L2.01「4. 坑」坑 1",
+                lambda rewards, group_size, **kw: ...),   # 同样的参数 -> 这个错误会算出的结果
+    ]
+    check(got, want, inputs=dict(rewards=r, group_size=4), mistakes=MISTAKES,
+          where="group_advantages 的输出", section="L2.01「2. 公式」")
+
+对不上时，失败信息的第一行（pytest 的 short summary 显示的那一行）是一句中文：
+- 输出和某个典型错误的输出一致 -> 「看起来是 <错误>：回看 <课文章节>」；
+- 否则 -> 哪里不对：形状 / dtype / NaN / inf / 第一个不一致的位置和两边的值。
+永远不只给一个原始的张量 diff。
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import torch
+
+
+@dataclass(frozen=True)
+class Mistake:
+    what: str  # 一句中文：这是哪种错误
+    section: str  # 课文里讲这个坑的地方，如 "L2.01「4. 坑」坑 2"
+    fn: Callable[..., Any]  # 与被测函数同样的关键字参数 -> 这种错误会算出的结果
+
+
+def _index(flat_i: int, shape: torch.Size) -> tuple[int, ...]:
+    idx = []
+    for size in reversed(shape):
+        idx.append(flat_i % size)
+        flat_i //= size
+    return tuple(reversed(idx))
+
+
+def _fmt(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> str | None:
+    if got.shape != want.shape:
+        return f"形状是 {tuple(got.shape)}，应为 {tuple(want.shape)}"
+    if got.dtype != want.dtype:
+        return f"dtype 是 {got.dtype}，应为 {want.dtype}"
+    if got.device != want.device:
+        got = got.to(want.device)
+    got = got.detach()
+    if want.dtype == torch.bool or not want.is_floating_point():
+        diff = (got != want).reshape(-1)
+        if not diff.any():
+            return None
+        i = int(diff.nonzero()[0])
+        pos = _index(i, want.shape)
+        n = int(diff.sum())
+        return f"位置 {pos} 上得到 {got.reshape(-1)[i].item()}，应为 {want.reshape(-1)[i].item()}（共 {n}/{diff.numel()} 处不同）"
+    g, w = got.reshape(-1).double(), want.reshape(-1).double()
+    for name, bad in (("NaN", torch.isnan), ("inf", torch.isinf)):
+        unexpected = bad(g) & ~bad(w)
+        if unexpected.any():
+            i = int(unexpected.nonzero()[0])
+            return (
+                f"输出里有 {name}：共 {int(unexpected.sum())} 处，第一处在位置 {_index(i, want.shape)}"
+                f"（应为 {_fmt(w[i].item())}）"
+            )
+    both_nan = torch.isnan(g) & torch.isnan(w)
+    same_inf = torch.isinf(g) & (g == w)
+    close = both_nan | same_inf | ((g - w).abs() <= atol + rtol * w.abs())
+    if close.all():
+        return None
+    far = ~close
+    i = int(far.nonzero()[0])
+    return (
+        f"位置 {_index(i, want.shape)} 上得到 {_fmt(g[i].item())}，应为 {_fmt(w[i].item())}"
+        f"（共 {int(far.sum())}/{far.numel()} 处超出容差 atol={atol:g}、rtol={rtol:g}）"
+    )
+
+
+def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-6) -> str | None:
+    """两份输出一致时返回 None；否则返回一句中文，说清哪里不一致（形状、dtype、NaN、位置和值）。"""
+    if isinstance(want, torch.Tensor):
+        if not isinstance(got, torch.Tensor):
+            return f"应返回张量，得到 {type(got).__name__}"
+        return _describe_tensor(got, want, rtol, atol)
+    if isinstance(want, (tuple, list)):
+        if not isinstance(got, (tuple, list)) or len(got) != len(want):
+            return f"应返回 {len(want)} 个值（{type(want).__name__}），得到 {type(got).__name__}"
+        for i, (g, w) in enumerate(zip(got, want)):
+            if (msg := describe_mismatch(g, w, rtol, atol)) is not None:
+                return f"第 {i} 个返回值：{msg}"
+        return None
+    if isinstance(want, Mapping):
+        if not isinstance(got, Mapping):
+            return f"应返回 dict，得到 {type(got).__name__}"
+        missing = [k for k in want if k not in got]
+        if missing:
+            return f"缺少键 {missing}"
+        for k in want:
+            if (msg := describe_mismatch(got[k], want[k], rtol, atol)) is not None:
+                return f"键 {k!r}：{msg}"
+        return None
+    if isinstance(want, float):
+        try:
+            g = float(got.item() if isinstance(got, torch.Tensor) else got)
+        except (TypeError, ValueError):
+            return f"应为数字，得到 {type(got).__name__}"
+        if g != g and want != want:
+            return None
+        if g != g:
+            return f"得到 NaN，应为 {_fmt(want)}"
+        if abs(g - want) <= atol + rtol * abs(want):
+            return None
+        return f"得到 {_fmt(g)}，应为 {_fmt(want)}"
+    return None if got == want else f"得到 {got!r}，应为 {want!r}"
+
+
+def which_mistake(
+    got: Any,
+    inputs: Mapping[str, Any],
+    mistakes: tuple[Mistake, ...] | list[Mistake],
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> Mistake | None:
+    """`got` 和哪个典型错误的输出一致（按列表顺序第一个）；都不一致返回 None。"""
+    for m in mistakes:
+        try:
+            wrong = m.fn(**inputs)
+        except Exception:  # 这个错误在这组输入上算不出来：不可能是它
+            continue
+        if describe_mismatch(got, wrong, rtol, atol) is None:
+            return m
+    return None
+
+
+def check(
+    got: Any,
+    want: Any,
+    *,
+    where: str,
+    section: str,
+    inputs: Mapping[str, Any] | None = None,
+    mistakes: tuple[Mistake, ...] | list[Mistake] = (),
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+) -> None:
+    """`got` 与 `want` 一致则通过；否则用一句中文失败（识别出典型错误时先说是哪一种）。"""
+    msg = describe_mismatch(got, want, rtol, atol)
+    if msg is None:
+        return
+    if inputs is not None and (m := which_mistake(got, inputs, mistakes, rtol, atol)):
+        pytest.fail(f"看起来是{m.what}：回看 {m.section}。\n（{where}：{msg}）", pytrace=False)
+    pytest.fail(f"{where}不对：{msg}。对照 {section}。", pytrace=False)
