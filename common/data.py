@@ -1,4 +1,4 @@
-"""GSM8K-format data: the shipped GSM8K (or the hub's), a local jsonl loader, a synthetic generator, prompts.
+"""GSM8K-format data: GSM8K (shipped or hub), a local jsonl loader, a synthetic generator, prompts.
 
 A GSM8K row is ``{"question": str, "answer": str}`` where ``answer`` is a worked solution whose last
 line is ``#### <number>`` (calculator annotations ``<<48/2=24>>`` appear inline). ``Problem.gold`` is
@@ -73,7 +73,7 @@ def load_gsm8k(
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
         raise DataError(f"limit 必须是非负整数或 None，得到 {limit!r}")
     if source == "shipped":
-        rows, name = _shipped_rows(split, limit), f"{GSM8K_DIR.name}/{split}.jsonl.gz"
+        rows, name = _shipped_rows(split, limit), "课程自带的 GSM8K"
     else:
         rows, name = _hub_rows(split, limit), GSM8K_HUB_ID
     return [
