@@ -2,6 +2,7 @@
 
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --steps 20           # CPU，不用 vLLM
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --steps 200    # 5090：vLLM colocate
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B   # 本地下载的权重
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --init random --no-vllm \\
         --data synthetic --steps 5 --cap-gb 32                                                  # 只测时间和显存
     accelerate launch --num_processes 2 L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --no-vllm ...
@@ -29,7 +30,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from common import data as D
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, get_preset, load_model, validate_model_dir
 from common.reward import correctness_reward, format_reward
 
 PRESETS = ("tiny", "qwen3-0.6b")
@@ -389,6 +390,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="random：同样形状的随机权重，不下载（只用来测时间和显存）",
     )
     ap.add_argument(
+        "--model",
+        metavar="PATH",
+        default=None,
+        help="本地模型目录（modelscope / huggingface-cli 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
+    )
+    ap.add_argument(
         "--impl",
         default="solutions",
         choices=IMPLS,
@@ -539,6 +546,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         ((a.out / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果，换一个 --out"),
     ]
     errors = [msg for bad, msg in problems if bad]
+    if a.model is not None:  # 只读 config.json、文件列表和 safetensors 文件头：在写任何输出之前
+        try:
+            if a.init == "random":
+                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
+            a.model = validate_model_dir(a.model, preset)
+        except PresetError as err:
+            errors.append(str(err))
     if a.vllm and importlib.util.find_spec("vllm") is None:
         errors.append(
             '没装 vLLM：pip install -e ".[vllm]"（Linux + NVIDIA GPU），或者加 --no-vllm 用 HF generate 采样'
@@ -583,7 +597,7 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         except ValueError as err:  # 卡比 --cap-gb 还小
             raise SystemExit(f"错误：{err}") from None
     train = load_problems(a.data, preset)  # 先读数据：数据有问题就在写输出目录之前报错
-    model, tok = load_model(preset, init=a.init, device=device)
+    model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
     if a.vllm and a.vllm_server_url is None:
         check_prompt_lengths(tok, train, a)
     if a.preset != "tiny":
