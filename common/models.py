@@ -300,7 +300,7 @@ def _load_qwen3(preset: Preset, init: str, device: torch.device, model_path: Pat
 
 
 # ---------------------------------------------------------------------------------------------
-# A local model folder (modelscope download / huggingface-cli download): checked before loading
+# A local model folder (modelscope download / hf download): checked before loading
 # ---------------------------------------------------------------------------------------------
 # config.json fields that must equal the preset's (common.models.model_config): the weights' shapes.
 SHAPE_FIELDS = (
@@ -338,7 +338,7 @@ def _check_safetensors(path: Path) -> None:
         if head.startswith(b"version "):  # "version https://git-lfs.github.com/spec/v1"
             raise PresetError(
                 f"{path} 是 Git LFS 的指针文件（{size} 字节），不是权重：用 git clone 下载时没装 git-lfs。"
-                "装好 git-lfs 后在目录里运行 git lfs pull，或改用 modelscope / huggingface-cli 下载。"
+                "装好 git-lfs 后在目录里运行 git lfs pull，或改用 modelscope download / hf download 下载。"
             )
         n = int.from_bytes(head, "little") if len(head) == 8 else -1
         header = f.read(n) if 0 < n <= _SAFETENSORS_MAX_HEADER else b""
@@ -354,7 +354,7 @@ def _check_safetensors(path: Path) -> None:
     if size != 8 + n + end:
         raise PresetError(
             f"{path} 不完整：文件头说应有 {8 + n + end:,} 字节，实际只有 {size:,} 字节。"
-            "下载中断了：重新运行下载命令（modelscope / huggingface-cli 都会续传）。"
+            "下载中断了：删掉这个文件，重新运行下载命令。"
         )
 
 

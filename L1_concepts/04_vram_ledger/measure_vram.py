@@ -68,7 +68,7 @@ def parse_args(argv=None):
     ap.add_argument(
         "--model",
         metavar="PATH",
-        help="本地模型目录（modelscope / huggingface-cli 下载的 Qwen3，见 README「权重从哪来」），代替 hub",
+        help="本地模型目录（modelscope / hf download 下载的 Qwen3，见 README「权重从哪来」），代替 hub",
     )
     ap.add_argument("--prompts", type=int, help="每步 prompt 数 P（默认取预设的推荐值）")
     ap.add_argument("--group", type=int, help="每个 prompt 采样 G 条（默认取预设的推荐值）")

@@ -393,7 +393,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--model",
         metavar="PATH",
         default=None,
-        help="本地模型目录（modelscope / huggingface-cli 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
+        help="本地模型目录（modelscope / hf download 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
     )
     ap.add_argument(
         "--impl",
