@@ -347,13 +347,13 @@ def _check_safetensors(path: Path) -> None:
         end = max(
             (t["data_offsets"][1] for k, t in tensors.items() if k != "__metadata__"), default=0
         )
-    except (ValueError, TypeError, KeyError, IndexError):
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
         raise PresetError(
             f"{path} 不是完整的 safetensors 文件（文件头读不出来，{size} 字节）：下载多半中断了，删掉它重新下载。"
         ) from None
     if size != 8 + n + end:
         raise PresetError(
-            f"{path} 不完整：文件头说应有 {8 + n + end:,} 字节，实际只有 {size:,} 字节。"
+            f"{path} 不完整：文件头说应有 {8 + n + end:,} 字节，实际是 {size:,} 字节。"
             "下载中断了：删掉这个文件，重新运行下载命令。"
         )
 
@@ -362,9 +362,10 @@ def _weight_files(folder: Path) -> list[Path]:
     index = folder / WEIGHTS_INDEX
     if index.is_file():
         weight_map = _read_json(index, "分片权重的索引").get("weight_map")
-        if not isinstance(weight_map, dict) or not weight_map:
+        names = list(weight_map.values()) if isinstance(weight_map, dict) else []
+        if not names or not all(isinstance(name, str) for name in names):
             raise PresetError(f"{index} 里没有 weight_map：索引文件不完整，重新下载。")
-        files = [folder / name for name in sorted(set(weight_map.values()))]
+        files = [folder / name for name in sorted(set(names))]
         missing = [f.name for f in files if not f.is_file()]
         if missing:
             raise PresetError(

@@ -108,6 +108,8 @@ def test_truncated_weights(model_dir):
     _fails(model_dir, "不完整", f"{len(data):,}", f"{len(data) // 2:,}")
     path.write_bytes(data[:100])  # 连文件头都不全
     _fails(model_dir, "不是完整的 safetensors")
+    path.write_bytes((3).to_bytes(8, "little") + b"[1]")  # 文件头是 JSON，但不是张量表
+    _fails(model_dir, "不是完整的 safetensors")
 
 
 def test_git_lfs_pointer(model_dir):
@@ -125,6 +127,8 @@ def test_sharded_weights(model_dir, tmp_path, monkeypatch):
     assert validate_model_dir(sharded, PRESET) == sharded
     (sharded / shards[-1]).unlink()
     _fails(sharded, "缺少 1 个权重分片", shards[-1])
+    (sharded / "model.safetensors.index.json").write_text('{"metadata": {}}')
+    _fails(sharded, "没有 weight_map")
 
 
 def test_missing_tokenizer(model_dir):
