@@ -25,12 +25,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _grpo_train_defaults() -> dict:
+    """grpo_train.py 顶部的 CONFIG（由同目录的 train_config.py 读出，不 import 训练脚本）。"""
     spec = importlib.util.spec_from_file_location(
-        "grpo_train_for_l1", ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+        "train_config_for_l1", ROOT / "L2_algorithm" / "07_grpo_train" / "train_config.py"
     )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.DEFAULTS
+    return module.script_config("tiny")
 
 
 def _batch(seed=0, B=4, T=6):
