@@ -124,6 +124,27 @@ def test_load_gsm8k_from_hub_same_problems(gsm8k, monkeypatch):
     assert calls == [("openai/gsm8k", "main", "test")]
 
 
+def test_load_splits_gsm8k_is_shipped_and_hub_is_the_hub(gsm8k, monkeypatch):
+    """训练脚本的 --data gsm8k 读自带的副本（不联网），--data hub 才去 hub；held-out = test 的前 n 道。"""
+    import datasets
+
+    from common.data import load_splits
+
+    calls = []
+
+    def fake_load_dataset(name, config, split):
+        calls.append(split)
+        return datasets.Dataset.from_list(
+            [dict(question=p.question, answer=p.answer) for p in gsm8k[split][:9]]
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    train, held = load_splits("gsm8k", 5)
+    assert (train, held) == (gsm8k["train"], gsm8k["test"][:5]) and calls == []
+    train, held = load_splits("hub", 5)
+    assert (train, held) == (gsm8k["train"][:9], gsm8k["test"][:5]) and calls == ["train", "test"]
+
+
 def test_load_gsm8k_hub_unreachable_points_to_shipped(monkeypatch):
     import datasets
 
