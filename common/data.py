@@ -266,9 +266,8 @@ def load_splits(
         return split_train_heldout(pool, n_heldout)
     if data in ("gsm8k", "hub"):
         source = "hub" if data == "hub" else "shipped"
-        return load_gsm8k("train", source=source), load_gsm8k(
-            "test", limit=n_heldout, source=source
-        )
+        train = load_gsm8k("train", source=source)
+        return train, load_gsm8k("test", limit=n_heldout, source=source)
     return split_train_heldout(load_jsonl(data), n_heldout)
 
 
