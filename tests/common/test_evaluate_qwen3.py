@@ -22,7 +22,7 @@ from solutions.l2_06_sampling import process_logits
 
 BATCH = 4  # 一批 held-out 题
 K = 2  # pass@k 的 k
-MAX_NEW_TOKENS = 12  # 只为让 CPU 上跑得快；真实运行用预设的 max_new_tokens
+MAX_NEW_TOKENS = 8  # 只为让 CPU 上跑得快；真实运行用预设的 max_new_tokens
 
 
 def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
@@ -73,5 +73,3 @@ def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
         assert ex["question"] == p.question and ex["gold"] == p.gold
         assert isinstance(ex["completion"], str)
         assert ex["reward"] == correctness_reward(ex["completion"], p.gold)
-    # 再评一次：同样的结果（评估有自己的随机数种子）
-    assert evaluate(complete, batch, k=K, batch_size=BATCH * K, device="cpu") == ev
