@@ -1,4 +1,4 @@
-"""L2.04–L2.07 的测试共用的小工具（诊断本身在 tests/diagnose.py）。
+"""L2.04–L2.07（以及 TRL 对照）的测试共用的小工具（诊断本身在 tests/diagnose.py）。
 
 - `derived`：同一批典型错误，换一种方式看它们的输出（例如不看 loss 值，而看梯度或保留下来的 token 数）；
 - `named` / `diagnosis_line`：测试「诊断」本身——把一个已知错误的输出送进 `check`，取失败信息的第一行；
