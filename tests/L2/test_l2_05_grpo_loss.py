@@ -349,6 +349,27 @@ def test_matches_naive_loop_value_and_grad(mod, agg, beta, eps_high):
     _check_all(mod, _inputs(case, beta, eps_high, agg), want)
 
 
+def _lesson_case():
+    """课文 3.3 节的例子：B=2、T=3，on-policy，第 1 行第 0 个 token 的 log r = ln 2。"""
+    lp = [[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]]
+    ref = [[-1.0, -1.0, -1.0], [-1.0 + math.log(2), -1.0, -1.0]]
+    return lp, lp, ref, [2.0, -1.0], [[1, 1, 0], [1, 1, 1]]
+
+
+@pytest.mark.parametrize(
+    "agg,lesson_value",
+    [("sequence_mean", -0.49489), ("token_mean", -0.19386), ("constant", -0.12116)],
+)
+def test_lesson_worked_example(mod, agg, lesson_value):
+    case = _lesson_case()
+    want = _naive(case, 0.1, 0.2, 0.2, agg, 4)
+    # 课文里写的数（保留 5 位）就是逐 token 循环算出来的
+    assert round(want[0], 5) == lesson_value and round(want[3], 5) == 0.06137
+    _check_all(
+        mod, _inputs(case, 0.1, None, agg, max_len=4), want, section="L2.05「3.3 手算一个例子」"
+    )
+
+
 def test_aggregations_differ_on_unequal_lengths(mod):
     """长度不等时三种聚合给出不同的数：这正是 Dr. GRPO / DAPO 讨论的长度偏差。"""
     logp, old, ref, adv, mask = _tensors(_case())
