@@ -155,6 +155,26 @@ def test_concrete_values(mod, rows, aggregation, want):
     )
 
 
+@pytest.mark.parametrize("aggregation,want", [("token_mean", 1.875), ("sequence_mean", 1.75)])
+def test_lesson_worked_example(mod, aggregation, want):
+    """课文 2.7 节的表：长度 [3, 1, 0, 4]，逐 token 损失 1 / 4 / 空 / 2，每份 1 行。"""
+    per_token = torch.tensor(
+        [[1.0, 1, 1, 0], [4, 0, 0, 0], [0, 0, 0, 0], [2, 2, 2, 2]], dtype=torch.float64
+    )
+    kw = dict(per_token=per_token, mask=CONCRETE_MASK, m=1, aggregation=aggregation, max_len=4)
+    assert (
+        _aggregate(per_token, CONCRETE_MASK, aggregation, 4).item() == want
+    )  # 表里「整批一次算」那一列
+    check(
+        _accumulate(lambda **w: _weight(mod, **w), **kw).item(),
+        want,
+        where=f"课文 2.7 节的例子、{aggregation} 时的 Σ w·loss(mb)",
+        section=SECTION,
+        inputs=kw,
+        mistakes=derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k).item()),
+    )
+
+
 def test_empty_batch_and_bad_input(mod):
     empty = torch.zeros(4, 5)
     kw = dict(mb_mask=empty[:2], batch_mask=empty, aggregation="token_mean")
