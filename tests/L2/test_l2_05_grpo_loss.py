@@ -210,7 +210,7 @@ LOSS_MISTAKES = [
     _mistake(
         "让 KL 项绕过了 mask（在全部 B·T 个位置上平均后才加上）", PITFALL.format(7), "kl_unmasked"
     ),
-    _mistake("漏掉了 KL 项：beta > 0 时没有把 β·k3 加进逐 token 损失", SPEC, "kl_missing"),
+    _mistake("漏掉了 KL 项（beta > 0 时没有把 β·k3 加进逐 token 损失）", SPEC, "kl_missing"),
     _mistake("没有乘 token_weights", WEIGHTS, "weights_ignored"),
     _mistake("把 token_weights 也乘在了 KL 项上（它只乘策略项）", WEIGHTS, "weights_on_kl"),
     _mistake("把聚合的分母也按 token_weights 加权了（权重不改变分母）", WEIGHTS, "weights_in_den"),
@@ -305,27 +305,22 @@ def _check_all(mod, kw, want, section=SPEC):
     """loss 值 -> 对 logp 的梯度 -> 指标，依次对照；每一处不对都只用一句中文失败。"""
     want_loss, want_grad, want_clip, want_kl = want
     loss, metrics = mod.grpo_loss(**kw)
-    check(
-        loss,
-        torch.tensor(want_loss, dtype=torch.float64),
-        where="grpo_loss 返回的 loss",
-        section=section,
-        inputs=kw,
-        mistakes=LOSS_MISTAKES,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+
+    def close(got, want, where, mistakes):  # loss 与梯度都在 float64 下比，容差相同
+        check(
+            got,
+            torch.tensor(want, dtype=torch.float64),
+            where=where,
+            section=section,
+            inputs=kw,
+            mistakes=mistakes,
+            rtol=1e-10,
+            atol=1e-12,
+        )
+
+    close(loss, want_loss, "grpo_loss 返回的 loss", LOSS_MISTAKES)
     loss.backward()
-    check(
-        kw["logp"].grad,
-        torch.tensor(want_grad, dtype=torch.float64),
-        where="loss 对 logp 的梯度",
-        section=section,
-        inputs=kw,
-        mistakes=GRAD_MISTAKES,
-        rtol=1e-10,
-        atol=1e-12,
-    )
+    close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES)
     assert isinstance(metrics.get("clip_fraction"), float), (
         f"metrics['clip_fraction'] 应是 Python float（用 .item()），得到 {type(metrics.get('clip_fraction')).__name__}。"
         f"回看 {SPEC}"

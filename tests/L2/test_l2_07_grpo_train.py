@@ -40,27 +40,15 @@ def _variant(mb_mask, batch_mask, aggregation, *, bug):
     raise NotApplicable(bug)
 
 
+def _mistake(what, bug):
+    return Mistake(what, SECTION, lambda **kw: _variant(**kw, bug=bug))
+
+
 MISTAKES = [
-    Mistake(
-        "让 token_mean 也按行数分摊了（用了 M/N，或 1/micro-batch 个数）",
-        SECTION,
-        lambda **kw: _variant(**kw, bug="token_by_rows"),
-    ),
-    Mistake(
-        "让 sequence_mean / constant 按有效 token 数分摊了（它们该用 M/N）",
-        SECTION,
-        lambda **kw: _variant(**kw, bug="rows_by_tokens"),
-    ),
-    Mistake(
-        "忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）",
-        SECTION,
-        lambda **kw: _variant(**kw, bug="no_guard"),
-    ),
-    Mistake(
-        "把各份 loss 直接相加了（权重全是 1）",
-        SECTION,
-        lambda **kw: _variant(**kw, bug="plain_sum"),
-    ),
+    _mistake("让 token_mean 也按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
+    _mistake("让 sequence_mean / constant 按有效 token 数分摊了（它们该用 M/N）", "rows_by_tokens"),
+    _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
+    _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum"]
 NO_GUARD = MISTAKES[2]
