@@ -71,7 +71,8 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
             )
     both_nan = torch.isnan(g) & torch.isnan(w)
     same_inf = torch.isinf(g) & (g == w)
-    close = both_nan | same_inf | ((g - w).abs() <= atol + rtol * w.abs())
+    # 应为 ±inf 而得到有限值时，rtol·|w| = inf 会让任何值都「在容差内」：只在 w 有限处比较差值
+    close = both_nan | same_inf | (torch.isfinite(w) & ((g - w).abs() <= atol + rtol * w.abs()))
     if close.all():
         return None
     far = ~close
