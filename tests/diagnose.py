@@ -13,16 +13,22 @@
 - 输出和某个典型错误的输出一致 -> 「看起来是 <错误>：回看 <课文章节>」；
 - 否则 -> 哪里不对：形状 / dtype / NaN / inf / 第一个不一致的位置和两边的值。
 永远不只给一个原始的张量 diff。
+
+课文章节写成 `L2.01「<标题开头>」`（后面可以再跟「坑 1」之类的补充）：`section_heading` 找出它指向的标题，
+测试用它保证每个诊断指向的章节在课文里真的存在。
+诊断本身也要测：`diagnosis_line` 把一个已知错误的输出送进 `check`，返回失败信息的第一行，应等于 `named(错误)`。
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
+from quiz import ROOT, find_heading
 
 
 @dataclass(frozen=True)
@@ -108,8 +114,8 @@ def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-
     if isinstance(want, float):
         try:
             g = float(got.item() if isinstance(got, torch.Tensor) else got)
-        except (TypeError, ValueError):
-            return f"应为数字，得到 {type(got).__name__}"
+        except (TypeError, ValueError, RuntimeError):  # RuntimeError：多于一个元素的张量
+            return f"应为一个数，得到{_kind(got)}"
         if g != g and want != want:
             return None
         if g != g:
@@ -117,7 +123,17 @@ def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-
         if abs(g - want) <= atol + rtol * abs(want):
             return None
         return f"得到 {_fmt(g)}，应为 {_fmt(want)}"
+    if isinstance(got, torch.Tensor):
+        if got.numel() != 1:
+            return f"应为 {want!r}，得到{_kind(got)}"
+        got = got.item()
     return None if got == want else f"得到 {got!r}，应为 {want!r}"
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"形状 {tuple(x.shape)} 的张量"
+    return f" {type(x).__name__}"
 
 
 def which_mistake(
@@ -154,5 +170,45 @@ def check(
     if msg is None:
         return
     if inputs is not None and (m := which_mistake(got, inputs, mistakes, rtol, atol)):
-        pytest.fail(f"看起来是{m.what}：回看 {m.section}。\n（{where}：{msg}）", pytrace=False)
+        pytest.fail(f"{named(m)}\n（{where}：{msg}）", pytrace=False)
     pytest.fail(f"{where}不对：{msg}。对照 {section}。", pytrace=False)
+
+
+def named(m: Mistake) -> str:
+    """识别出 `m` 时，失败信息的第一行。"""
+    return f"看起来是{m.what}：回看 {m.section}。"
+
+
+def diagnosis_line(got: Any, want: Any, **kwargs: Any) -> str | None:
+    """`check(got, want, **kwargs)` 失败时返回失败信息的第一行，通过时返回 None。"""
+    try:
+        check(got, want, **kwargs)
+    except pytest.fail.Exception as e:
+        return str(e.msg).splitlines()[0]
+    return None
+
+
+def expect_value_error(call: Callable[[], Any], what: str) -> None:
+    """`call()` 必须抛 ValueError；`what` 用一句中文说明是哪种非法输入。"""
+    try:
+        call()
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise  # 还是空桩：交给 common/pytest_plugin.py 给出「还没实现」的提示
+    except Exception as e:  # noqa: BLE001  任何别的异常都要说清楚
+        pytest.fail(f"{what}：应当抛 ValueError，实际抛了 {type(e).__name__}：{e}", pytrace=False)
+    pytest.fail(f"{what}：应当抛 ValueError（并说明要改什么），但什么也没抛", pytrace=False)
+
+
+_SECTION = re.compile(r"^L([123])\.(\d\d)「([^」]+)」")
+_LEVELS = {"1": "L1_concepts", "2": "L2_algorithm", "3": "L3_frameworks"}
+
+
+def section_heading(section: str) -> str | None:
+    """`"L2.01「坑 1」"` -> 课文 L2_algorithm/01_*/README.md 里以「坑 1」开头的标题；找不到返回 None。"""
+    m = _SECTION.match(section)
+    if m is None:
+        return None
+    readmes = sorted((ROOT / _LEVELS[m.group(1)]).glob(f"{m.group(2)}_*/README.md"))
+    return find_heading(readmes[0], m.group(3)) if readmes else None
