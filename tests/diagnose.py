@@ -75,9 +75,9 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
                 f"输出里有 {name}：共 {int(unexpected.sum())} 处，第一处在位置 {_index(i, want.shape)}"
                 f"（应为 {_fmt(w[i].item())}）"
             )
-    both_nan = torch.isnan(g) & torch.isnan(w)
-    same_inf = torch.isinf(g) & (g == w)
-    close = both_nan | same_inf | ((g - w).abs() <= atol + rtol * w.abs())
+    # 期望值本身是 NaN / ±inf 的位置要求一模一样（否则 rtol·|inf| 会让任何值都算「接近」）
+    exact = torch.isnan(g) & torch.isnan(w) | (g == w)
+    close = torch.where(torch.isfinite(w), (g - w).abs() <= atol + rtol * w.abs(), exact)
     if close.all():
         return None
     far = ~close

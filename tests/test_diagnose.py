@@ -44,6 +44,19 @@ def test_describe_mismatch_tensors(got, message):
     assert describe_mismatch(got, WANT) == message
 
 
+def test_infinite_or_nan_expectations_must_match_exactly():
+    """期望值里的 inf / NaN 要一模一样，不能被 rtol·|inf| 当成「接近」。"""
+    want = torch.tensor([float("inf"), float("nan"), 1.0])
+    assert describe_mismatch(want.clone(), want) is None
+    assert describe_mismatch(torch.tensor([0.0, float("nan"), 1.0]), want) == (
+        "位置 (0,) 上得到 0，应为 inf（共 1/3 处超出容差 atol=1e-06、rtol=1e-05）"
+    )
+    assert describe_mismatch(torch.tensor([float("inf"), 0.0, 1.0]), want) == (
+        "位置 (1,) 上得到 0，应为 nan（共 1/3 处超出容差 atol=1e-06、rtol=1e-05）"
+    )
+    assert describe_mismatch(torch.tensor([-float("inf"), float("nan"), 1.0]), want) is not None
+
+
 def test_describe_mismatch_containers_and_numbers():
     flags = torch.tensor([True, False])
     assert describe_mismatch((WANT, flags), (WANT, flags)) is None
