@@ -21,6 +21,9 @@ from quiz import (
 
 READMES = lesson_readmes()
 
+# 这些课的答案页里，每道题都必须有「回看「…」」指向（其余课补齐之后，这个检查对所有课生效）
+POINTERS_REQUIRED = {"l2_01_advantages", "l2_02_logprobs_and_masks", "l2_03_policy_loss"}
+
 
 def _ids(p):
     return module_name(p)  # 例如 l2_01_advantages：`-k l2_01` 或 `-k 01_advantages` 都能选中
@@ -67,6 +70,17 @@ def test_readme_answers_page_and_key_agree(readme):
             assert find_heading(readme, section), (
                 f"{where} {q.qid}: 答案页的「回看「{section}」」在课文里找不到这个标题"
             )
+
+
+@pytest.mark.parametrize(
+    "readme", [p for p in READMES if module_name(p) in POINTERS_REQUIRED], ids=_ids
+)
+def test_every_answer_points_back_to_the_lesson(readme):
+    answers = parse_answers(readme)
+    missing = sorted(qid for qid, a in answers.items() if a.section is None)
+    assert answers and not missing, (
+        f"{readme.parent.name}：答案页里这些题缺少「回看「<课文标题>」。」：{missing}"
+    )
 
 
 @pytest.mark.parametrize("readme", READMES, ids=_ids)
