@@ -174,6 +174,33 @@ def check(
     pytest.fail(f"{where}不对：{msg}。对照 {section}。", pytrace=False)
 
 
+def make_checker(
+    want: Mapping[str, Callable[..., Any]],
+    mistakes: Mapping[str, list[Mistake]],
+    spec: Mapping[str, str],
+    tol: Mapping[str, Mapping[str, float]] | None = None,
+) -> Callable[..., None]:
+    """一个模块里几个函数共用的 `check`：按函数名取参考实现、典型错误、课文章节和容差。
+
+    返回 `check_fn(name, got, inputs, *, where=None, section=None, want=None, **tol)`：
+    `got` 是函数 `name` 在 `inputs` 上的输出；`want` 不给时用 `want[name](**inputs)`。
+    """
+
+    def check_fn(name, got, inputs, *, where=None, section=None, want=None, **override):
+        check(
+            got,
+            want_fns[name](**inputs) if want is None else want,
+            inputs=inputs,
+            mistakes=mistakes[name],
+            where=where or f"{name} 的输出",
+            section=section or spec[name],
+            **{**(tol or {}).get(name, {}), **override},
+        )
+
+    want_fns = want
+    return check_fn
+
+
 def named(m: Mistake) -> str:
     """识别出 `m` 时，失败信息的第一行。"""
     return f"看起来是{m.what}：回看 {m.section}。"
@@ -186,6 +213,20 @@ def diagnosis_line(got: Any, want: Any, **kwargs: Any) -> str | None:
     except pytest.fail.Exception as e:
         return str(e.msg).splitlines()[0]
     return None
+
+
+def assert_named(
+    mistake: Mistake, inputs: Mapping[str, Any], want: Any, mistakes, **kwargs: Any
+) -> None:
+    """测诊断本身：已知错误 `mistake` 在 `inputs` 上的输出送进 `check`，失败信息的第一行必须点名它。"""
+    line = diagnosis_line(mistake.fn(**inputs), want, inputs=inputs, mistakes=mistakes, **kwargs)
+    assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
+
+
+def assert_sections_exist(sections) -> None:
+    """每个 `L2.01「标题开头」` 形式的章节指向，在课文里都要有对应的标题。"""
+    missing = sorted(s for s in set(sections) if section_heading(s) is None)
+    assert not missing, f"这些章节在课文里找不到对应的标题：{missing}"
 
 
 def expect_value_error(call: Callable[[], Any], what: str) -> None:

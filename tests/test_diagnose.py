@@ -6,10 +6,13 @@ import pytest
 import torch
 from diagnose import (
     Mistake,
+    assert_named,
+    assert_sections_exist,
     check,
     describe_mismatch,
     diagnosis_line,
     expect_value_error,
+    make_checker,
     named,
     section_heading,
     which_mistake,
@@ -141,3 +144,27 @@ def test_section_heading_finds_real_headings_only():
     assert section_heading("L2.01「没有这一节」") is None
     assert section_heading("L2.99「2. 公式」") is None
     assert section_heading("随便写的") is None
+
+
+def test_assert_named_and_assert_sections_exist():
+    x = torch.tensor([1.0, 2.0])
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」")
+    assert_named(SHIFTED, {"x": x}, x, [DOUBLED, SHIFTED], **kwargs)
+    with pytest.raises(AssertionError, match="没有认出「多加了 1」"):
+        assert_named(SHIFTED, {"x": x}, x, [DOUBLED], **kwargs)  # 列表里没有它：认不出来
+    assert_sections_exist(["L2.01「2. 公式」", "L2.01「检查点」"])
+    with pytest.raises(AssertionError, match="没有这一节"):
+        assert_sections_exist(["L2.01「2. 公式」", "L2.01「没有这一节」"])
+
+
+def test_make_checker_uses_the_per_function_reference_and_tolerance():
+    check_fn = make_checker(
+        want={"f": lambda x: 2 * x},
+        mistakes={"f": [SHIFTED]},
+        spec={"f": "L2.01「2. 公式」"},
+        tol={"f": {"atol": 0.5, "rtol": 0}},
+    )
+    x = torch.tensor([1.0, 2.0])
+    check_fn("f", 2 * x + 0.4, {"x": x})  # 在 atol=0.5 之内
+    with pytest.raises(pytest.fail.Exception, match="^f 的输出不对"):
+        check_fn("f", 3 * x, {"x": x})

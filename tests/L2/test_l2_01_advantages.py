@@ -9,7 +9,7 @@ import statistics
 
 import pytest
 import torch
-from diagnose import check, diagnosis_line, expect_value_error, named, section_heading
+from diagnose import assert_named, assert_sections_exist, check, expect_value_error
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistakes_l2_01 import DIAGNOSIS_INPUTS, EXAMPLE, MISTAKES, SHOWN_BY, SPEC, WHY
@@ -192,18 +192,8 @@ def test_non_contiguous_rewards(mod):
 def test_each_typical_mistake_is_named(mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
     inputs = DIAGNOSIS_INPUTS[SHOWN_BY[mistake]]()
-    line = diagnosis_line(
-        mistake.fn(**inputs),
-        _want(**inputs),
-        inputs=inputs,
-        mistakes=MISTAKES,
-        where="group_advantages 的输出",
-        section=SPEC,
-    )
-    assert line == named(mistake), line
+    assert_named(mistake, inputs, _want(**inputs), MISTAKES, where="输出", section=SPEC)
 
 
 def test_diagnoses_point_at_real_sections():
-    sections = {m.section for m in MISTAKES} | {SPEC, WHY, EXAMPLE}
-    missing = [s for s in sections if section_heading(s) is None]
-    assert not missing, f"这些章节在 L2.01 课文里找不到对应的标题：{missing}"
+    assert_sections_exist({m.section for m in MISTAKES} | {SPEC, WHY, EXAMPLE})

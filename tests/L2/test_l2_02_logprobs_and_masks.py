@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from diagnose import check, diagnosis_line, expect_value_error, named, section_heading
+from diagnose import assert_named, assert_sections_exist, check, expect_value_error, make_checker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistakes_l2_02 import (
@@ -102,17 +102,7 @@ SPEC = {
 }
 
 
-def _check(name, got, inputs, *, where=None, section=None, want=None, **tol):
-    """`name` 函数在 `inputs` 上的输出 `got` 必须等于朴素实现；不等时点名典型错误。"""
-    check(
-        got,
-        WANT[name](**inputs) if want is None else want,
-        inputs=inputs,
-        mistakes=MISTAKES[name],
-        where=where or f"{name} 的输出",
-        section=section or SPEC[name],
-        **{**TOL[name], **tol},
-    )
+_check = make_checker(WANT, MISTAKES, SPEC, TOL)
 
 
 def _run(mod, name, inputs, **kw):
@@ -394,22 +384,16 @@ ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
 def test_each_typical_mistake_is_named(name, mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
     fn_name, case = SHOWN_BY[mistake]
-    assert fn_name == name
     inputs = DIAGNOSIS_INPUTS[name][case]()
-    line = diagnosis_line(
-        mistake.fn(**inputs),
-        WANT[name](**inputs),
-        inputs=inputs,
-        mistakes=MISTAKES[name],
-        where=f"{name} 的输出",
-        section=SPEC[name],
-        **TOL[name],
+    want = WANT[name](**inputs)
+    assert fn_name == name
+    assert_named(
+        mistake, inputs, want, MISTAKES[name], where="输出", section=SPEC[name], **TOL[name]
     )
-    assert line == named(mistake), line
 
 
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for _, m in ALL} | set(SPEC.values())
-    sections |= {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN}
-    missing = [s for s in sections if section_heading(s) is None]
-    assert not missing, f"这些章节在 L2.02 课文里找不到对应的标题：{missing}"
+    assert_sections_exist(
+        sections | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN}
+    )

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from diagnose import check, diagnosis_line, named, section_heading
+from diagnose import assert_named, assert_sections_exist, check, make_checker
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistakes_l2_03 import (
@@ -28,6 +28,9 @@ from mistakes_l2_03 import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
+PITFALL_ON_POLICY = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
+WHY_RATIO = "L2.03「为什么还要一个比值」"
 
 
 @pytest.fixture(scope="module")
@@ -66,16 +69,7 @@ WANT = {"policy_gradient_loss": _naive_pg, "clipped_surrogate_loss": _naive_clip
 SPEC = {"policy_gradient_loss": PG_SPEC, "clipped_surrogate_loss": CLIP_SPEC}
 
 
-def _check(name, got, inputs, *, where=None, section=None, want=None, **tol):
-    check(
-        got,
-        WANT[name](**inputs) if want is None else want,
-        inputs=inputs,
-        mistakes=MISTAKES[name],
-        where=where or f"{name} 的输出",
-        section=section or SPEC[name],
-        **tol,
-    )
+_check = make_checker(WANT, MISTAKES, SPEC)
 
 
 def _logp_for_ratios(ratios, rows=1):
@@ -197,13 +191,13 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
         clipped,
         torch.zeros(4, 5, dtype=torch.bool),
         where="old_logp == logp（ratio ≡ 1）时的 clipped",
-        section="L2.03「坑 3：完全 on-policy 时 clip 从不触发」",
+        section=PITFALL_ON_POLICY,
     )
     check(
         a.grad,
         b.grad,
         where="ratio ≡ 1 时 clipped surrogate 的梯度（应等于 policy_gradient_loss 的梯度）",
-        section="L2.03「为什么还要一个比值」",
+        section=WHY_RATIO,
     )
 
 
@@ -216,7 +210,7 @@ def test_old_logp_must_be_detached(mod):
         loss, _ = mod.clipped_surrogate_loss(logp, old, torch.tensor([1.0]))
         loss.sum().backward()
         grads[label] = logp.grad
-    section = "L2.03「坑 2：`old_logp` 忘了 detach」"
+    section = PITFALL_DETACH
     check(
         grads["logp * 1.0"], torch.zeros(1, 2), where="old_logp 没 detach 时的梯度", section=section
     )
@@ -305,7 +299,7 @@ def _run_script_and_record(tmp_path, monkeypatch, *argv):
 @pytest.mark.slow
 def test_course_script_clips_only_after_the_first_update(tmp_path, monkeypatch):
     """课文坑 3：μ = 1 时 old_logp 就是 logp.detach()，从不裁剪；μ = 2 时第一轮 ratio 逐位为 1、不裁剪，第二轮才裁剪。"""
-    section = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
+    section = PITFALL_ON_POLICY
     mu1 = _run_script_and_record(tmp_path / "mu1", monkeypatch, "--num-iterations", "1")
     assert mu1 and all(c == 0.0 and d == 0.0 for c, d in mu1), (
         f"μ = 1：每次 grpo_loss 的 (clip_fraction, max|logp − old|) 应全是 0，得到 {mu1}。回看 {section}"
@@ -332,23 +326,14 @@ ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
 def test_each_typical_mistake_is_named(name, mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
     inputs = DIAGNOSIS_INPUTS[name]()
-    line = diagnosis_line(
-        mistake.fn(**inputs),
-        WANT[name](**inputs),
-        inputs=inputs,
-        mistakes=MISTAKES[name],
-        where=f"{name} 的输出",
-        section=SPEC[name],
+    assert_named(
+        mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
     )
-    assert line == named(mistake), line
 
 
 def test_diagnoses_point_at_real_sections():
-    sections = {m.section for _, m in ALL} | set(SPEC.values()) | {FORMULA, EXAMPLE, TABLE}
-    sections |= {
-        "L2.03「坑 2：`old_logp` 忘了 detach」",
-        "L2.03「坑 3：完全 on-policy 时 clip 从不触发」",
-        "L2.03「为什么还要一个比值」",
-    }
-    missing = [s for s in sections if section_heading(s) is None]
-    assert not missing, f"这些章节在 L2.03 课文里找不到对应的标题：{missing}"
+    assert_sections_exist(
+        {m.section for _, m in ALL}
+        | set(SPEC.values())
+        | {FORMULA, EXAMPLE, TABLE, PITFALL_DETACH, PITFALL_ON_POLICY, WHY_RATIO}
+    )
