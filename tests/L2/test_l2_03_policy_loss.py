@@ -277,17 +277,15 @@ def _run_script_and_record(tmp_path, monkeypatch, *argv):
     )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    import solutions.l2_05_grpo_loss as loss_module
-
-    calls, original = [], loss_module.grpo_loss
+    calls, original = [], script.grpo_loss
 
     def recording(logp, old_logp, *args, **kwargs):
         loss, metrics = original(logp, old_logp, *args, **kwargs)
         calls.append((metrics["clip_fraction"], (logp.detach() - old_logp).abs().max().item()))
         return loss, metrics
 
-    monkeypatch.setattr(loss_module, "grpo_loss", recording)
-    cfg = script.get_config(["--out", str(tmp_path), "--impl", "solutions", *SMALL, *argv])
+    monkeypatch.setattr(script, "grpo_loss", recording)
+    cfg = script.parse_config(["--out", str(tmp_path), "--impl", "solutions", *SMALL, *argv])
     threads = torch.get_num_threads()
     try:
         script.main(cfg)
