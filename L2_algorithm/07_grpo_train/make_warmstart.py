@@ -46,6 +46,7 @@ from common import data as D
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
 from common.reward import correctness_reward
 from common.rollout import generate
+from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
@@ -175,6 +176,7 @@ def measure(model, tok, heldout, group_size, max_new_tokens, temperature, seed=0
         heldout[:N_SAMPLED],
         group_size,
         temperature=temperature,
+        process_logits=process_logits,
         generator=torch.Generator().manual_seed(seed),
     )
     groups = [sampled[i : i + group_size] for i in range(0, len(sampled), group_size)]

@@ -221,22 +221,14 @@ def test_temperature_and_top_p_go_through_process_logits(model_and_prompts):
     assert torch.equal(tiny_p.completion_ids, greedy.completion_ids)
 
 
-def test_default_process_logits_is_the_l2_06_solution(model_and_prompts):
+def test_sampling_without_process_logits_says_what_to_pass(model_and_prompts):
+    """common/ 不替调用者挑 L2.06 的实现（它不 import solutions/exercises）：采样必须显式传 process_logits。"""
     model, prompts = model_and_prompts
-    from solutions.l2_06_sampling import process_logits
-
-    kw = dict(
-        max_new_tokens=6, eos_token_ids=[10_000], pad_token_id=PAD, temperature=1.3, top_p=0.8
-    )
-    a = generate(model, prompts, generator=torch.Generator().manual_seed(2), **kw)
-    b = generate(
-        model,
-        prompts,
-        generator=torch.Generator().manual_seed(2),
-        process_logits=process_logits,
-        **kw,
-    )
-    assert torch.equal(a.completion_ids, b.completion_ids)
+    kw = dict(max_new_tokens=3, eos_token_ids=[10_000], pad_token_id=PAD)
+    with pytest.raises(ValueError, match="process_logits") as err:
+        generate(model, prompts, temperature=1.3, **kw)
+    assert "greedy=True" in str(err.value)
+    assert generate(model, prompts, greedy=True, **kw).completion_ids.shape[0] == len(prompts)
 
 
 def test_stops_early_and_restores_train_mode(model_and_prompts):
