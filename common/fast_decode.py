@@ -91,8 +91,32 @@ def _layer_step(
     return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
 
 
+# Bucket sizes (trick 5) and tokens per captured graph (trick 3). The VRAM ledger (common.ledger)
+# sizes the resident decoder with `static_shape`, so it reads these very numbers.
+BATCH_BUCKET = 16  # rows are padded up to a multiple of this
+LEN_BUCKET = 128  # cache slots are padded up to a multiple of this
+STEPS_PER_GRAPH = 16  # decode steps captured in one CUDA graph
+
+
 def _bucket(n: int, size: int) -> int:
     return max(size, math.ceil(n / size) * size)
+
+
+def static_shape(
+    batch: int,
+    prompt_len: int,
+    max_new_tokens: int,
+    steps_per_graph: int = STEPS_PER_GRAPH,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
+) -> tuple[int, int]:
+    """(rows, cache slots) of the StaticDecoder that serves `batch` prompts of `prompt_len` tokens.
+
+    The decoder runs whole graphs of `steps_per_graph` steps after the prefill token, so the cache
+    must hold prompt + 1 + ceil((max_new_tokens - 1) / steps_per_graph) * steps_per_graph + 1 slots.
+    """
+    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
+    return _bucket(batch, batch_bucket), _bucket(prompt_len + steps + 1, len_bucket)
 
 
 def _base_model(model):
@@ -213,7 +237,7 @@ class StaticDecoder:
         cache_len: int,
         eos_token_ids: Sequence[int],
         pad_token_id: int,
-        steps_per_graph: int = 16,
+        steps_per_graph: int = STEPS_PER_GRAPH,
         compile: bool = True,
         dtype: torch.dtype | None = None,
     ):
@@ -386,11 +410,11 @@ def fast_generate(
     top_p: float = 1.0,
     greedy: bool = False,
     process_logits: Callable | None = None,
-    steps_per_graph: int = 16,
+    steps_per_graph: int = STEPS_PER_GRAPH,
     cuda_graph: bool = True,
     compile: bool = True,
-    batch_bucket: int = 16,
-    len_bucket: int = 128,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
     dtype: torch.dtype | None = None,
 ) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
@@ -408,10 +432,8 @@ def fast_generate(
             torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
         )
     b, tp = prompt_ids.shape
-    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
     key = (
-        _bucket(b, batch_bucket),
-        _bucket(tp + steps + 1, len_bucket),
+        *static_shape(b, tp, max_new_tokens, steps_per_graph, batch_bucket, len_bucket),
         tuple(eos_token_ids),
         pad_token_id,
         steps_per_graph,

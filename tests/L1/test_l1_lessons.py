@@ -1,4 +1,4 @@
-"""L1 的课文：贴出来的账本输出必须和 common.vram 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
+"""L1 的课文：贴出来的账本输出必须和 `python -m common.vram` 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from common import vram
+from common.fit import fit_table
 
 ROOT = Path(__file__).resolve().parents[2]
 L1 = ROOT / "L1_concepts"
@@ -68,7 +69,7 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     from common import env_check
 
     readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
-    row = next(r for r in vram.fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
+    row = next(r for r in fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
     assert f"占 {row['usage']:.0%}，回答上限 {row['max_new_tokens_fit']} token" in readme
     for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
         assert r["why"] in readme, r["preset"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from common import env_check, vram
+from common import env_check
 
 
 def test_bandwidth_lookup():
@@ -26,25 +26,6 @@ def test_library_versions_lists_installed_and_missing():
         torch.__version__[:4]
     )
     assert set(versions) == set(env_check.LIBRARIES)
-
-
-def test_preset_settings_follow_the_presets():
-    from common.models import PRESETS
-
-    shape, s = env_check.preset_settings(PRESETS["qwen3-0.6b"])
-    assert shape is vram.QWEN3["Qwen3-0.6B"] and s.method == "full" and s.layout == "policy"
-    assert s.rollout_backend == "fast"  # grpo_train.py 在 GPU 上走 common.fast_decode
-    assert (s.prompts, s.group) == (
-        PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
-        PRESETS["qwen3-0.6b"].defaults["group_size"],
-    )
-    shape, s = env_check.preset_settings(PRESETS["qwen3-1.7b-lora"])
-    assert (
-        shape is vram.QWEN3["Qwen3-1.7B"]
-        and s.method == "lora"
-        and s.lora_rank == PRESETS["qwen3-1.7b-lora"].lora_rank
-    )
-    assert env_check.preset_settings(PRESETS["tiny"]) == (None, None)
 
 
 def test_cpu_only_report_points_to_the_no_gpu_route(capsys, monkeypatch):
