@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -78,3 +82,40 @@ def test_rejects_arguments(capsys):
 def test_real_gpu_is_described():
     info = env_check.gpu_info()
     assert info["total_gib"] > 0 and info["name"]
+
+
+# 在子进程里挡住 torch 和 transformers 的 import（就像还没安装），再按 README 的方式运行 env_check
+_WITHOUT_TORCH = """
+import importlib.abc, runpy, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.argv = ["env_check"]
+runpy.run_module("common.env_check", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_before_installation_it_says_what_to_install():
+    """README 让学习者在安装之前就运行 python -m common.env_check：缺库时要说缺什么、怎么装，退出码非 0。"""
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TORCH],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert "缺少 torch、transformers" in r.stderr
+    for _, command in env_check.INSTALL_STEPS:
+        assert command in r.stderr
+    assert (
+        "https://download.pytorch.org/whl/cpu" in r.stderr and 'pip install -e ".[dev]"' in r.stderr
+    )
