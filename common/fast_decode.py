@@ -218,9 +218,8 @@ class Sampling:
     greedy: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
-    process_logits: Callable | None = (
-        None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
-    )
+    # (B, V) logits, temperature, top_p -> (B, V); traceable torch
+    process_logits: Callable | None = None
 
 
 class StaticDecoder:
@@ -261,10 +260,11 @@ class StaticDecoder:
         self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
+        # (S, hd), computed exactly as the HF forward does
         self.cos_table, self.sin_table = (
             cos[0],
             sin[0],
-        )  # (S, hd), computed exactly as the HF forward does
+        )
         # Per-row decode state; every tensor keeps its address so a captured graph can replay on it.
         self.token = torch.full((B,), pad_token_id, device=dev, dtype=torch.long)
         self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of `token`
@@ -272,9 +272,8 @@ class StaticDecoder:
         self.valid = torch.zeros(B, S, device=dev, dtype=torch.bool)
         self.done = torch.zeros(B, device=dev, dtype=torch.bool)
         self.eos = torch.tensor(list(eos_token_ids) or [-1], device=dev, dtype=torch.long)
-        self.out = torch.full(
-            (B, S), pad_token_id, device=dev, dtype=torch.long
-        )  # generated tokens by column
+        # generated tokens by column
+        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)
         self.layer_fn = (
             torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
         )
@@ -314,9 +313,8 @@ class StaticDecoder:
         self._emit(nxt)
 
     def _run(self, how: Sampling) -> None:
-        with torch.autocast(
-            "cuda", enabled=False
-        ):  # the decode dtype is explicit; autocast must not re-cast it
+        # the decode dtype is explicit; autocast must not re-cast it
+        with torch.autocast("cuda", enabled=False):
             for _ in range(self.k_steps):
                 self._step(how)
 
@@ -372,9 +370,8 @@ class StaticDecoder:
         del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
-        self.valid[b:, 0] = (
-            True  # filler rows of the bucket attend to one dummy slot (no NaN) and are done
-        )
+        # filler rows of the bucket attend to one dummy slot (no NaN) and are done
+        self.valid[b:, 0] = True
         self.done.zero_()
         self.done[b:] = True
         self.pos.zero_()
@@ -391,9 +388,8 @@ class StaticDecoder:
             else:
                 self._run(how)
             emitted += self.k_steps
-            if bool(
-                self.done[:b].all()
-            ):  # one host sync per replay: early exit once every row hit EOS
+            # one host sync per replay: early exit once every row hit EOS
+            if bool(self.done[:b].all()):
                 break
         return self.out[:b, tp : tp + max_new_tokens].clone()
 

@@ -21,9 +21,8 @@ from common.ledger import METHODS, GiB, Ledger, Settings, ledger
 from common.qwen3_shapes import MODELS, ModelShape, get_model
 
 FITS_MAX_USAGE = 0.85  # "fits": at least 15 % of the card left over ...
-ANSWER_ROOM_TOKENS = (
-    1024  # ... and answers can grow to 1024 tokens on the same card ("room to tune")
-)
+# ... and answers can grow to 1024 tokens on the same card ("room to tune")
+ANSWER_ROOM_TOKENS = 1024
 TIGHT_MAX_USAGE = 1.00  # "tight": runs, but one of the two fails; above 100 % of the card: "no"
 ANSWER_STEP = 64  # the answer budget is searched in multiples of this many tokens
 

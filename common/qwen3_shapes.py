@@ -117,9 +117,8 @@ class ModelShape:
         nn.Parameters (models/qwen3_moe/modeling_qwen3_moe.py::Qwen3MoeExperts), so they stay bf16.
         Embeddings, lm_head and norms stay bf16 too."""
         if self.is_moe:
-            return self.layers * (
-                self.attn_params() + self.hidden * self.experts
-            )  # attention + router
+            # attention + router
+            return self.layers * (self.attn_params() + self.hidden * self.experts)
         return self.layers * (self.attn_params() + self.mlp_params())
 
     def lora_params(self, rank: int) -> int:

@@ -13,9 +13,8 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common.data import build_prompt, synthetic_problems  # noqa: E402

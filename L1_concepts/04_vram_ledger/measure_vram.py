@@ -23,9 +23,8 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
@@ -51,7 +50,9 @@ END_OF_PHASE = ("loaded", "after_step")
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description="跑几步 GRPO，逐阶段对照实测显存与 common.ledger 的预测")
+    ap = argparse.ArgumentParser(
+        description="跑几步 GRPO，逐阶段对照实测显存与 common.ledger 的预测"
+    )
     ap.add_argument(
         "--preset", default="tiny", help="tiny（默认，CPU）| qwen3-0.6b | qwen3-1.7b-lora"
     )
@@ -268,11 +269,12 @@ def main(argv=None) -> int:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)  # 梯度在 rollout 期间不占显存
+        # 计时只供参考，CPU 上没有意义
         print(
             f"第 {step + 1}/{a.steps} 步：prompt {ro.prompt_ids.shape[1]} token，回答最长 {ro.completion_ids.shape[1]} token，"
             f"截断率 {ro.truncated.float().mean().item():.2f}；用时 "
             + "，".join(f"{LABELS[k]} {timings[k]:.1f}s" for k in PHASES[1:5])
-        )  # 计时只供参考，CPU 上没有意义
+        )
 
     # ---- 账本：同样的形状 ----
     from common.fast_decode import supports_fast_decode
@@ -299,9 +301,7 @@ def main(argv=None) -> int:
         layout="policy",
         rollout_backend=backend,
     )
-    gpu_gb = a.cap_gb or (
-        torch.cuda.get_device_properties(0).total_memory / GiB if cuda else 32.0
-    )
+    gpu_gb = a.cap_gb or (torch.cuda.get_device_properties(0).total_memory / GiB if cuda else 32.0)
     led = ledger(shape, settings, gpu_gb)
     pred = dict(led.phases)
 

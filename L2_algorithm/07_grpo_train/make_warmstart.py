@@ -36,9 +36,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch
 import torch.nn.functional as F
 
@@ -95,9 +94,8 @@ def target_text(p, styles=None):
     if style == "hash":
         return worked.rsplit("\n", 1)[0] + f"\n#### {p.gold}"
     guess = re.search(r"\d+", p.question).group()
-    return worked.rsplit("\n", 1)[1].replace(
-        f"{{{p.gold}}}", f"{{{guess}}}"
-    )  # "The answer is \\boxed{guess}."
+    # "The answer is \\boxed{guess}."
+    return worked.rsplit("\n", 1)[1].replace(f"{{{p.gold}}}", f"{{{guess}}}")
 
 
 def encode(tok, p, styles=None):
@@ -122,9 +120,8 @@ def sft(model, tok, problems, steps, seed, log_every=25):
             encode(tok, problems[i])
             for i in torch.randint(len(problems), (BATCH,), generator=gen).tolist()
         ]
-        width = max(
-            len(p) + len(t) for p, t in pairs
-        )  # 训练时右填充即可：因果注意力看不到右边的 pad
+        # 训练时右填充即可：因果注意力看不到右边的 pad
+        width = max(len(p) + len(t) for p, t in pairs)
         ids = torch.full((BATCH, width), pad)
         mask = torch.zeros((BATCH, width), dtype=torch.long)
         labels = torch.full((BATCH, width), -100)  # -100 = 不算 loss

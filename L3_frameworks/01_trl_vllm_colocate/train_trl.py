@@ -19,9 +19,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch
 from datasets import Dataset
 from transformers import TrainerCallback
@@ -77,9 +76,8 @@ def build_dataset(problems: list[D.Problem]) -> Dataset:
 
 
 def load_problems(source: str, preset) -> list[D.Problem]:
-    if (
-        source == "synthetic"
-    ):  # 和 grpo_train.py 的 tiny 一样：seed=1 的合成题，留出 held-out 不参与训练
+    # 和 grpo_train.py 的 tiny 一样：seed=1 的合成题，留出 held-out 不参与训练
+    if source == "synthetic":
         problems = D.synthetic_problems(
             5000, seed=1, difficulty=preset.defaults.get("difficulty", 2)
         )
@@ -118,9 +116,8 @@ class CourseGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         rpf = self._rewards_per_func
-        if (
-            not self.model.training or torch.isnan(rpf).any()
-        ):  # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        if not self.model.training or torch.isnan(rpf).any():
             return out
         rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
         adv = self._adv.group_advantages(
@@ -146,9 +143,8 @@ class CourseGRPOTrainer(GRPOTrainer):
         )
         mask = completion_mask.to(logp.dtype)
         old = inputs.get("old_per_token_logps")
-        old = (
-            logp.detach() if old is None else old
-        )  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        old = logp.detach() if old is None else old
         adv = inputs["advantages"]
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
@@ -552,9 +548,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
-    prompts = [
-        D.build_prompt(tok, p.question) for p in problems
-    ]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    prompts = [D.build_prompt(tok, p.question) for p in problems]
     longest = max(len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"])
     if longest + a.max_new_tokens > a.vllm_max_len:
         raise D.DataError(

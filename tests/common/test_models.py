@@ -92,12 +92,10 @@ def test_tiny_tokenizer_is_deterministic(tiny_tok):
 
     from common.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
 
-    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))[
-        "model"
-    ]  # retrain, bypassing the cache
-    assert (
-        fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]
-    )  # same vocab and merges
+    # retrain, bypassing the cache
+    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))["model"]
+    # same vocab and merges
+    assert fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]
 
 
 def _count_params(cfg) -> int:
@@ -134,17 +132,15 @@ def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_pa
         and cfg.rms_norm_eps == 1e-6
     )
     assert cfg.max_position_embeddings == 40960
-    model, tok = load_model(
-        name, init="random", device="meta"
-    )  # shapes only, no memory, no download
+    # shapes only, no memory, no download
+    model, tok = load_model(name, init="random", device="meta")
     assert len(tok) == 151669
     base = model.get_base_model() if get_preset(name).lora_rank else model
     n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
     n_base = sum(p.numel() for n_, p in base.named_parameters() if "lora_" not in n_)
     assert n_base == _count_params(cfg)
-    if (
-        n_params is not None
-    ):  # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+    # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+    if n_params is not None:
         assert n_base == n_params
     assert n >= n_base
     if get_preset(name).lora_rank:
@@ -199,9 +195,8 @@ def test_ledger_settings_follow_the_presets():
             preset.defaults["max_new_tokens"],
             preset.defaults["beta"],
         ), name
-        assert (
-            s.layout == "policy" and s.rollout_backend == "fast"
-        )  # 训练脚本在 GPU 上走 fast_decode
+        # 训练脚本在 GPU 上走 fast_decode
+        assert s.layout == "policy" and s.rollout_backend == "fast"
         # 检查点跟 load_model 的实际做法一致（GPU 预设默认打开）
         assert s.checkpointing is uses_gradient_checkpointing(preset) is True, name
     assert (

@@ -73,9 +73,8 @@ def test_greedy_matches_hf_generate_without_eos(model_and_prompts):
     assert torch.equal(ours.completion_ids, hf)
     assert ours.truncated.all() and ours.lengths.tolist() == [24] * len(prompts)
     assert (ours.completion_mask == 1).all()
-    assert (
-        len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5
-    )  # non-trivial output
+    # non-trivial output
+    assert len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5
 
 
 def test_greedy_matches_hf_generate_with_several_eos_ids(model_and_prompts):
@@ -262,9 +261,8 @@ def test_stops_early_and_restores_train_mode(model_and_prompts):
 
 def test_finish_rollout_overwrites_tokens_after_eos():
     ids, mask = left_pad([[1, 2], [3]], pad_token_id=0)
-    raw = torch.tensor(
-        [[5, 9, 6, 6], [9, 9, 9, 0]]
-    )  # backend left junk after EOS 9 / pad equals a real token
+    # backend left junk after EOS 9 / pad equals a real token
+    raw = torch.tensor([[5, 9, 6, 6], [9, 9, 9, 0]])
     r = finish_rollout(ids, mask, raw, eos_token_ids=[9], pad_token_id=0)
     assert r.completion_ids.tolist() == [[5, 9], [9, 0]]
     assert r.completion_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]
