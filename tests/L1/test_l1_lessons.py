@@ -1,4 +1,5 @@
-"""L1 的课文：贴出来的账本输出必须和 `python -m common.vram` 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
+"""L1 的课文：贴出来的账本输出必须和 `python -m common.vram` 现在打印的一字不差（改了账本就要重贴）。
+课文结尾的三节由 tests/test_lessons.py 对所有课统一检查。"""
 
 from __future__ import annotations
 
@@ -56,13 +57,6 @@ def test_knob_table_in_the_ledger_lesson_is_current():
     for extra in (["--logprobs", "naive"], ["--no-checkpointing"], ["--micro-batch", "16"]):
         total = re.search(r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", _vram_output(BASE_0P6 + extra))
         assert f"{total.group(1)} GiB（{total.group(2)}%" in readme, extra
-
-
-@pytest.mark.parametrize("lesson", sorted(p.parent.name for p in L1.glob("[0-9][0-9]_*/README.md")))
-def test_lesson_ends_with_the_three_sections(lesson):
-    text = (L1 / lesson / "README.md").read_text(encoding="utf-8")
-    heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads[-3:] == ["## 学完这节你能做到", "## 检查点", "## 练习"], lesson
 
 
 def test_numbers_quoted_in_the_first_lesson_are_current():
