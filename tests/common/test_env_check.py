@@ -119,3 +119,10 @@ def test_before_installation_it_says_what_to_install():
     assert (
         "https://download.pytorch.org/whl/cpu" in r.stderr and 'pip install -e ".[dev]"' in r.stderr
     )
+
+
+def test_install_commands_are_the_readmes():
+    """env_check 打印的安装命令是 README「安装与测试」里的原样命令（两处必须一起改）。"""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    for what, command in env_check.INSTALL_STEPS:
+        assert f"\n{command}\n" in readme, f"README 里没有这条安装命令：{command}（{what}）"
