@@ -216,15 +216,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-# TODO(lead): L2.07 and L3.01 READMEs paste `from common.vram import cap_to_gpu_gb` (and L1.04 names
-# common.vram.peak_memory); point them at common.cuda_memory, then delete this forwarder.
-def __getattr__(name: str):
-    if name in ("cap_to_gpu_gb", "peak_memory"):
-        from common import cuda_memory
-
-        return getattr(cuda_memory, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 if __name__ == "__main__":
     sys.exit(main())
