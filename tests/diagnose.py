@@ -50,6 +50,15 @@ def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
+def _fmt_pair(got: float, want: float) -> tuple[str, str]:
+    """两个数的文字形式：6 位有效数字分不开时（例如只差 float32 的舍入）加位数，直到看得出差别。"""
+    for digits in (6, 9, 12, 17):
+        g, w = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if g != w:
+            break
+    return g, w
+
+
 def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> str | None:
     if got.shape != want.shape:
         return f"形状是 {tuple(got.shape)}，应为 {tuple(want.shape)}"
@@ -82,8 +91,9 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
         return None
     far = ~close
     i = int(far.nonzero()[0])
+    g_s, w_s = _fmt_pair(g[i].item(), w[i].item())
     return (
-        f"位置 {_index(i, want.shape)} 上得到 {_fmt(g[i].item())}，应为 {_fmt(w[i].item())}"
+        f"位置 {_index(i, want.shape)} 上得到 {g_s}，应为 {w_s}"
         f"（共 {int(far.sum())}/{far.numel()} 处超出容差 atol={atol:g}、rtol={rtol:g}）"
     )
 
@@ -122,7 +132,8 @@ def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-
             return f"得到 NaN，应为 {_fmt(want)}"
         if abs(g - want) <= atol + rtol * abs(want):
             return None
-        return f"得到 {_fmt(g)}，应为 {_fmt(want)}"
+        g_s, w_s = _fmt_pair(g, want)
+        return f"得到 {g_s}，应为 {w_s}"
     if isinstance(got, torch.Tensor):
         if got.numel() != 1:
             return f"应为 {want!r}，得到{_kind(got)}"

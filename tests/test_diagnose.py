@@ -77,6 +77,22 @@ def test_describe_mismatch_containers_and_numbers():
     assert describe_mismatch("batch", "group") == "得到 'batch'，应为 'group'"
 
 
+def test_numbers_that_look_equal_at_six_digits_get_more_digits():
+    # 只差 float32 的舍入时，6 位有效数字印出来一模一样：「得到 x，应为 x」没法读，要多印几位
+    got, want = 0.0080403989, 0.0080403991
+    assert (
+        describe_mismatch(got, want, rtol=1e-10, atol=0) == "得到 0.0080403989，应为 0.0080403991"
+    )
+    assert describe_mismatch(
+        torch.tensor([got], dtype=torch.float64),
+        torch.tensor([want], dtype=torch.float64),
+        rtol=1e-10,
+        atol=0,
+    ) == (
+        "位置 (0,) 上得到 0.0080403989，应为 0.0080403991（共 1/1 处超出容差 atol=0、rtol=1e-10）"
+    )
+
+
 def _double(x):
     return 2 * x
 
