@@ -515,6 +515,50 @@ def test_on_policy_never_clips(mod, agg):
     )
 
 
+def _naive_clip_sides(case, el, eh):
+    """clip_low / clip_high 的两种分母：全部有效 token（对），只数那一侧（A<0 / A>0）的有效 token（错）。"""
+    logp, old, ref, adv, mask = case
+    cells = [
+        (adv[i], _naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], 0.0, el, eh)[2])
+        for i in range(len(logp))
+        for j in range(len(logp[0]))
+        if mask[i][j]
+    ]
+    low = sum(c for a, c in cells if a < 0)
+    high = sum(c for a, c in cells if a > 0)
+    right = {"clip_low_fraction": low / len(cells), "clip_high_fraction": high / len(cells)}
+    per_side = {
+        "clip_low_fraction": low / sum(a < 0 for a, _ in cells),
+        "clip_high_fraction": high / sum(a > 0 for a, _ in cells),
+    }
+    return right, per_side
+
+
+@pytest.mark.parametrize("eps_high", [None, 0.28])
+def test_clip_side_fractions(mod, eps_high):
+    """clip_low/high_fraction 的分母是全部有效 token（与 TRL 的 clip_ratio/low_mean、high_mean 相同）。"""
+    case = _case()
+    right, per_side = _naive_clip_sides(case, 0.2, eps_high or 0.2)
+    # 测试数据本身的前提：两侧都有被裁剪的 token，两种分母给出不同的数
+    assert all(v > 0 for v in right.values()) and right != per_side
+    _, m = mod.grpo_loss(**_inputs(case, 0.0, eps_high, "token_mean"))
+    check(
+        {k: m.get(k) for k in right},
+        right,
+        where="grpo_loss 返回的 clip_low_fraction、clip_high_fraction 两个指标",
+        section="L2.05「3.1 输入和输出」",
+        inputs={},
+        mistakes=[
+            Mistake(
+                "把 clip_low_fraction / clip_high_fraction 的分母写成了那一侧（A<0 / A>0）的有效 token 数"
+                "（分母应是全部有效 token，两者之和 = clip_fraction）",
+                "L2.05「3.1 输入和输出」",
+                lambda: per_side,
+            )
+        ],
+    )
+
+
 @pytest.mark.parametrize("agg", AGGS)
 @pytest.mark.parametrize("beta", [0.0, 0.1])
 def test_token_weights_scale_the_policy_term(mod, agg, beta):
