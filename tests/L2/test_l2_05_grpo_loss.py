@@ -433,19 +433,68 @@ def test_empty_rows_no_nan(mod, agg):
 
 
 @pytest.mark.parametrize("agg", AGGS)
-def test_padding_values_do_not_matter(mod, agg):
-    """mask=0 的位置上放什么（这里放离谱的大数）都不影响 loss 和指标。"""
+@pytest.mark.parametrize("junk", ["large", "nan"])
+def test_padding_values_do_not_matter(mod, agg, junk):
+    """mask=0 的位置上放什么（离谱的大数；或 NaN，vLLM 打不了分的 token）都不影响 loss、梯度和指标。"""
     logp, old, ref, adv, mask = _tensors(_case())
     want, want_m = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.1, aggregation=agg)
-    junk = mask == 0
-    logp_j = torch.where(junk, torch.full_like(logp, -30.0), logp.detach())
-    old_j = torch.where(junk, torch.full_like(old, 5.0), old)
-    ref_j = torch.where(junk, torch.full_like(ref, -60.0), ref)
+    want.backward()
+    pad = mask == 0
+    old_pad, ref_pad = (5.0, -60.0) if junk == "large" else (math.nan, math.nan)
+    logp_j = torch.where(pad, torch.full_like(logp, -30.0), logp.detach()).requires_grad_()
+    old_j = torch.where(pad, torch.full_like(old, old_pad), old)
+    ref_j = torch.where(pad, torch.full_like(ref, ref_pad), ref)
     got, got_m = mod.grpo_loss(logp_j, old_j, adv, mask, ref_logp=ref_j, beta=0.1, aggregation=agg)
-    where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
+    got.backward()
+    if junk == "large":
+        where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
+    else:
+        where = (
+            "padding 上的 old_logp、ref_logp 换成 NaN 之后的 {}（应与换之前相同：乘 mask 救不了 NaN，"
+            "0 × NaN = NaN，要先用 torch.where 把 padding 上的值换掉）"
+        )
     check(got, want.detach(), where=where.format("loss"), section=SPEC, rtol=1e-12, atol=0)
+    check(
+        logp_j.grad,
+        logp.grad,
+        where=where.format("loss 对 logp 的梯度"),
+        section=SPEC,
+        rtol=1e-12,
+        atol=0,
+    )
     for key in ("clip_fraction", "kl"):
         check(got_m[key], want_m[key], where=where.format(key), section=SPEC)
+
+
+def test_old_and_ref_logp_are_detached(mod):
+    """old_logp、ref_logp 当常数用：调用方传进来的张量带着梯度，也不能改变结果（L2.03 坑 2）。"""
+    logp, old, ref, adv, mask = _tensors(_case())
+    want, _ = mod.grpo_loss(logp, logp.detach(), adv, mask, aggregation="token_mean")
+    (want_grad,) = torch.autograd.grad(want, logp)
+    # μ = 1 时 old_logp 就是 logp 本身；这里故意不 detach，像调用方忘了 no_grad 那样传进来
+    got, _ = mod.grpo_loss(logp, logp, adv, mask, aggregation="token_mean")
+    (got_grad,) = torch.autograd.grad(got, logp)
+    check(
+        got_grad,
+        want_grad,
+        where="old_logp 传入带梯度的 logp 本身时 loss 对 logp 的梯度（应与传 logp.detach() 时相同）",
+        section=SPEC,
+        inputs={},
+        mistakes=[
+            Mistake(
+                "没有对 old_logp 做 detach（ratio = exp(logp − old_logp) 的梯度互相抵消成 0，"
+                "策略项不再有梯度）",
+                SPEC,
+                lambda: torch.zeros_like(want_grad),
+            )
+        ],
+    )
+    ref_leaf = ref.clone().requires_grad_()
+    loss, _ = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref_leaf, beta=0.1)
+    loss.backward()
+    assert ref_leaf.grad is None or not ref_leaf.grad.any(), (
+        f"ref_logp 收到了梯度：参考模型是冻结的常数，grpo_loss 里要对 ref_logp 做 detach。回看 {SPEC}"
+    )
 
 
 def test_sequence_mean_counts_empty_rows_in_B(mod):
