@@ -122,6 +122,31 @@ CLIP_MISTAKES = [
 
 MISTAKES = {"policy_gradient_loss": PG_MISTAKES, "clipped_surrogate_loss": CLIP_MISTAKES}
 
+# ---------------------------------------------------------------- 坑 2 的实测（调用方忘了 detach）
+
+PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
+
+
+def grad_when_caller_forgets_detach(fn=None, *, detach_inside=False):
+    """课文坑 2 的实测：logp = [[-1, -2]]、A = 1，调用方把 old_logp 写成 logp * 1.0（没 detach）。
+
+    返回对 logp 的梯度。fn 不给时用规格版 `_clipped`；detach_inside=True 是「函数里替调用方 detach」的错误版。
+    """
+    fn = fn or _clipped
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    old_logp = logp * 1.0
+    loss, _ = fn(logp, old_logp.detach() if detach_inside else old_logp, torch.tensor([1.0]))
+    loss.sum().backward()
+    return logp.grad
+
+
+DETACHED_INSIDE = Mistake(
+    "在函数里替调用方 detach 了 old_logp（规格：照原样用传进来的 old_logp；"
+    "这条测试复现的正是调用方忘了 detach 时梯度恒为 0）",
+    PITFALL_DETACH,
+    lambda: grad_when_caller_forgets_detach(detach_inside=True),
+)
+
 # 课文 3.3 节那张表的 ratio；三行 advantage 分别是 +1、−1、0
 RATIOS = [0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5]
 

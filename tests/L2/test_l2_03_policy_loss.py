@@ -18,17 +18,19 @@ from hypothesis import strategies as st
 from mistakes_l2_03 import (
     CLIP_HIGHER,
     CLIP_SPEC,
+    DETACHED_INSIDE,
     DIAGNOSIS_INPUTS,
     EXAMPLE,
     FORMULA,
     MISTAKES,
     PG_SPEC,
+    PITFALL_DETACH,
     RATIOS,
     TABLE,
+    grad_when_caller_forgets_detach,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
 PITFALL_ON_POLICY = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
 WHY_RATIO = "L2.03「为什么还要一个比值」"
 
@@ -202,21 +204,21 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
 
 
 def test_old_logp_must_be_detached(mod):
-    """课文坑 2 的实测：old_logp 和 logp 在同一张图里时梯度恒为 0；detach 之后才是 −A。"""
-    grads = {}
-    for label in ("logp * 1.0", "logp.detach()"):
-        logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
-        old = logp * 1.0 if label == "logp * 1.0" else logp.detach()
-        loss, _ = mod.clipped_surrogate_loss(logp, old, torch.tensor([1.0]))
-        loss.sum().backward()
-        grads[label] = logp.grad
+    """课文坑 2 的实测：old_logp 和 logp 在同一张图里时梯度恒为 0；detach 之后才是 −A。
+    函数本身不 detach old_logp（规格 3.2）：在函数里 detach 会把这个现象藏起来，诊断会点名。"""
     section = PITFALL_DETACH
     check(
-        grads["logp * 1.0"], torch.zeros(1, 2), where="old_logp 没 detach 时的梯度", section=section
+        grad_when_caller_forgets_detach(mod.clipped_surrogate_loss),
+        torch.zeros(1, 2),
+        where="old_logp 没 detach 时的梯度",
+        section=section,
+        inputs={},
+        mistakes=[DETACHED_INSIDE],
     )
-    check(
-        grads["logp.detach()"], torch.full((1, 2), -1.0), where="detach 后的梯度", section=section
-    )
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    loss, _ = mod.clipped_surrogate_loss(logp, logp.detach(), torch.tensor([1.0]))
+    loss.sum().backward()
+    check(logp.grad, torch.full((1, 2), -1.0), where="detach 后的梯度", section=section)
 
 
 @settings(max_examples=80, deadline=None)
@@ -326,6 +328,18 @@ def test_each_typical_mistake_is_named(name, mistake):
     inputs = DIAGNOSIS_INPUTS[name]()
     assert_named(
         mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
+    )
+
+
+def test_detaching_inside_is_named():
+    """诊断本身：在函数里 detach old_logp 的错误版，失败信息第一行必须点名它。"""
+    assert_named(
+        DETACHED_INSIDE,
+        {},
+        torch.zeros(1, 2),
+        [DETACHED_INSIDE],
+        where="梯度",
+        section=PITFALL_DETACH,
     )
 
 
