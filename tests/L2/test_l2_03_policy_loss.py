@@ -26,7 +26,9 @@ from mistakes_l2_03 import (
     PG_SPEC,
     PITFALL_DETACH,
     RATIOS,
+    SHOWN_BY,
     TABLE,
+    far_below_zero,
     grad_when_caller_forgets_detach,
 )
 
@@ -149,6 +151,17 @@ def test_worked_example_of_the_lesson(mod):
         inputs,
         where="课文 3.3 节那张表（A = +1 / −1 / 0，eps_high=0.28）",
         section=EXAMPLE,
+    )
+
+
+def test_ratio_in_log_space(mod):
+    """3.2 节：ratio 要在 log 空间相减再 exp。log 概率在 −120 附近（float32）时 exp 下溢成 0，先 exp 再除得 NaN。"""
+    inputs = far_below_zero()
+    _check(
+        "clipped_surrogate_loss",
+        mod.clipped_surrogate_loss(**inputs),
+        inputs,
+        where="3.3 节那张表平移到 log 概率 −120 附近（float32）时的 (loss, clipped)",
     )
 
 
@@ -325,7 +338,7 @@ ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
 @pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
 def test_each_typical_mistake_is_named(name, mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    inputs = DIAGNOSIS_INPUTS[name]()
+    inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
     assert_named(
         mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
     )
