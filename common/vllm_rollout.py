@@ -195,19 +195,33 @@ class VLLMEngine:
     def sync_weights(self, model) -> float:
         """Push the current weights of `model` into the engine -> seconds taken (also in `sync_s`)."""
         start = time.perf_counter()
-        weights = [(name, p.detach()) for name, p in model.named_parameters()]
-        if self.on_cpu:
-            self.llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
-            self.llm.apply_model(_repack_tied_lm_head)
-        else:
-            self.llm.apply_model(lambda m: m.load_weights(weights))
-        self.llm.reset_prefix_cache()  # 旧权重算出的 KV 前缀不能再用
+        push_weights(self.llm, ((n, p.detach()) for n, p in model.named_parameters()))
         self.sync_s = time.perf_counter() - start
         return self.sync_s
 
     def close(self) -> None:
         """Drop the engine (frees its KV cache); the object cannot generate afterwards."""
         self.llm = None
+
+
+@torch.no_grad()
+def push_weights(llm, named_tensors) -> None:
+    """Load `(vLLM name, tensor)` pairs into a running in-process `vllm.LLM`, then drop its prefix cache.
+
+    Names are the HF checkpoint names (vLLM maps q/k/v -> qkv_proj etc. itself). Used by
+    `VLLMEngine.sync_weights` and by L3.01's CPU fix for TRL's colocate sync.
+    """
+    from vllm.platforms import current_platform
+
+    weights = list(named_tensors)
+    if current_platform.is_cpu():
+        # 线性层已被重排成 CPU GEMM 的打包格式（原参数是 0 元素占位）：原地 load_weights 做不到，
+        # 只能走 vLLM 的逐层重载（恢复成 checkpoint 格式 -> 载入 -> 重新打包）
+        llm.collective_rpc("reload_weights", kwargs={"weights_iterator": weights})
+        llm.apply_model(_repack_tied_lm_head)
+    else:  # GPU：参数就是普通张量，原地覆盖即可（TRL 1.16 colocate 的做法）
+        llm.apply_model(lambda m: m.load_weights(weights))
+    llm.reset_prefix_cache()  # 旧权重算出的 KV 前缀不能再用
 
 
 def _repack_tied_lm_head(vllm_model) -> None:
