@@ -193,6 +193,33 @@ def split_train_heldout(
     return train, heldout
 
 
+DATA_SOURCES = (
+    "synthetic",
+    "gsm8k",
+    "hub",
+)  # what a training run's --data can name (or a jsonl path)
+SYNTHETIC_SEED = (
+    1  # the training runs' synthetic pool (the tiny warm start's SFT problems use others)
+)
+
+
+def load_splits(
+    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2
+) -> tuple[list[Problem], list[Problem]]:
+    """(train, held-out) problems for a training run.
+
+    data: "synthetic" = ``n_train`` generated problems, ``n_heldout`` of them held out;
+    "gsm8k" / "hub" = GSM8K's train split, and the first ``n_heldout`` test problems held out
+    (a fixed subset, the same in every run); otherwise a GSM8K-format jsonl path, split like "synthetic".
+    """
+    if data == "synthetic":
+        pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
+        return split_train_heldout(pool, n_heldout)
+    if data in ("gsm8k", "hub"):
+        return load_gsm8k("train"), load_gsm8k("test", limit=n_heldout)
+    return split_train_heldout(load_jsonl(data), n_heldout)
+
+
 def prompt_messages(question: str) -> list[dict]:
     """The chat messages of one prompt (conversational format, as TRL's datasets use): the question + INSTRUCTION."""
     return [{"role": "user", "content": f"{question}\n{INSTRUCTION}"}]

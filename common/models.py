@@ -5,8 +5,9 @@
     model, tokenizer = load_model(preset, init="random")   # untrained, same shapes
 
 `init="random"` builds the exact architecture (for the GPU presets: the real Qwen3 shapes) with random
-weights and no download: that is what memory and speed work needs. `preset.defaults` holds the
-recommended GRPO knobs for the preset; the training script reads them as its defaults.
+weights and no download: that is what memory and speed work needs. `preset.defaults` is the preset's
+named override of the training script's config (the CONFIG at the top of L2.07's grpo_train.py, whose
+defaults are the tiny CPU run): the GRPO knobs a Qwen3 model on one 32 GB GPU needs differently.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class PresetError(ValueError):
 
 @dataclass(frozen=True)
 class Preset:
-    """One model choice. `defaults` are the recommended GRPO knobs for it (the training script's defaults)."""
+    """One model choice. `defaults` overrides grpo_train.py's CONFIG for this preset (tiny: nothing)."""
 
     name: str
     hub_id: str | None  # None: built in code (tiny)
@@ -64,6 +65,7 @@ def _qwen3_preset(
 ) -> Preset:
     """A Qwen3 preset for one 32 GB GPU; `overrides` change its GRPO defaults."""
     defaults = dict(
+        data="gsm8k",  # the shipped GSM8K; held-out = the first n_heldout test problems
         group_size=8,
         prompts_per_step=8,
         max_new_tokens=512,
@@ -99,18 +101,7 @@ PRESETS: dict[str, Preset] = {
             eos_token_ids=TINY_EOS_IDS,
             pad_token_id=TINY_PAD_ID,
             description="4 层的小 Qwen3（约 1M 参数）+ 代码里训练的小 tokenizer，CPU 几分钟就能看到学习",
-            defaults=dict(
-                group_size=8,
-                prompts_per_step=16,
-                max_new_tokens=40,
-                lr=1e-4,  # 1e-3 在几步内就把格式打乱（回答变长、全被截断）；3e-4 也不稳
-                beta=0.0,
-                temperature=1.0,
-                top_p=1.0,
-                difficulty=2,  # 合成题难度（common.data.synthetic_problems）
-                n_train=5000,  # 合成题池大小；held-out 从中切出
-                n_heldout=200,
-            ),
+            defaults={},  # tiny 的设置就是 grpo_train.py 顶部 CONFIG 的默认值
         ),
         _qwen3_preset(
             "qwen3-0.6b",
