@@ -230,3 +230,30 @@ def _repack_tied_lm_head(vllm_model) -> None:
     embed = getattr(getattr(vllm_model, "model", None), "embed_tokens", None)
     if head is not None and embed is not None and head.weight is embed.weight:
         head.quant_method.process_weights_after_loading(head)
+
+
+def training_engine(model, preset, cfg, prompt_len: int = 512) -> VLLMEngine:
+    """The engine of `grpo_train.py --rollout vllm`; cfg is its config (prompts_per_step,
+    group_size, max_new_tokens, seed).
+
+    dtype: the preset's compute dtype (tiny: float32, Qwen3: bfloat16). Max
+    length: the model's limit or prompt_len + max_new_tokens, whichever is smaller. On CUDA the
+    engine's share of the card is the ledger's engine line (`gpu_memory_utilization`); on CPU its
+    KV cache is CPU_KV_CACHE_GB of RAM.
+    """
+    util = None
+    if torch.cuda.is_available() and preset.hub_id is not None:
+        from common.vram import Settings
+
+        total = torch.cuda.get_device_properties(0).total_memory / 2**30
+        s = Settings(
+            prompts=cfg.prompts_per_step,
+            group=cfg.group_size,
+            prompt_len=prompt_len,
+            max_new_tokens=cfg.max_new_tokens,
+        )
+        util = gpu_memory_utilization(preset.hub_id, s, total)
+    max_len = min(model.config.max_position_embeddings, prompt_len + cfg.max_new_tokens)
+    return VLLMEngine(
+        model, max_model_len=max_len, dtype=preset.dtype, gpu_memory_utilization=util, seed=cfg.seed
+    )
