@@ -200,8 +200,10 @@ class VLLMEngine:
         return self.sync_s
 
     def close(self) -> None:
-        """Drop the engine (frees its KV cache); the object cannot generate afterwards."""
-        self.llm = None
+        """Shut the engine down (frees its KV cache and process group); no generating afterwards."""
+        if self.llm is not None:
+            self.llm.llm_engine.engine_core.shutdown()
+            self.llm = None
 
 
 @torch.no_grad()

@@ -661,8 +661,13 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
 
 
 def main(a: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
     trainer = build_trainer(a)
     main_process = trainer.accelerator.is_main_process
+    if main_process:  # 用 vLLM 时这里面大部分是引擎启动（加载权重、分配 KV cache、预热）
+        print(
+            f"建好 trainer 用了 {time.perf_counter() - t0:.1f} s（vLLM：{'开' if a.vllm else '关'}）"
+        )
     if main_process:
         write_json(
             a.out / "config.json",
