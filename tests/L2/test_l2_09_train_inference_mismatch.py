@@ -116,17 +116,22 @@ def test_worked_example_from_the_lesson(mod):
     lt = torch.tensor([[-1.0, -0.5, -2.0, nan]], dtype=torch.float64)
     lr = torch.tensor([[-1.2, -0.5, -1.0, nan]], dtype=torch.float64)
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
-    tok = mod.tis_weights(lt, lr, mask, cap=2.0, level="token")
+    inputs = dict(logp_train=lt, logp_rollout=lr, mask=mask, cap=2.0)
+    tok = mod.tis_weights(**inputs, level="token")
     want_tok = torch.tensor([[math.exp(0.2), 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
-    check(tok, want_tok, where="token 级权重", section=SECTION)
-    seq = mod.tis_weights(lt, lr, mask, cap=2.0, level="sequence")
+    check(tok, want_tok, where="token 级权重", section=SECTION, inputs={**inputs, "level": "token"},
+          mistakes=MISTAKES)  # fmt: skip
+    seq = mod.tis_weights(**inputs, level="sequence")
     want_seq = torch.tensor([[math.exp(-0.8)] * 3 + [0.0]], dtype=torch.float64)
-    check(seq, want_seq, where="sequence 级权重", section=SECTION)
+    check(seq, want_seq, where="sequence 级权重", section=SECTION,
+          inputs={**inputs, "level": "sequence"}, mistakes=MISTAKES)  # fmt: skip
     # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
     lr2 = lr.clone()
     lr2[0, 0] = -2.5
     tok2 = mod.tis_weights(lt, lr2, mask, cap=2.0, level="token")
-    assert tok2[0, 0].item() == pytest.approx(2.0), "比值 e^1.5 应被截断到 cap=2"
+    assert tok2[0, 0].item() == pytest.approx(2.0), (
+        f"比值 e^1.5 ≈ 4.48 应被截断到 cap=2，得到 {tok2[0, 0].item():.4g}：回看 L2.09「3. 手算一遍」"
+    )
 
 
 # ---------------------------------------------------------------- 典型错误的诊断 -----------------------------------------
@@ -181,24 +186,31 @@ def test_properties(mod, B, T, seed, cap):
     mask = (torch.arange(T)[None, :] < lengths[:, None]).double()
     tok = mod.tis_weights(lt, lr, mask, cap=cap, level="token")
     seq = mod.tis_weights(lt, lr, mask, cap=cap, level="sequence")
-    for w in (tok, seq):
-        assert w.shape == (B, T) and w.dtype == torch.float64
-        assert (w >= 0).all() and (w[mask == 0] == 0).all()
+    for name, w in (("token", tok), ("sequence", seq)):
+        where = f"{name} 级（B={B}, T={T}, cap={cap}）"
+        assert w.shape == (B, T) and w.dtype == torch.float64, (
+            f"{where}：应返回 (B, T) 的 float64（同 logp_train），得到 {tuple(w.shape)} {w.dtype}"
+        )
+        assert (w >= 0).all(), f"{where}：权重出现负数"
+        assert (w[mask == 0] == 0).all(), f"{where}：padding 处的权重应为 0，回看 L2.09「2. 公式」"
         if cap is not None:
-            assert (w <= cap + 1e-12).all()
+            assert (w <= cap + 1e-12).all(), f"{where}：有权重超过了 cap，回看 L2.09「4. 坑」坑 2"
     # sequence 级：整行一个值；不截断时它等于逐 token 比值的连乘
+    untruncated = mod.tis_weights(lt, lr, mask, cap=None, level="token")
     for b in range(B):
         row = seq[b, mask[b] != 0]
         if row.numel() == 0:
             continue
-        assert torch.all(row == row[0])
+        assert torch.all(row == row[0]), f"sequence 级第 {b} 行的有效 token 权重不全相同"
         if cap is None:
-            untruncated = mod.tis_weights(lt, lr, mask, cap=None, level="token")
-            prod = untruncated[b, mask[b] != 0].prod()
-            assert row[0].item() == pytest.approx(prod.item(), rel=1e-9)
-    # 两边一样（on-policy）：权重恰好是 1
+            prod = untruncated[b, mask[b] != 0].prod().item()
+            assert row[0].item() == pytest.approx(prod, rel=1e-9), (
+                f"不截断时 sequence 级权重应等于 token 级权重的连乘（{prod:.6g}），得到 {row[0].item():.6g}："
+                "回看 L2.09「4. 坑」坑 3"
+            )
+    # 两边一样（on-policy）：权重恰好是 1（padding 处 0）
     same = mod.tis_weights(lt, lt.clone(), mask, cap=cap, level="sequence")
-    assert torch.equal(same, mask)
+    assert torch.equal(same, mask), "两边 logp 相同时权重应恰好是 1（padding 处 0）"
 
 
 def test_no_gradient_flows_through_the_weights(mod):
@@ -229,10 +241,22 @@ def test_float32_dtype_kept(mod):
 )
 def test_bad_arguments(mod, kwargs, needle):
     lt = torch.zeros(2, 3)
-    with pytest.raises(ValueError, match=needle):
-        mod.tis_weights(lt, lt, torch.ones(2, 3), **kwargs)
+    _expect_value_error(lambda: mod.tis_weights(lt, lt, torch.ones(2, 3), **kwargs), kwargs, needle)
 
 
 def test_shape_mismatch_is_an_error(mod):
-    with pytest.raises(ValueError, match="形状"):
-        mod.tis_weights(torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3))
+    bad = dict(logp_rollout="(2, 4)")
+    args = torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3)
+    _expect_value_error(lambda: mod.tis_weights(*args), bad, "形状")
+
+
+def _expect_value_error(call, what, needle):
+    try:
+        call()
+    except ValueError as err:
+        assert needle in str(err), f"{what} 的 ValueError 里应提到「{needle}」，得到：{err}"
+    else:
+        pytest.fail(
+            f"{what} 是非法参数，应抛 ValueError（中文说明要改什么）：回看 L2.09「2. 公式」",
+            pytrace=False,
+        )
