@@ -82,17 +82,18 @@ def logp_mismatch(
 def gpu_memory_utilization(hub_id: str, settings, total_gib: float) -> float:
     """vLLM's `gpu_memory_utilization` for a colocated engine: the ledger's engine line / the card.
 
-    hub_id: e.g. "Qwen/Qwen3-0.6B"; settings: a `common.vram.Settings` (layout is forced to
+    hub_id: e.g. "Qwen/Qwen3-0.6B"; settings: a `common.ledger.Settings` (layout is forced to
     colocate); total_gib: the card's memory. Rounded up to 0.01.
     """
     from dataclasses import replace
 
-    from common.vram import QWEN3, ledger
+    from common.ledger import ledger
+    from common.qwen3_shapes import shape_for_hub_id
 
-    shape = next((s for s in QWEN3.values() if s.hub_id == hub_id), None)
+    shape = shape_for_hub_id(hub_id)
     if shape is None:
-        raise ValueError(f"显存账本里没有 {hub_id} 的形状（common.vram.QWEN3）")
-    engine = ledger(shape, replace(settings, layout="colocate")).lines["engine"].nbytes
+        raise ValueError(f"显存账本里没有 {hub_id} 的形状（common/qwen3_shapes.py 的 QWEN3）")
+    engine = ledger(shape, replace(settings, layout="colocate")).nbytes("engine")
     return math.ceil(100 * engine / 2**30 / total_gib) / 100
 
 
@@ -245,7 +246,7 @@ def training_engine(model, preset, cfg, prompt_len: int = 512) -> VLLMEngine:
     """
     util = None
     if torch.cuda.is_available() and preset.hub_id is not None:
-        from common.vram import Settings
+        from common.ledger import Settings
 
         total = torch.cuda.get_device_properties(0).total_memory / 2**30
         s = Settings(

