@@ -36,6 +36,8 @@ class Rollout:
     completion_mask (B, T) float32: 1 up to and including the first EOS, 0 after; all ones if truncated
       (same semantics as L2.02 `completion_mask`, never inferred from the pad id).
     lengths (B,) long = completion_mask.sum(1); truncated (B,) bool: no EOS within max_new_tokens.
+    engine_logp (B, T) float32 or None: the sampling engine's own log-probs of the sampled tokens
+      (0 after the end) when an engine (vLLM, `common.vllm_rollout`) sampled; None when the model did.
     """
 
     prompt_ids: torch.Tensor
@@ -44,6 +46,7 @@ class Rollout:
     completion_mask: torch.Tensor
     lengths: torch.Tensor
     truncated: torch.Tensor
+    engine_logp: torch.Tensor | None = None
 
     @property
     def sequences(self) -> torch.Tensor:
@@ -164,7 +167,7 @@ def generate(
     greedy: bool = False,
     process_logits: Callable | None = None,
     generator: torch.Generator | None = None,
-    backend: str = "auto",
+    backend="auto",
 ) -> Rollout:
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
@@ -178,6 +181,8 @@ def generate(
     backend: "eager" (this file, any device), "fast" (`common.fast_decode`: static cache + compiled step +
     CUDA graphs, sampling on the GPU with the global CUDA RNG, so `generator` is not used), or "auto" =
     fast for a plain Qwen3 model on CUDA, eager otherwise (CPU, LoRA). Both return the same `Rollout`.
+    backend may also be a sampling engine (`common.vllm_rollout.VLLMEngine`): it samples with its own
+    sampler and RNG (`process_logits`, `generator` unused) and fills `Rollout.engine_logp`.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens 必须 >= 1，得到 {max_new_tokens}")
@@ -193,6 +198,18 @@ def generate(
             "只要 argmax 就传 greedy=True"
         )
     device = next(model.parameters()).device
+    if not isinstance(backend, str):  # an inference engine (vLLM) holding a copy of the weights
+        ro, ro.engine_logp = backend.generate(
+            prompt_ids,
+            max_new_tokens=max_new_tokens,
+            eos_token_ids=eos_token_ids,
+            pad_token_id=pad_token_id,
+            temperature=temperature,
+            top_p=top_p,
+            greedy=greedy,
+            device=device,
+        )
+        return ro
     ids, mask = left_pad(prompt_ids, pad_token_id, device)
     if backend not in ("auto", "eager", "fast"):
         raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")

@@ -26,6 +26,7 @@ from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
+from common.vllm_rollout import logp_mismatch, training_engine
 
 # 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
 from solutions.l2_01_advantages import group_advantages
@@ -38,6 +39,7 @@ from solutions.l2_02_logprobs_and_masks import (
 from solutions.l2_05_grpo_loss import grpo_loss
 from solutions.l2_06_sampling import process_logits
 from solutions.l2_07_grpo_train import microbatch_weight
+from solutions.l2_09_train_inference_mismatch import tis_weights
 
 # ----------------------------------------------------------------------------------- 配置 ----
 # 默认值 = tiny 在 CPU 上的默认运行；每行的注释就是 --help 里的说明。命令行 --名字 值 覆盖它。
@@ -58,7 +60,8 @@ CONFIG = dict(
     max_new_tokens=40,  # 回答最多多少 token，写不完算截断
     temperature=1.0,  # 采样温度；训练时的 log π 也按它算：优化的就是采样用的那个分布
     top_p=1.0,  # nucleus 采样的累计概率阈值，1 = 不截
-    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast
+    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast | vllm（推理引擎采样，L2.09）
+    tis="none",  # vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）：none | token | sequence
     reward="correctness",  # correctness | correctness_plus_format | format_only | shuffled（对照）
     # -- GRPO 损失（L2.01–L2.05）
     beta=0.0,  # KL 系数；0 = 不要参考模型（TRL 默认）
@@ -84,7 +87,7 @@ EARLY_EVALS = (1, 2, 3, 5)  # 前几步密集评估：看清行为是在哪几�
 
 def main(cfg):
     if cfg.impl == "exercises":  # 换成你写的同名函数；先确认都写完了，再加载任何东西（fail fast）
-        use_exercises(globals())
+        use_exercises(globals(), skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
     preset = get_preset(cfg.preset)
     device = resolve_device(preset)
@@ -110,7 +113,7 @@ def main(cfg):
     eos, pad = list(preset.eos_token_ids), preset.pad_token_id
     train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
 
-    def rollout(problems, greedy=False, generator=gen):
+    def rollout(problems, greedy=False, generator=gen, engine=None):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
         prompts = [tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
                    for p in problems]
@@ -118,7 +121,7 @@ def main(cfg):
             ro = generate(model, prompts, max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos,
                           pad_token_id=pad, temperature=cfg.temperature, top_p=cfg.top_p,
                           greedy=greedy, process_logits=process_logits, generator=generator,
-                          backend=cfg.rollout)
+                          backend=engine or cfg.rollout.replace("vllm", "auto"))
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
@@ -148,6 +151,7 @@ def main(cfg):
         ev = heldout_eval()
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
+    engine = training_engine(model, preset, cfg) if cfg.rollout == "vllm" else None  # 评估不用它
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
     N, M, G = cfg.prompts_per_step * cfg.group_size, cfg.micro_batch, cfg.group_size
     mbs = [slice(i, i + M) for i in range(0, N, M)]
@@ -159,7 +163,7 @@ def main(cfg):
         t0 = time.time()
         pick = torch.randperm(len(train), generator=gen, device=device)[: cfg.prompts_per_step]
         problems = [train[i] for i in pick.tolist()]
-        ro, texts = rollout([p for p in problems for _ in range(G)])
+        ro, texts = rollout([p for p in problems for _ in range(G)], engine=engine)
         rollout_s = time.time() - t0
 
         # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
@@ -187,15 +191,17 @@ def main(cfg):
                     ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
 
         # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
-        stats, ents = [], []
+        stats, ents, lps = [], [], []  # 熵、训练端的 logp：取采样时的策略（it = 0，参数还没动）
         for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
-                ents += [ent] if it == 0 else []  # 熵：采样时那个策略的（参数还没动）
+                ents, lps = (ents + [ent], lps + [logp.detach()]) if it == 0 else (ents, lps)
+                tw = None if cfg.tis == "none" else tis_weights(  # TIS：只乘策略项（L2.09）
+                    logp if old is None else old[mb], ro.engine_logp[mb], mask[mb], level=cfg.tis)
                 loss, m = grpo_loss(logp, logp.detach() if old is None else old[mb], adv[mb],
                                     mask[mb], ref_logp=None if ref_logp is None else ref_logp[mb],
                                     beta=cfg.beta, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                    aggregation=cfg.aggregation,
+                                    aggregation=cfg.aggregation, token_weights=tw,
                                     max_completion_length=cfg.max_new_tokens)
                 w = microbatch_weight(mask[mb], mask, cfg.aggregation)
                 (loss * w).backward()
@@ -204,7 +210,7 @@ def main(cfg):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
-        train_s = time.time() - t1
+        train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
 
         # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
         lens = ro.lengths.float()
@@ -221,7 +227,8 @@ def main(cfg):
             loss=mean_of("loss"), grad_norm=grad_norm, lr=opt.param_groups[0]["lr"],
             rollout_s=rollout_s, train_s=train_s, elapsed_s=time.time() - t_run,
             tokens_per_s=lens.sum().item() / max(rollout_s, 1e-9),
-            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None, sync_s=sync_s,
+            **(logp_mismatch(ro.engine_logp, torch.cat(lps), mask) if engine else {}),
         )
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         periodic = step % cfg.eval_every == 0
