@@ -16,6 +16,10 @@ This is the "why vLLM exists" path of L2.06. Each trick removes one kind of wast
 5. **Bucketed shapes.** Batch and cache length are rounded up to buckets, so a run compiles and
    captures once per bucket rather than once per step; the host checks "all rows finished" once per
    graph replay and exits early.
+6. **Rollout-only memory is not held.** The static KV cache, the bf16 weight copies and the graphs'
+   memory pools are needed only while generating. ``fast_generate`` frees them before it returns
+   (``release=True``), so the training step that follows has that memory; the next rollout allocates
+   them again and re-captures its graph (one warm-up plus a capture, no recompilation).
 
 The prefill runs through the HF model itself (variable prompt lengths, once per rollout) and its cache
 is copied into the static buffers. The decoder reads the model's parameter tensors directly, so
@@ -24,6 +28,7 @@ in-place optimizer updates are visible to the next rollout with no weight copy (
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -105,15 +110,20 @@ class DecodeWeights:
 
     A plain linear whose parameter already has the decode dtype is used as is (zero copy: in-place
     optimizer updates are seen at once). Otherwise — fp32 master weights decoded in bf16, or a LoRA
-    layer whose decode weight is W + scaling * B @ A — a copy at a fixed address is kept and
-    refreshed by `sync()` before every generation: a tiny "weight sync" (L3 scales this up).
+    layer whose decode weight is W + scaling * B @ A — a copy is made from the live parameters by
+    `sync()` before every generation: a tiny "weight sync" (L3 scales this up). The copies are
+    rollout-only memory: `release()` frees them (the next `sync()` makes them again, same cost as a
+    sync), and `version` changes whenever they move, so a CUDA graph captured on old copies is redone.
     """
 
     def __init__(self, model, dtype: torch.dtype):
-        self._sources: list[tuple[Callable[[], torch.Tensor], torch.Tensor]] = []
-        seen: dict[int, torch.Tensor] = {}
+        self.dtype, self.version = dtype, 0
+        self._sources: list[Callable[[], torch.Tensor]] = []  # one per copy, in creation order
+        self._copies: list[torch.Tensor] | None = None
+        seen: dict[int, object] = {}
 
-        def w(module_or_param) -> torch.Tensor:
+        def w(module_or_param):
+            """A zero-copy tensor, or the index (int) of a copy made by `sync()`."""
             lora = hasattr(module_or_param, "lora_A") and module_or_param.active_adapters
             t = (
                 module_or_param.base_layer.weight
@@ -128,12 +138,12 @@ class DecodeWeights:
                     if lora
                     else (lambda t=t: t.detach())
                 )
-                seen[id(module_or_param)] = src().to(dtype)
-                self._sources.append((src, seen[id(module_or_param)]))
+                seen[id(module_or_param)] = len(self._sources)
+                self._sources.append(src)
             return seen[id(module_or_param)]
 
         m = _base_model(model)
-        self.layers = [
+        self._layers = [
             tuple(
                 w(x)
                 for x in (
@@ -153,13 +163,48 @@ class DecodeWeights:
             for l in m.model.layers
         ]
         tied = m.lm_head.weight is m.model.embed_tokens.weight
-        self.embed, self.norm = w(m.model.embed_tokens.weight), w(m.model.norm.weight)
-        self.lm_head = self.embed if tied else w(m.lm_head)
+        self._embed, self._norm = w(m.model.embed_tokens.weight), w(m.model.norm.weight)
+        self._lm_head = self._embed if tied else w(m.lm_head)
+        self.sync()
+
+    def _get(self, ref) -> torch.Tensor:
+        return self._copies[ref] if isinstance(ref, int) else ref
+
+    @property
+    def layers(self) -> list[tuple[torch.Tensor, ...]]:
+        return [tuple(self._get(r) for r in layer) for layer in self._layers]
+
+    @property
+    def embed(self) -> torch.Tensor:
+        return self._get(self._embed)
+
+    @property
+    def norm(self) -> torch.Tensor:
+        return self._get(self._norm)
+
+    @property
+    def lm_head(self) -> torch.Tensor:
+        return self._get(self._lm_head)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the copies right now (0 after `release()` or when every weight is zero-copy)."""
+        return sum(c.numel() * c.element_size() for c in self._copies or [])
 
     @torch.no_grad()
     def sync(self) -> None:
-        for src, dst in self._sources:
-            dst.copy_(src())
+        """Refresh the copies from the live parameters (in place, same addresses), or make them anew."""
+        if self._copies is None:
+            self._copies = [src().to(self.dtype) for src in self._sources]
+            self.version += 1
+        else:
+            for src, dst in zip(self._sources, self._copies):
+                dst.copy_(src())
+
+    def release(self) -> None:
+        """Free the copies (zero-copy weights are the model's own and stay)."""
+        if self._copies:
+            self._copies = None
 
 
 @torch.no_grad()
@@ -204,6 +249,9 @@ class StaticDecoder:
 
     Greedy evaluation and sampled rollouts of the same bucket share the KV buffers and weight copies,
     so the cache memory is paid once. See the module docstring for the tricks.
+    The static KV cache is rollout-only memory: `release()` frees it together with the captured
+    graphs (their private memory pools too); the next `generate` allocates it again and re-captures
+    (no recompilation: the compiled layer step is kept).
     """
 
     def __init__(
@@ -225,16 +273,10 @@ class StaticDecoder:
         self.pad = pad_token_id
         B, S, KV, hd = batch, cache_len, cfg.num_key_value_heads, cfg.head_dim
         self.batch, self.cache_len = B, S
-        weights = decode_weights(model, dt)
-        self.weights = weights
-        self.layers, self.embed, self.norm, self.lm_head = (
-            weights.layers,
-            weights.embed,
-            weights.norm,
-            weights.lm_head,
-        )
-        self.k = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
-        self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
+        self.weights = decode_weights(model, dt)
+        self.kv_shape, self.n_layers, self.dtype = (B, KV, S, hd), cfg.num_hidden_layers, dt
+        self.k: list[torch.Tensor] | None = None  # static KV cache, made by _allocate()
+        self.v: list[torch.Tensor] | None = None
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
         self.cos_table, self.sin_table = (
@@ -255,6 +297,33 @@ class StaticDecoder:
             torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
         )
         self.graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
+        self.graph_version = None  # DecodeWeights.version the graphs were captured on
+        self.captures = 0  # how many graphs were captured so far (re-captures after release() too)
+
+    # the decode weights (shared `DecodeWeights`; copies may be re-made after a release)
+    layers = property(lambda self: self.weights.layers)
+    embed = property(lambda self: self.weights.embed)
+    norm = property(lambda self: self.weights.norm)
+    lm_head = property(lambda self: self.weights.lm_head)
+
+    def _allocate(self) -> None:
+        dev = self.token.device
+        self.k = [
+            torch.zeros(self.kv_shape, device=dev, dtype=self.dtype) for _ in range(self.n_layers)
+        ]
+        self.v = [
+            torch.zeros(self.kv_shape, device=dev, dtype=self.dtype) for _ in range(self.n_layers)
+        ]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the static KV cache right now (0 after `release()`)."""
+        return sum(t.numel() * t.element_size() for t in (self.k or []) + (self.v or []))
+
+    def release(self) -> None:
+        """Free the static KV cache and the CUDA graphs (graphs point at the freed addresses)."""
+        self.k = self.v = None
+        self.graphs.clear()
 
     # -- one token for every row ------------------------------------------------------------------
     @staticmethod
@@ -279,11 +348,12 @@ class StaticDecoder:
     def _step(self, how: Sampling) -> None:
         """Feed ``token`` (at column ``slot``, position ``pos``) through the model and emit the next one."""
         self.valid.index_fill_(1, self.slot, True)  # the new token attends to itself
-        h = F.embedding(self.token, self.embed)
+        W = self.weights
+        h = F.embedding(self.token, W.embed)
         cos, sin = self.cos_table[self.pos][:, None], self.sin_table[self.pos][:, None]
-        for w, kc, vc in zip(self.layers, self.k, self.v):
+        for w, kc, vc in zip(W.layers, self.k, self.v):
             h = self.layer_fn(h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale)
-        logits = F.linear(_rms(h, self.norm, self.eps), self.lm_head).float()
+        logits = F.linear(_rms(h, W.norm, self.eps), W.lm_head).float()
         nxt = self.sample(logits, how)
         self.slot += 1
         self.pos += 1
@@ -305,7 +375,9 @@ class StaticDecoder:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(2):
+            for _ in range(
+                2 if self.captures == 0 else 1
+            ):  # compiled already: one warm-up is enough
                 self.slot.zero_()
                 self._run(how)
         torch.cuda.current_stream().wait_stream(side)
@@ -314,6 +386,7 @@ class StaticDecoder:
         with torch.cuda.graph(graph):
             self._run(how)
         self.graphs[how] = graph
+        self.captures += 1
 
     # -- a whole generation -------------------------------------------------------------------------
     @torch.no_grad()
@@ -327,18 +400,28 @@ class StaticDecoder:
     ) -> torch.Tensor:
         """prompt_ids/prompt_mask (b, Tp) left-padded, b <= bucket batch -> (b, max_new_tokens), pad after EOS."""
         b, tp = prompt_ids.shape
+        self.sync_weights()  # after a release this makes the copies anew (new addresses, new version)
+        if self.graph_version != self.weights.version:
+            self.graphs.clear()  # captured on weight copies that no longer exist
+            self.graph_version = self.weights.version
+        if self.k is None:
+            self._allocate()
         if cuda_graph and how not in self.graphs:
             self.capture(how)
-        self.sync_weights()
         mask = prompt_mask.bool()
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.model(
-            input_ids=prompt_ids,
-            attention_mask=mask.long(),
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        # HF prefill. Under an outer autocast with fp32 master weights, autocast would cache a bf16 copy of
+        # every weight until that region ends (the whole rollout): cache off, each cast lives one matmul.
+        amp = torch.is_autocast_enabled("cuda")
+        no_cache = torch.autocast("cuda", torch.get_autocast_dtype("cuda"), cache_enabled=False)
+        with no_cache if amp else contextlib.nullcontext():
+            out = self.model(
+                input_ids=prompt_ids,
+                attention_mask=mask.long(),
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         for i, (kc, vc) in enumerate(zip(self.k, self.v)):
             kc.zero_()
             vc.zero_()
@@ -392,6 +475,7 @@ def fast_generate(
     batch_bucket: int = 16,
     len_bucket: int = 128,
     dtype: torch.dtype | None = None,
+    release: bool = True,
 ) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
 
@@ -400,6 +484,9 @@ def fast_generate(
     compiles and captures (seconds); later calls only replay.
     ``dtype``: decode dtype; default: the autocast dtype if CUDA autocast is on (fp32 master weights trained
     under bf16 autocast decode in bf16), else the model's dtype.
+    ``release``: free the rollout-only memory (static KV caches, weight copies, CUDA graphs) before
+    returning, so that it is not held through the training step; the next call makes it again and
+    re-captures its graph (no recompilation). ``release=False`` keeps it for back-to-back generations.
     """
     if not prompt_ids.is_cuda:
         raise ValueError("fast_generate 只在 CUDA 上可用；CPU 上请用 common.rollout 的 eager 路径")
@@ -424,7 +511,25 @@ def fast_generate(
             model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype
         )
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
-    return cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
+    out = cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
+    if release:
+        free_rollout_memory(model)
+    return out
+
+
+def free_rollout_memory(model) -> None:
+    """Free what only the rollout uses: every decoder's static KV cache and graphs, and the decode-weight
+    copies. Compiled code and the small per-row state stay, so the next generation only re-allocates."""
+    for decoder in _DECODERS.get(model, {}).values():
+        decoder.release()
+    for weights in _WEIGHTS.get(_base_model(model), {}).values():
+        weights.release()
+
+
+def rollout_memory_bytes(model) -> int:
+    """Bytes the fast decoders of ``model`` hold right now (static KV caches + decode-weight copies)."""
+    kv = sum(d.nbytes for d in _DECODERS.get(model, {}).values())
+    return kv + sum(w.nbytes for w in _WEIGHTS.get(_base_model(model), {}).values())
 
 
 def supports_fast_decode(model) -> bool:

@@ -146,3 +146,28 @@ def test_lora_adapters_are_merged_into_the_decode_weights(model):
     )
     dec = StaticDecoder(peft_model, 8, 128, eos, 0, 4, compile=False)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
+
+
+def test_release_frees_rollout_memory_and_the_next_generation_is_unchanged(model):
+    """KV cache 和 bf16 权重副本只在生成时需要：release 之后释放，下一次生成重新分配，结果不变。"""
+    import copy
+
+    from common.fast_decode import decode_weights
+
+    m = copy.deepcopy(model)  # 自己的一份：不和别的测试共用解码器缓存
+    ids, mask = _prompts()
+    dec = StaticDecoder(m, 8, 128, [7, 11], 0, 4, compile=False, dtype=torch.bfloat16)
+    first = dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False)
+    weights = decode_weights(m, torch.bfloat16)
+    kv = 2 * 3 * 8 * 2 * 128 * 16 * 2  # k 和 v × 3 层 × (8 行, 2 个 kv 头, 128 槽, 16 维) × 2 B
+    assert dec.nbytes == kv and weights.nbytes > 0
+    version = weights.version
+    dec.release()
+    weights.release()
+    assert dec.nbytes == 0 and weights.nbytes == 0, "release 之后不应再持有 KV cache 和权重副本"
+    again = dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False)
+    assert torch.equal(again, first)
+    assert weights.version == version + 1, (
+        "副本重新分配后地址变了：version 要变，CUDA graph 才会重新捕获"
+    )
+    assert dec.nbytes == kv
