@@ -71,11 +71,15 @@ def _layer_step(
     valid,
     eps: float,
     scale: float,
+    attention: str = "reduce",
 ):
     """One decoder layer for one new token per row.
 
     h (B, D); kc/vc (B, KV, S, hd) written in place at ``slot`` (a (1,) long tensor);
     cos/sin (B, 1, hd); valid (B, S) bool — which cache slots this row may attend to.
+    ``attention``: "einsum" (batched matmuls: with 2 query heads per kv head they are (2 × hd)·(hd × S)
+    products that cuBLAS runs far below bandwidth) or "reduce" (the same sums written as multiply +
+    sum, which inductor fuses into reductions that read the cache once; fp32 accumulation either way).
     """
     B = h.shape[0]
     KV, hd = kc.shape[1], kc.shape[3]
@@ -87,10 +91,17 @@ def _layer_step(
     kc.index_copy_(2, slot, k.unsqueeze(2))
     vc.index_copy_(2, slot, v.unsqueeze(2))
     qg = q.view(B, KV, -1, hd)  # grouped-query attention: G query heads share one kv head
-    scores = torch.einsum("bkgd,bksd->bkgs", qg, kc).float() * scale
+    if attention == "einsum":
+        scores = torch.einsum("bkgd,bksd->bkgs", qg, kc).float() * scale
+    else:  # (B, KV, G, 1, hd) * (B, KV, 1, S, hd) summed over hd, in fp32
+        scores = (qg.float().unsqueeze(3) * kc.float().unsqueeze(2)).sum(-1) * scale
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(h.dtype)
-    attn = torch.einsum("bkgs,bksd->bkgd", probs, vc).reshape(B, -1)
+    probs = torch.softmax(scores, dim=-1)
+    if attention == "einsum":
+        attn = torch.einsum("bkgs,bksd->bkgd", probs.to(h.dtype), vc)
+    else:  # (B, KV, G, S, 1) * (B, KV, 1, S, hd) summed over S, in fp32
+        attn = (probs.unsqueeze(-1) * vc.float().unsqueeze(2)).sum(3).to(h.dtype)
+    attn = attn.reshape(B, -1)
     h = h + F.linear(attn, wo)
     x = _rms(h, ln2, eps)
     return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
@@ -264,6 +275,7 @@ class StaticDecoder:
         steps_per_graph: int = 16,
         compile: bool = True,
         dtype: torch.dtype | None = None,
+        attention: str | None = None,
     ):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
@@ -293,6 +305,10 @@ class StaticDecoder:
         self.out = torch.full(
             (B, S), pad_token_id, device=dev, dtype=torch.long
         )  # generated tokens by column
+        # "reduce" only pays off compiled (eager, it would materialise (B, KV, G, S, hd) in fp32)
+        self.attention = attention or ("reduce" if compile else "einsum")
+        if self.attention not in ("reduce", "einsum"):
+            raise ValueError(f"attention={attention!r}：只能是 reduce 或 einsum")
         self.layer_fn = (
             torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
         )
@@ -352,7 +368,9 @@ class StaticDecoder:
         h = F.embedding(self.token, W.embed)
         cos, sin = self.cos_table[self.pos][:, None], self.sin_table[self.pos][:, None]
         for w, kc, vc in zip(W.layers, self.k, self.v):
-            h = self.layer_fn(h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale)
+            h = self.layer_fn(
+                h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale, self.attention
+            )
         logits = F.linear(_rms(h, W.norm, self.eps), W.lm_head).float()
         nxt = self.sample(logits, how)
         self.slot += 1
@@ -475,7 +493,8 @@ def fast_generate(
     batch_bucket: int = 16,
     len_bucket: int = 128,
     dtype: torch.dtype | None = None,
-    release: bool = True,
+    attention: str | None = None,
+    release: bool = False,
 ) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
 
@@ -484,9 +503,11 @@ def fast_generate(
     compiles and captures (seconds); later calls only replay.
     ``dtype``: decode dtype; default: the autocast dtype if CUDA autocast is on (fp32 master weights trained
     under bf16 autocast decode in bf16), else the model's dtype.
+    ``attention``: "reduce" (default when compiled) or "einsum" (see `_layer_step`).
     ``release``: free the rollout-only memory (static KV caches, weight copies, CUDA graphs) before
-    returning, so that it is not held through the training step; the next call makes it again and
-    re-captures its graph (no recompilation). ``release=False`` keeps it for back-to-back generations.
+    returning; the next call makes it again and re-captures its graph (no recompilation, but a
+    warm-up and a capture: measured in L2.06). The default keeps it, and the training step borrows
+    it instead (`host_gradients`).
     """
     if not prompt_ids.is_cuda:
         raise ValueError("fast_generate 只在 CUDA 上可用；CPU 上请用 common.rollout 的 eager 路径")
@@ -504,11 +525,20 @@ def fast_generate(
         steps_per_graph,
         compile,
         dtype,
+        attention,
     )
     cache = _DECODERS.setdefault(model, {})
     if key not in cache:
         cache[key] = StaticDecoder(
-            model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype
+            model,
+            key[0],
+            key[1],
+            eos_token_ids,
+            pad_token_id,
+            steps_per_graph,
+            compile,
+            dtype,
+            attention,
         )
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
     out = cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
@@ -524,6 +554,43 @@ def free_rollout_memory(model) -> None:
         decoder.release()
     for weights in _WEIGHTS.get(_base_model(model), {}).values():
         weights.release()
+
+
+def rollout_buffers(model) -> list[torch.Tensor]:
+    """The tensors that only the rollout needs, at fixed addresses: every decoder's static KV cache and
+    the decode-weight copies (empty before the first fast generation and after `free_rollout_memory`)."""
+    kv = [t for d in _DECODERS.get(model, {}).values() for t in (d.k or []) + (d.v or [])]
+    copies = [c for w in _WEIGHTS.get(_base_model(model), {}).values() for c in w._copies or []]
+    return kv + copies
+
+
+def host_gradients(params, buffers: Sequence[torch.Tensor], align: int = 256) -> int:
+    """Lend rollout-only memory to the gradients: give each parameter (in order, as long as room is
+    left) a zeroed ``.grad`` that is a view into ``buffers``; backward then accumulates into it in place.
+
+    Between the end of a rollout and the next one, the KV cache and the decode-weight copies hold
+    nothing anyone reads (the next generation rewrites the cache from the prompt and re-syncs the
+    copies), yet they must keep their addresses for the captured CUDA graphs. Gradients live exactly
+    in that window (created by backward, dropped by ``zero_grad(set_to_none=True)``), so they can use
+    it. Call after the rollout, before the first backward of the step; never generate while these
+    gradients are still needed. Parameters that get no room keep ordinary gradients. Returns the bytes
+    hosted.
+    """
+    pools = [b.view(-1).view(torch.uint8) for b in buffers if b.is_contiguous() and b.numel()]
+    used = [0] * len(pools)  # bytes handed out from each buffer so far
+    hosted = 0
+    for p in params:
+        if not p.requires_grad or p.grad is not None:
+            continue
+        need = p.numel() * p.element_size()
+        for i, pool in enumerate(pools):  # first fit
+            if pool.device == p.device and used[i] + need <= pool.numel():
+                view = pool[used[i] : used[i] + need].view(p.dtype).view(p.shape)
+                p.grad = view.zero_()
+                used[i] += -(-need // align) * align
+                hosted += need
+                break
+    return hosted
 
 
 def rollout_memory_bytes(model) -> int:
