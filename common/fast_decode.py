@@ -289,6 +289,7 @@ class StaticDecoder:
         self.kv_shape, self.n_layers, self.dtype = (B, KV, S, hd), cfg.num_hidden_layers, dt
         self.k: list[torch.Tensor] | None = None  # static KV cache, made by _allocate()
         self.v: list[torch.Tensor] | None = None
+        self.kv_flat: torch.Tensor | None = None  # the one buffer that self.k and self.v view
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
         self.cos_table, self.sin_table = (
@@ -323,22 +324,22 @@ class StaticDecoder:
     lm_head = property(lambda self: self.weights.lm_head)
 
     def _allocate(self) -> None:
-        dev = self.token.device
-        self.k = [
-            torch.zeros(self.kv_shape, device=dev, dtype=self.dtype) for _ in range(self.n_layers)
-        ]
-        self.v = [
-            torch.zeros(self.kv_shape, device=dev, dtype=self.dtype) for _ in range(self.n_layers)
-        ]
+        # One allocation for the whole cache, viewed per layer: a single contiguous buffer can later
+        # host even the largest gradient (the embedding's) while no rollout is running.
+        n, layers = math.prod(self.kv_shape), self.n_layers
+        self.kv_flat = torch.zeros(2 * layers * n, device=self.token.device, dtype=self.dtype)
+        views = [self.kv_flat[i * n : (i + 1) * n].view(self.kv_shape) for i in range(2 * layers)]
+        self.k, self.v = views[:layers], views[layers:]
 
     @property
     def nbytes(self) -> int:
         """Bytes of the static KV cache right now (0 after `release()`)."""
-        return sum(t.numel() * t.element_size() for t in (self.k or []) + (self.v or []))
+        kv = self.kv_flat
+        return 0 if kv is None else kv.numel() * kv.element_size()
 
     def release(self) -> None:
         """Free the static KV cache and the CUDA graphs (graphs point at the freed addresses)."""
-        self.k = self.v = None
+        self.k = self.v = self.kv_flat = None
         self.graphs.clear()
 
     # -- one token for every row ------------------------------------------------------------------
@@ -559,7 +560,7 @@ def free_rollout_memory(model) -> None:
 def rollout_buffers(model) -> list[torch.Tensor]:
     """The tensors that only the rollout needs, at fixed addresses: every decoder's static KV cache and
     the decode-weight copies (empty before the first fast generation and after `free_rollout_memory`)."""
-    kv = [t for d in _DECODERS.get(model, {}).values() for t in (d.k or []) + (d.v or [])]
+    kv = [d.kv_flat for d in _DECODERS.get(model, {}).values() if d.kv_flat is not None]
     copies = [c for w in _WEIGHTS.get(_base_model(model), {}).values() for c in w._copies or []]
     return kv + copies
 

@@ -123,14 +123,15 @@ def _chunk_hidden(h: torch.Tensor, w: torch.Tensor, tok: torch.Tensor, temperatu
     不经过一次 bf16 舍入（GPU 上打开 TF32 时，bf16 的输入在 TF32 里是精确的，结果等于
     「bf16 相乘、float32 累加」）。
     """
-    z = (h.float() @ w.float().T) / temperature  # (n, V) float32：只有这一块
-    lse = torch.logsumexp(z, dim=-1)
-    logp = z.gather(-1, tok.unsqueeze(-1)).squeeze(-1) - lse
-    with (
-        torch.no_grad()
-    ):  # 熵只用来看曲线，不求导；backward 重算这一块时 checkpoint 会提前停下，不会再算它
-        logp_all = z - lse.unsqueeze(-1)  # 写成 -Σ p·log p：logits 很大时比 lse - Σ p·z 少抵消
-        ent = -(logp_all.exp() * logp_all).sum(-1)
+    # 外层若开着 autocast，它会把这次矩阵乘改回 bf16：这里关掉
+    with torch.autocast(h.device.type, enabled=False):
+        z = (h.float() @ w.float().T) / temperature  # (n, V) float32：只有这一块
+        lse = torch.logsumexp(z, dim=-1)
+        logp = z.gather(-1, tok.unsqueeze(-1)).squeeze(-1) - lse
+        # 熵只用来看曲线，不求导；backward 重算这一块时 checkpoint 会提前停下，不会再算它
+        with torch.no_grad():
+            logp_all = z - lse.unsqueeze(-1)  # 写成 -Σ p·log p：logits 很大时比 lse - Σ p·z 少抵消
+            ent = -(logp_all.exp() * logp_all).sum(-1)
     return logp, ent
 
 

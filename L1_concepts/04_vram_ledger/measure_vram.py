@@ -29,10 +29,14 @@ import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
 from common import vram  # noqa: E402
+from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
 from common.models import PresetError, get_preset, load_model, resolve_device  # noqa: E402
+from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 
+# GPU 上每块的行数（grpo_train.py 用同一个数）：256 行 × 151,936 × 4 B ≈ 0.15 GiB 一块
+HIDDEN_CHUNK_ROWS = 256
 PHASES = ("loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step")
 LABELS = {
     "loaded": "加载后",
@@ -79,6 +83,21 @@ def parse_args(argv=None):
         help="把 PyTorch 能用的显存限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）",
     )
     ap.add_argument("--steps", type=int, default=2, help="跑几步，报告最后一步（默认 2）")
+    ap.add_argument(
+        "--logprobs",
+        choices=["hidden", "logits"],
+        default="hidden",
+        help="hidden（默认，同 grpo_train.py）：从 hidden state 分块算，不出现 logits；"
+        "logits：先算出 (B,T,V) logits 再 token_logprobs（L2.02 第 3 节的写法）",
+    )
+    ap.add_argument(
+        "--rollout-memory",
+        choices=["host", "keep", "release"],
+        default="host",
+        help="快速解码器的 KV cache 和权重副本在训练时：host（默认，同 grpo_train.py）= 借给梯度；"
+        "keep = 闲置；release = 每次生成完释放、下次重新分配并重新捕获 CUDA graph",
+    )
+    ap.add_argument("--optimizer", choices=OPTIMIZERS, help="默认取预设的推荐值（没有就是 adamw）")
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -95,6 +114,7 @@ def parse_args(argv=None):
     a.group = a.group or d.get("group_size", 8)
     a.max_new_tokens = a.max_new_tokens or d.get("max_new_tokens", 512)
     a.beta = d.get("beta", 0.0) if a.beta is None else a.beta
+    a.optimizer = a.optimizer or d.get("optimizer", "adamw")
     bad = [
         msg
         for cond, msg in [
@@ -179,8 +199,10 @@ def main(argv=None) -> int:
             p.data = p.data.float() if p.requires_grad else p.data
         if a.checkpointing:
             model.gradient_checkpointing_enable()
+        if cuda:  # 与 grpo_train.py 相同：log-prob 块的 fp32 矩阵乘走 TF32 tensor core
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+        opt = make_optimizer(params, a.optimizer, lr=a.lr, weight_decay=0.0)
     amp = (
         (lambda: torch.autocast(device.type, dtype=preset.dtype))
         if preset.dtype != torch.float32
@@ -200,13 +222,22 @@ def main(argv=None) -> int:
 
     def logprobs(net, ro, rows, entropy=False):
         T = ro.completion_ids.shape[1]
+        inputs = dict(
+            input_ids=ro.sequences[rows],
+            attention_mask=ro.attention_mask[rows],
+            position_ids=ro.position_ids[rows],
+        )
+        if a.logprobs == "hidden":  # 与 grpo_train.py 相同的路径（L2.02 第 6 节）
+            base = net.get_base_model() if preset.lora_rank else net
+            with amp():
+                h = base.model(**inputs).last_hidden_state[:, -(T + 1) :]
+            rows_per_chunk = HIDDEN_CHUNK_ROWS if cuda else LM.CHUNK_ROWS
+            logp, ent = LM.hidden_token_logprobs(
+                h, base.lm_head.weight, ro.completion_ids[rows], 1.0, rows_per_chunk
+            )
+            return logp, ent if entropy else None
         with amp():
-            logits = net(
-                input_ids=ro.sequences[rows],
-                attention_mask=ro.attention_mask[rows],
-                position_ids=ro.position_ids[rows],
-                logits_to_keep=T + 1,
-            ).logits[:, :-1]
+            logits = net(**inputs, logits_to_keep=T + 1).logits[:, :-1]
         return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(
             logits
         ) if entropy else None
@@ -225,6 +256,8 @@ def main(argv=None) -> int:
                 generator=gen,
                 backend=a.backend,
             )
+            if a.rollout_memory == "release":
+                free_rollout_memory(model)
         model.train()
         texts = [
             tok.decode(ids[:n], skip_special_tokens=True)
@@ -247,6 +280,8 @@ def main(argv=None) -> int:
                         [logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs]
                     )
         with phase("backward"):
+            if cuda and a.rollout_memory == "host":  # 梯度借住 KV cache 和权重副本的显存
+                hosted = host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, _ = logprobs(model, ro, mb)
                 loss, _ = LOSS.grpo_loss(

@@ -14,8 +14,10 @@ from tqdm import tqdm
 
 from common import data as D
 from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from common.fast_decode import host_gradients, rollout_buffers
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
+from common.optim import OPTIMIZERS, make_optimizer
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
 
@@ -26,6 +28,7 @@ DEFAULTS = dict(
     lr=1e-6, beta=0.0, eps_low=0.2, eps_high=None,  # beta=0：不要参考模型（TRL 默认）；eps_high=None 即等于 eps_low
     aggregation="sequence_mean", temperature=1.0, top_p=1.0, num_iterations=1,  # 每批 rollout 做几次优化（GRPO 论文的 μ）
     micro_batch=32, grad_clip=1.0, weight_decay=0.0,  # weight decay 会在 advantage 全为 0 时照样改动权重，RL 里关掉
+    optimizer="adamw",  # adamw：fp32 的 m、v | adamw8bit：8-bit 的 m、v（torchao；L1.04 的 1.7B 全参实验）
     reward="correctness", eval_every=10, save_every=10, n_heldout=200, difficulty=2, n_train=5000,
 )
 RESUME_CAN_CHANGE = ("resume", "steps", "eval_every", "save_every")  # 续跑时只有这些能改，其余改了就不是同一个实验
@@ -69,6 +72,7 @@ def get_config(argv=None):
         (not c.temperature > 0 or not 0 < c.top_p <= 1, "--temperature 必须 > 0，--top-p 必须在 (0, 1]"),
         (c.aggregation not in ("sequence_mean", "token_mean", "constant"), "--aggregation 只能是 sequence_mean | token_mean | constant"),
         (c.beta < 0 or c.lr <= 0 or c.eps_low <= 0, "--beta 不能为负，--lr 和 --eps-low 必须 > 0"),
+        (c.optimizer not in OPTIMIZERS, f"--optimizer 只能是 {' | '.join(OPTIMIZERS)}"),
         (c.data is not None and not Path(c.data).is_file(), f"--data 指向的文件不存在：{c.data}"),
         (Path(c.out, "config.json").exists(), f"{c.out} 里已经有一次运行：续跑用 --resume {c.out}，否则换一个 --out"),
     ] if bad]
@@ -98,9 +102,10 @@ def main(cfg):
         p.data = p.data.float() if p.requires_grad else p.data
     if device.type == "cuda":  # GPU：重算激活换显存（L1.04 的账本按开着算）；tiny 在 CPU 上不需要
         model.gradient_checkpointing_enable()
+        torch.backends.cuda.matmul.fp32_precision = "tf32"  # log-prob 块的 fp32 矩阵乘走 tensor core
     amp = (lambda: torch.autocast(device.type, dtype=preset.dtype)) if preset.dtype != torch.float32 else nullcontext
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.99), weight_decay=cfg.weight_decay)
+    opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 采样和选题共用的随机数发生器，checkpoint 会保存它
 
     # ---- 数据：训练题 + 固定的 held-out 题（评估永远用同一批题，曲线才可比）----
@@ -116,12 +121,13 @@ def main(cfg):
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵不参与求导，只用来观察）。形状都是 (M, T)。"""
         T = ro.completion_ids.shape[1]  # 位置编码用 rollout 时的（左填充的 pad 不占位置），否则算的不是采样时的概率
-        with amp():  # 只算最后 T+1 个位置的 logits：位置 t 的 logits 预测第 t+1 个 token，prompt 部分的用不上
-            logits = net(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                         position_ids=ro.position_ids[rows], logits_to_keep=T + 1).logits[:, :-1]
-        if cfg.temperature != 1.0:  # 被优化的是「真正采样用的分布」：和 rollout 一样除以温度（TRL 同）
-            logits = logits / cfg.temperature
-        return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(logits.detach())
+        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里，照样生效
+        with amp():  # 只跑到最后一层 hidden state（最后 T+1 个位置）：完整的 (M, T, V) logits 从不出现
+            h = base.model(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
+                           position_ids=ro.position_ids[rows]).last_hidden_state[:, -(T + 1):]
+        # lm_head 分块在 fp32 里算（L2.02 第 6 节）；温度：被优化的是真正采样用的分布（TRL 同）
+        return LM.hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows], cfg.temperature,
+                                        256 if device.type == "cuda" else LM.CHUNK_ROWS)
 
     @torch.no_grad()
     def evaluate(problems, batch=64):
@@ -190,6 +196,8 @@ def main(cfg):
         # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加结果 == 整批一次算
         stats, ents = [], []
         for it in range(cfg.num_iterations):  # μ > 1 时同一批数据再优化几次，ratio 才会偏离 1、clip 才起作用
+            if device.type == "cuda":  # 梯度借住 rollout 专用的显存（KV cache、bf16 权重副本）：下次生成前用完
+                host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
                 ents += [ent] if it == 0 else []  # 熵：采样时策略的熵（第一次 forward 时参数还没动）
