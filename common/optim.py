@@ -14,8 +14,6 @@ import torch
 
 OPTIMIZERS = ("adamw", "adamw8bit")
 TORCHAO_PIN = "torchao==0.18.0"  # the version tried here: torch 2.13 (CPU) and 2.11 (H200)
-# Bytes of optimizer state per trainable parameter, for the VRAM ledger (m and v).
-STATE_BYTES = {"adamw": 8, "adamw8bit": 2 + 2 * 4 / 256}
 
 
 class OptimizerError(ValueError):
@@ -30,9 +28,15 @@ def make_optimizer(
     betas: tuple[float, float] = (0.9, 0.99),
     weight_decay: float = 0.0,
 ) -> torch.optim.Optimizer:
-    """AdamW over ``params`` with fp32 (``"adamw"``) or 8-bit (``"adamw8bit"``) states."""
+    """AdamW over ``params`` with fp32 (``"adamw"``) or 8-bit (``"adamw8bit"``) states.
+
+    On CUDA, "adamw" is torch's fused kernel (what TRL/transformers use by default): one pass per
+    tensor and no temporary the size of all the states, unlike the default multi-tensor (foreach)
+    path, which the CPU keeps (bit-identical resumes are tested there)."""
+    params = list(params)
     if name == "adamw":
-        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay)
+        fused = bool(params) and all(p.is_cuda for p in params)
+        return torch.optim.AdamW(params, lr=lr, betas=betas, weight_decay=weight_decay, fused=fused)
     if name == "adamw8bit":
         try:
             from torchao.optim import AdamW8bit

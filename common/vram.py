@@ -298,13 +298,22 @@ COMPUTE_BYTES = 2  # activations, logits and KV cache in bf16 (fp32 weights run 
 #   chunked_ckpt the course's solutions.l2_02 token_logprobs (chunks under activation checkpointing):
 #                logits 2 + bf16 copy 2 + grad buffer 2 + one full-size slice grad in flight 2
 #                + out-of-place accumulation 2 = 10; no full fp32 tensor at any time
-LOGPROB_BYTES = {"naive": 14, "chunked": 11.5, "chunked_ckpt": 10}
+#   hidden       solutions.l2_02 hidden_token_logprobs (L2.02 section 6; grpo_train.py): no per-element
+#                term at all, the (B, T, V) logits never exist; see HIDDEN_CHUNK_ROWS below
+LOGPROB_BYTES = {"naive": 14, "chunked": 11.5, "chunked_ckpt": 10, "hidden": 0}
 # No-grad log-probs (old/reference, and the entropy): logits 2 + bf16 copy 2 per element, plus
 # fp32 temporaries of one chunk of rows (upcast, log-softmax, exp, ...: ~12 bytes per element).
 NOGRAD_LOGPROB_BYTES = 4
 LOGPROB_CHUNK_ROWS = 128  # = solutions/l2_02_logprobs_and_masks.py CHUNK_ROWS
 NOGRAD_CHUNK_BYTES = 12
 CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x - lse, exp, grad
+# The hidden-state path: rows per chunk on the GPU (= HIDDEN_CHUNK_ROWS in measure_vram.py and the 256
+# in grpo_train.py). Its backward peak is one recomputed chunk (CHUNK_BACKWARD_BYTES per element)
+# plus that chunk's fp32 gradient of the lm_head weight (V x H x 4) before it is added to the rest.
+HIDDEN_CHUNK_ROWS = 256
+# torchao.optim.AdamW8bit (optimizer="adamw8bit"): m and v as 8-bit codes, one fp32 scale per block of
+# 256 values each (torchao/optim/subclass_8bit.py); replaces the 8 bytes of fp32 m + v.
+ADAMW8BIT_STATE_BYTES = 2 + 2 * 4 / 256
 
 # While one decoder layer runs its backward, the gradients of its intermediates add about a quarter
 # of its saved activations on top (counted on CPU with a live-tensor tracker, tests/common/test_vram.py).
@@ -354,7 +363,9 @@ class Settings:
     checkpointing: bool = True  # gradient checkpointing of every decoder layer
     logprobs: str = "chunked_ckpt"  # naive | chunked | chunked_ckpt (see LOGPROB_BYTES)
     logits_over: str = "completion"  # completion (logits_to_keep) | all (every position)
-    optimizer: str = "foreach"  # foreach (torch default) | fused
+    optimizer: str = (
+        "foreach"  # foreach (torch default) | fused | adamw8bit (torchao, 8-bit m and v)
+    )
     layout: str = (
         "policy"  # policy: the policy model generates (our script) | colocate: + a vLLM engine
     )
@@ -365,6 +376,9 @@ class Settings:
         "eager"  # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
     )
     ref_bytes: int = 2  # reference weights: 2 = frozen bf16 copy (grpo_train.py), 4 = fp32 (TRL: the policy's dtype)
+    # fast rollout only: gradients live in the decoder's KV buffer and weight copies between rollouts
+    # (common.fast_decode.host_gradients, as grpo_train.py does)
+    host_grads: bool = False
 
     def __post_init__(self):
         checks = {
@@ -372,7 +386,7 @@ class Settings:
             "precision": (self.precision, tuple(PRECISIONS)),
             "logprobs": (self.logprobs, tuple(LOGPROB_BYTES)),
             "logits_over": (self.logits_over, ("completion", "all")),
-            "optimizer": (self.optimizer, ("foreach", "fused")),
+            "optimizer": (self.optimizer, ("foreach", "fused", "adamw8bit")),
             "layout": (self.layout, ("policy", "colocate")),
             "rollout_backend": (self.rollout_backend, ("eager", "fast")),
         }
@@ -608,18 +622,22 @@ def ledger(
     add("weights", "权重（策略模型）", w_bytes, w_formula)
     add("gradients", "梯度", trainable * gb, f"可训练 {trainable / 1e6:.1f}M × {gb} B")
     opt_what = {12: "fp32 主权重 + m + v", 8: "fp32 m + v", 4: "bf16 m + v"}[ob]
+    if s.optimizer == "adamw8bit":  # only m and v shrink; an fp32 master copy ("mixed") stays
+        ob, opt_what = ob - 8 + ADAMW8BIT_STATE_BYTES, opt_what.replace("m + v", "8-bit m + v")
     add(
         "optimizer",
         "AdamW 状态",
         trainable * ob,
-        f"可训练 {trainable / 1e6:.1f}M × {ob} B（{opt_what}）",
+        f"可训练 {trainable / 1e6:.1f}M × {ob:g} B（{opt_what}）",
     )
     temp = trainable * tb if s.optimizer == "foreach" else 0
     add(
         "optimizer_temp",
         "AdamW step 临时量",
         temp,
-        f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B" if temp else "fused：无",
+        f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B"
+        if temp
+        else f"{s.optimizer}：逐参数更新，无",
     )
 
     ref = 0.0
@@ -675,6 +693,16 @@ def ledger(
     per = LOGPROB_BYTES[s.logprobs]
     logits = elems * per
     formula = f"{mb}×{positions} 位置 × {m.vocab} 词表 × {per:g} B（{s.logprobs}）"
+    hidden_rows = min(HIDDEN_CHUNK_ROWS, mb * positions)
+    if (
+        s.logprobs == "hidden"
+    ):  # no (B, T, V) tensor: one recomputed chunk + its lm_head weight grad
+        lm_grad = m.vocab * m.hidden * 4 if s.method == "full" else 0
+        logits = CHUNK_BACKWARD_BYTES * hidden_rows * m.vocab + lm_grad
+        formula = (
+            f"不出现 (B,T,V)：一块 {hidden_rows} 行 × {m.vocab} × {CHUNK_BACKWARD_BYTES} B"
+            + (f" + 这块给 lm_head 的 fp32 梯度 {m.vocab}×{m.hidden}×4 B" if lm_grad else "")
+        )
     if s.logprobs == "chunked_ckpt":
         # before the grads pile up, the first recomputed chunk's fp32 temporaries sit on top of
         # logits + copy + one slice grad (6 B per element); with few chunks that moment is the peak
@@ -689,12 +717,15 @@ def ledger(
         + NOGRAD_CHUNK_BYTES * min(LOGPROB_CHUNK_ROWS, mb * positions) * m.vocab
         + tokens * nograd_layer_bytes_per_token(m)
     )
-    add(
-        "nograd_forward",
-        "旧/参考 log-prob 前向（no_grad）",
-        nograd,
-        f"bf16 logits + 拷贝 {mb}×{positions}×{m.vocab}×{NOGRAD_LOGPROB_BYTES} B + 一块 fp32 临时量 + 一层的中间量",
-    )
+    nograd_formula = f"bf16 logits + 拷贝 {mb}×{positions}×{m.vocab}×{NOGRAD_LOGPROB_BYTES} B + 一块 fp32 临时量 + 一层的中间量"
+    if s.logprobs == "hidden":
+        nograd = NOGRAD_CHUNK_BYTES * hidden_rows * m.vocab + tokens * nograd_layer_bytes_per_token(
+            m
+        )
+        nograd_formula = (
+            f"一块 fp32 临时量 {hidden_rows}×{m.vocab}×{NOGRAD_CHUNK_BYTES} B + 一层的中间量"
+        )
+    add("nograd_forward", "旧/参考 log-prob 前向（no_grad）", nograd, nograd_formula)
 
     # ---- rollout: the policy generates (policy), or a colocated engine holds weights + KV (colocate) ----
     kv = s.concurrent * seq * m.kv_bytes_per_token(COMPUTE_BYTES)
@@ -786,9 +817,19 @@ def ledger(
     engine = get("engine") + get(
         "fast_decoder"
     )  # resident for the whole step (after the first rollout)
+    # the fast decoder's prefill runs with the autocast weight cache off (common.fast_decode)
+    rollout_autocast = 0.0 if "fast_decoder" in g else autocast
+    # hosted gradients sit inside the decoder's buffers: no memory of their own
+    if s.host_grads and "fast_decoder" in g:
+        grads = max(0.0, grads - g["fast_decoder"].nbytes)
     L.phases = {
         "loaded": loaded + get("engine"),
-        "rollout": loaded + opt + engine + autocast + get("kv_cache") + get("rollout_workspace"),
+        "rollout": loaded
+        + opt
+        + engine
+        + rollout_autocast
+        + get("kv_cache")
+        + get("rollout_workspace"),
         "ref_forward": loaded + opt + engine + autocast + g["nograd_forward"].nbytes,
         # the logits' backward runs first and is freed before the layers' backward starts: max, not sum
         "backward": loaded
@@ -1095,7 +1136,16 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--logits-over", choices=("completion", "all"), help="只算回答位置的 logits，还是全部位置"
     )
-    p.add_argument("--optimizer", choices=("foreach", "fused"), help="torch AdamW 的实现")
+    p.add_argument(
+        "--optimizer",
+        choices=("foreach", "fused", "adamw8bit"),
+        help="foreach / fused：torch AdamW 的两种实现；adamw8bit：torchao 的 8-bit 状态",
+    )
+    p.add_argument(
+        "--host-grads",
+        action=argparse.BooleanOptionalAction,
+        help="快速 rollout 时梯度借住解码器的 KV cache 和权重副本（grpo_train.py 的做法）",
+    )
     p.add_argument(
         "--layout",
         choices=("policy", "colocate"),

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import importlib
 import json
 import sys
@@ -98,6 +99,11 @@ def parse_args(argv=None):
         "keep = 闲置；release = 每次生成完释放、下次重新分配并重新捕获 CUDA graph",
     )
     ap.add_argument("--optimizer", choices=OPTIMIZERS, help="默认取预设的推荐值（没有就是 adamw）")
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="LoRA 预设改成全参数微调（同一个基座，不加 adapter）：L1.04 的 1.7B 全参实验",
+    )
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -109,6 +115,8 @@ def parse_args(argv=None):
         preset = get_preset(a.preset)
     except PresetError as err:
         ap.error(str(err))
+    if a.full and preset.lora_rank:  # 同一个基座，不加 adapter：全部参数可训练
+        preset = dataclasses.replace(preset, name=preset.name.removesuffix("-lora"), lora_rank=None)
     d = preset.defaults
     a.prompts = a.prompts or d.get("prompts_per_step", 8)
     a.group = a.group or d.get("group_size", 8)
@@ -242,6 +250,7 @@ def main(argv=None) -> int:
             logits
         ) if entropy else None
 
+    hosted = 0  # 梯度借住 rollout 显存的字节数（--rollout-memory host）
     for step in range(a.steps):
         batch = problems[step * a.prompts : (step + 1) * a.prompts]
         model.eval()  # 生成时关掉训练模式：开了 gradient checkpointing 的训练模式下 HF 不建 KV cache
@@ -325,7 +334,9 @@ def main(argv=None) -> int:
         beta=a.beta,
         precision="fp32",
         checkpointing=a.checkpointing,
-        logprobs="chunked_ckpt",
+        logprobs="hidden" if a.logprobs == "hidden" else "chunked_ckpt",
+        optimizer="adamw8bit" if a.optimizer == "adamw8bit" else ("fused" if cuda else "foreach"),
+        host_grads=cuda and backend == "fast" and a.rollout_memory == "host",
         logits_over="completion",
         layout="policy",
         rollout_backend=backend,
@@ -336,7 +347,11 @@ def main(argv=None) -> int:
     led = vram.ledger(shape, settings, gpu_gb)
     pred = dict(led.phases)
 
-    print(f"\n账本设定：{settings.short()}，rollout={backend}")
+    print(
+        f"\n账本设定：{settings.short()}，rollout={backend}，log-prob={a.logprobs}，"
+        f"优化器 {a.optimizer}，rollout 显存 {a.rollout_memory}"
+        + (f"（梯度借住 {hosted / vram.GiB:.2f} GiB）" if hosted else "")
+    )
     if preset.dtype == torch.float32:
         print(
             "注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。"
@@ -380,6 +395,11 @@ def main(argv=None) -> int:
         "cap_gb": a.cap_gb,
         "phases": rows,
         "torch": torch.__version__,
+        "rollout_memory": a.rollout_memory,
+        "logprobs": a.logprobs,
+        "optimizer": a.optimizer,
+        "hosted_grad_gib": hosted / vram.GiB,
+        "last_step_s": {k: timings[k] for k in PHASES[1:5]},
     }
     if cuda:
         peak = max(r["measured_gib"] for r in rows if r["phase"] not in END_OF_PHASE)
@@ -422,5 +442,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except NotImplementedError as err:  # --impl exercises 而练习还没写完
         sys.exit(f"还没实现：{err} 先让 pytest --impl exercises tests/L2 通过再来测显存。")
-    except (D.DataError, PresetError) as err:
+    except (D.DataError, PresetError, OptimizerError) as err:
         sys.exit(f"错误：{err}")
