@@ -90,6 +90,13 @@ def _layer_step(
     q, k = _rope(q, cos, sin), _rope(k, cos, sin)
     kc.index_copy_(2, slot, k.unsqueeze(2))
     vc.index_copy_(2, slot, v.unsqueeze(2))
+    if attention == "sdpa":  # PyTorch's fused attention kernel; True in the mask = may attend
+        attn = F.scaled_dot_product_attention(
+            q.unsqueeze(2), kc, vc, attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=True
+        ).reshape(B, -1)
+        h = h + F.linear(attn, wo)
+        x = _rms(h, ln2, eps)
+        return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
     qg = q.view(B, KV, -1, hd)  # grouped-query attention: G query heads share one kv head
     if attention == "einsum":
         scores = torch.einsum("bkgd,bksd->bkgs", qg, kc).float() * scale
@@ -105,6 +112,10 @@ def _layer_step(
     h = h + F.linear(attn, wo)
     x = _rms(h, ln2, eps)
     return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
+
+
+# Default attention of the decode step (see `_layer_step`), chosen by L2.06's bench_rollout.py on the H200.
+ATTENTION = "einsum"
 
 
 def _bucket(n: int, size: int) -> int:
@@ -129,6 +140,8 @@ class DecodeWeights:
 
     def __init__(self, model, dtype: torch.dtype):
         self.dtype, self.version = dtype, 0
+        self._device = next(model.parameters()).device
+        self.flat: torch.Tensor | None = None  # the one buffer the copies view
         self._sources: list[Callable[[], torch.Tensor]] = []  # one per copy, in creation order
         self._copies: list[torch.Tensor] | None = None
         seen: dict[int, object] = {}
@@ -200,13 +213,20 @@ class DecodeWeights:
     @property
     def nbytes(self) -> int:
         """Bytes held by the copies right now (0 after `release()` or when every weight is zero-copy)."""
-        return sum(c.numel() * c.element_size() for c in self._copies or [])
+        return 0 if self.flat is None else self.flat.numel() * self.flat.element_size()
 
     @torch.no_grad()
     def sync(self) -> None:
         """Refresh the copies from the live parameters (in place, same addresses), or make them anew."""
         if self._copies is None:
-            self._copies = [src().to(self.dtype) for src in self._sources]
+            # one buffer for all copies (like the KV cache): between rollouts it can host large gradients
+            srcs = [src() for src in self._sources]
+            flat = torch.empty(sum(t.numel() for t in srcs), dtype=self.dtype, device=self._device)
+            self._copies, offset = [], 0
+            for t in srcs:
+                self._copies.append(flat[offset : offset + t.numel()].view(t.shape).copy_(t))
+                offset += t.numel()
+            self.flat = flat
             self.version += 1
         else:
             for src, dst in zip(self._sources, self._copies):
@@ -215,7 +235,7 @@ class DecodeWeights:
     def release(self) -> None:
         """Free the copies (zero-copy weights are the model's own and stay)."""
         if self._copies:
-            self._copies = None
+            self._copies = self.flat = None
 
 
 @torch.no_grad()
@@ -306,10 +326,9 @@ class StaticDecoder:
         self.out = torch.full(
             (B, S), pad_token_id, device=dev, dtype=torch.long
         )  # generated tokens by column
-        # "reduce" only pays off compiled (eager, it would materialise (B, KV, G, S, hd) in fp32)
-        self.attention = attention or ("reduce" if compile else "einsum")
-        if self.attention not in ("reduce", "einsum"):
-            raise ValueError(f"attention={attention!r}：只能是 reduce 或 einsum")
+        self.attention = attention or ATTENTION
+        if self.attention not in ("reduce", "einsum", "sdpa"):
+            raise ValueError(f"attention={attention!r}：只能是 einsum、reduce 或 sdpa")
         self.layer_fn = (
             torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
         )
@@ -561,7 +580,7 @@ def rollout_buffers(model) -> list[torch.Tensor]:
     """The tensors that only the rollout needs, at fixed addresses: every decoder's static KV cache and
     the decode-weight copies (empty before the first fast generation and after `free_rollout_memory`)."""
     kv = [d.kv_flat for d in _DECODERS.get(model, {}).values() if d.kv_flat is not None]
-    copies = [c for w in _WEIGHTS.get(_base_model(model), {}).values() for c in w._copies or []]
+    copies = [w.flat for w in _WEIGHTS.get(_base_model(model), {}).values() if w.flat is not None]
     return kv + copies
 
 

@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from common.fast_decode import fast_generate, release_fast_decoders  # noqa: E402
+from common.fast_decode import ATTENTION, fast_generate, release_fast_decoders  # noqa: E402
 from common.models import load_model  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 
@@ -193,8 +193,10 @@ def main() -> int:
             compile=False,
         )
 
-    def ours_fast_einsum():  # 消融：attention 用 einsum（批量矩阵乘），而不是融合的乘加归约
-        fast_generate(
+    def ours_fast_attention(
+        kind,
+    ):  # 另外两种 attention 写法（common/fast_decode.py 的 _layer_step）
+        return lambda: fast_generate(
             model,
             ids,
             mask,
@@ -202,7 +204,7 @@ def main() -> int:
             eos_token_ids=never,
             pad_token_id=pad,
             greedy=True,
-            attention="einsum",
+            attention=kind,
         )
 
     def ours_fast_release():  # 每次生成完释放 KV cache 和 CUDA graph，下次重新分配、重新捕获
@@ -236,9 +238,13 @@ def main() -> int:
         ("我们的 eager 路径 (common.rollout)", ours_eager),
         ("快速路径，去掉 CUDA graph", ours_fast_no_graph),
         ("快速路径，去掉 compile", ours_fast_no_compile),
-        ("快速路径，attention 用 einsum", ours_fast_einsum),
+        *[
+            (f"快速路径，attention={kind}", ours_fast_attention(kind))
+            for kind in ("einsum", "reduce", "sdpa")
+            if kind != ATTENTION
+        ],
         ("快速路径，每次释放再重建", ours_fast_release),
-        ("我们的快速路径 (贪心)", ours_fast),
+        (f"我们的快速路径 (贪心，{ATTENTION})", ours_fast),
         ("我们的快速路径 (采样 T=1)", ours_fast_sample),
     ]
     if args.skip_hf_static:
@@ -262,7 +268,9 @@ def main() -> int:
     print(
         "（ms/step = 整次生成（含 prefill）的时间 / 新 token 数；首次调用包含编译和 CUDA graph 捕获）"
     )
-    floor_report(model, ids, mask, never, pad, B, tp, N, runs["我们的快速路径 (贪心)"][1])
+    floor_report(
+        model, ids, mask, never, pad, B, tp, N, runs[f"我们的快速路径 (贪心，{ATTENTION})"][1]
+    )
     if not ok:
         print("贪心输出与 HF generate 不一致！")
     return 0 if ok else 1

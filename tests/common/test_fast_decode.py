@@ -212,8 +212,9 @@ def test_gradients_hosted_in_rollout_memory_are_exact_and_generation_is_unchange
     assert torch.equal(dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False), first)
 
 
-def test_reduce_attention_matches_hf_generate(model):
-    """attention="reduce"（GPU 上编译后的默认写法）在 CPU 上不编译地跑：贪心输出与 HF generate 逐 token 相同。"""
+@pytest.mark.parametrize("attention", ["reduce", "sdpa"])
+def test_other_attention_variants_match_hf_generate(model, attention):
+    """L2.06 bench_rollout.py 比较的另外两种 attention 写法，在 CPU 上不编译地跑：贪心输出与 HF generate 逐 token 相同。"""
     ids, mask = _prompts()
     n, eos = 40, [7, 11]
     ref = model.generate(
@@ -225,5 +226,5 @@ def test_reduce_attention_matches_hf_generate(model):
         pad_token_id=0,
     )[:, ids.shape[1] :]
     ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
-    dec = StaticDecoder(model, 8, 128, eos, 0, 4, compile=False, attention="reduce")
+    dec = StaticDecoder(model, 8, 128, eos, 0, 4, compile=False, attention=attention)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
