@@ -96,6 +96,9 @@ def main() -> int:
         action="store_true",
         help="跳过 HF static cache + compile（它的编译较慢）",
     )
+    p.add_argument(
+        "--skip-eager", action="store_true", help="跳过我们的 eager 路径（它和 HF 默认一样慢）"
+    )
     args = p.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -247,6 +250,8 @@ def main() -> int:
         (f"我们的快速路径 (贪心，{ATTENTION})", ours_fast),
         ("我们的快速路径 (采样 T=1)", ours_fast_sample),
     ]
+    if args.skip_eager:
+        cases.pop(2)
     if args.skip_hf_static:
         cases.pop(1)
     with torch.no_grad():
