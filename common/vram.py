@@ -312,8 +312,11 @@ CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x 
 # plus that chunk's fp32 gradient of the lm_head weight (V x H x 4) before it is added to the rest.
 HIDDEN_CHUNK_ROWS = 256
 # torchao.optim.AdamW8bit (optimizer="adamw8bit"): m and v as 8-bit codes, one fp32 scale per block of
-# 256 values each (torchao/optim/subclass_8bit.py); replaces the 8 bytes of fp32 m + v.
+# 256 values each (torchao/optim/subclass_8bit.py); replaces the 8 bytes of fp32 m + v. Its step runs
+# one parameter at a time and holds that tensor's m and v dequantised to fp32 meanwhile: 8 bytes per
+# value of the largest trainable tensor (the embedding; measured on the H200: +2.3 GiB for Qwen3-1.7B).
 ADAMW8BIT_STATE_BYTES = 2 + 2 * 4 / 256
+ADAMW8BIT_TEMP_BYTES = 8
 
 # While one decoder layer runs its backward, the gradients of its intermediates add about a quarter
 # of its saved activations on top (counted on CPU with a live-tensor tracker, tests/common/test_vram.py).
@@ -631,14 +634,18 @@ def ledger(
         f"可训练 {trainable / 1e6:.1f}M × {ob:g} B（{opt_what}）",
     )
     temp = trainable * tb if s.optimizer == "foreach" else 0
-    add(
-        "optimizer_temp",
-        "AdamW step 临时量",
-        temp,
-        f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B"
-        if temp
-        else f"{s.optimizer}：逐参数更新，无",
-    )
+    temp_formula = f"foreach 一次算出全部 sqrt(v)：{trainable / 1e6:.1f}M × {tb} B"
+    if s.optimizer == "fused":
+        temp_formula = "fused：无"
+    elif (
+        s.optimizer == "adamw8bit"
+    ):  # one tensor's m and v in fp32 at a time; the largest one counts
+        largest = m.vocab * m.hidden if s.method == "full" else s.lora_rank * m.intermediate
+        temp = largest * ADAMW8BIT_TEMP_BYTES
+        temp_formula = (
+            f"逐个参数反量化 m、v：最大的张量 {largest / 1e6:.1f}M × {ADAMW8BIT_TEMP_BYTES} B"
+        )
+    add("optimizer_temp", "AdamW step 临时量", temp, temp_formula)
 
     ref = 0.0
     if s.beta > 0 and s.method == "full":
@@ -917,6 +924,51 @@ def _why(L: Ledger, answer_limit: int) -> str:
     return "；".join(notes) or "有余量调参"
 
 
+# L1.04's lab: Qwen3-1.7B full-parameter GRPO on 32 GB. Not the table's colocate recipe: the policy
+# generates itself (fast rollout, gradients hosted in its buffers), 8-bit AdamW states, beta = 0 (no
+# reference copy), log-probs from hidden states. Measured on the H200 at these settings (L1.04).
+LAB_ROWS: tuple[tuple[str, Settings], ...] = (
+    (
+        "Qwen3-1.7B",
+        Settings(
+            layout="policy",
+            rollout_backend="fast",
+            precision="fp32",
+            beta=0.0,
+            micro_batch=8,
+            logprobs="hidden",
+            optimizer="adamw8bit",
+            host_grads=True,
+        ),
+    ),
+)
+
+
+def _table_row(name: str, s: Settings, gpu_gb: float, method: str, note: str = "") -> dict:
+    L = ledger(name, s, gpu_gb)
+    limit = L.answer_limit
+    return {
+        "model": name,
+        "method": method,
+        "verdict": L.verdict,
+        "total_gb": L.total / GiB,
+        "usage": L.usage,
+        "peak_phase": L.peak_phase,
+        "breakdown": {k: line.nbytes / GiB for k, line in L.lines.items()},
+        "overheads": {"allocator_slack": L.slack / GiB, "cuda_context": L.context / GiB},
+        "settings": dataclasses.asdict(s),
+        "max_new_tokens_fit": limit,
+        "max_prompts_fit": max_prompts_that_fit(name, s, gpu_gb),
+        "note": note + _why(L, limit),
+    }
+
+
+def lab_rows(gpu_gb: float = 32.0) -> list[dict]:
+    """The LAB_ROWS as fit-table rows (method shown as "full8": full fine-tune, 8-bit AdamW)."""
+    note = "实验：8-bit AdamW、β=0、hidden log-prob、快速 rollout（不是上面的 colocate 配方）；"
+    return [_table_row(name, s, gpu_gb, "full8", note) for name, s in LAB_ROWS]
+
+
 def fit_table(gpu_gb: float = 32.0, base: Settings = TABLE_BASE) -> list[dict]:
     """One row per model x method (same recipe `base` for all): verdict, breakdown in GiB, settings."""
     rows = []
@@ -1180,6 +1232,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--model", help=f"模型：{', '.join(MODELS)}")
     p.add_argument(
+        "--lab",
+        action="store_true",
+        help="装箱表末尾加上 L1.04 的实验行（1.7B 全参 + 8-bit AdamW）",
+    )
+    p.add_argument(
         "--gpu-gb", type=float, default=32.0, help="显卡显存（GiB），默认 32（RTX 5090）"
     )
     add_settings_args(p)
@@ -1188,9 +1245,10 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--gpu-gb 必须为正数")
     try:
         if a.model is None:
+            rows = fit_table(a.gpu_gb, settings_from_args(a, TABLE_BASE))
             print(
                 format_table(
-                    fit_table(a.gpu_gb, settings_from_args(a, TABLE_BASE)),
+                    rows + (lab_rows(a.gpu_gb) if a.lab else []),
                     a.gpu_gb,
                     settings_from_args(a, TABLE_BASE),
                 )
