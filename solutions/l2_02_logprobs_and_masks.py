@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -123,8 +124,10 @@ def _chunk_hidden(h: torch.Tensor, w: torch.Tensor, tok: torch.Tensor, temperatu
     不经过一次 bf16 舍入（GPU 上打开 TF32 时，bf16 的输入在 TF32 里是精确的，结果等于
     「bf16 相乘、float32 累加」）。
     """
-    # 外层若开着 autocast，它会把这次矩阵乘改回 bf16：这里关掉
-    with torch.autocast(h.device.type, enabled=False):
+    # 外层若开着 autocast，它会把这次矩阵乘改回 bf16：这里关掉（meta 设备没有 autocast，数字节时用）
+    dev = h.device.type
+    no_autocast = torch.autocast(dev, enabled=False) if dev != "meta" else nullcontext()
+    with no_autocast:
         z = (h.float() @ w.float().T) / temperature  # (n, V) float32：只有这一块
         lse = torch.logsumexp(z, dim=-1)
         logp = z.gather(-1, tok.unsqueeze(-1)).squeeze(-1) - lse

@@ -7,10 +7,14 @@ forward 和 backward 里都没有 (B, T, V) 大小的张量；写错时给出指
 
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 from diagnose import Mistake, check
-from torch.utils._python_dispatch import TorchDispatchMode
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SECTION = "L2.02「6. 再进一步：连 logits 都不要」"
 TOL = dict(
@@ -235,36 +239,12 @@ def test_tiny_model_end_to_end(mod):
 # ---------------------------------------------------------------- 内存：(B, T, V) 从不出现
 
 
-class _Tracker(TorchDispatchMode):
-    """记录执行期间任何算子产出的最大张量（元素个数，任何 dtype）。"""
-
-    def __init__(self):
-        super().__init__()
-        self.max_numel = 0
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        out = func(*args, **(kwargs or {}))
-        for t in out if isinstance(out, (tuple, list)) else [out]:
-            if isinstance(t, torch.Tensor):
-                self.max_numel = max(self.max_numel, t.numel())
-        return out
-
-
-def _measure(fn, hidden, weight, tokens, **kw):
-    """forward + backward 一次：返回 (最大的单个张量元素数, autograd 为 backward 存下的元素总数)。
-    checkpoint 内部的张量不算（它们在 backward 时才重算），与 logprob_memory.py 的数法相同。"""
-    h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
-    saved: dict[int, int] = {}
-
-    def pack(x):
-        saved[x._cdata] = x.numel()
-        return x
-
-    tracker = _Tracker()
-    with tracker, torch.autograd.graph.saved_tensors_hooks(pack, lambda x: x):
-        logp, _ = fn(h, w, tokens, **kw)
-        logp.sum().backward()
-    return tracker.max_numel, sum(saved.values())
+def _memory_script():
+    path = ROOT / "L2_algorithm" / "02_logprobs_and_masks" / "hidden_memory.py"
+    spec = importlib.util.spec_from_file_location("hidden_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_no_btv_tensor_in_forward_or_backward(mod):
@@ -272,9 +252,10 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     hidden, weight, tokens = _case(b, l, h, v, t, seed=9)
     full = b * t * v
     # 对照：普通路径确实会造出 (B,T,V)，说明这个数法看得见它
-    plain_max, plain_saved = _measure(_plain, hidden, weight, tokens)
+    measure = _memory_script().measure  # 课上那个计数脚本的数法
+    plain_max, plain_saved = measure(_plain, hidden, weight, tokens)
     assert plain_max >= full and plain_saved >= full
-    biggest, saved = _measure(mod.hidden_token_logprobs, hidden, weight, tokens, chunk_rows=rows)
+    biggest, saved = measure(mod.hidden_token_logprobs, hidden, weight, tokens, chunk_rows=rows)
     assert biggest <= rows * v, (
         f"出现了 {biggest} 个元素的张量（一块是 {rows}×{v} = {rows * v}，完整的 (B,T,V) 是 {full}）："
         "每块只算 chunk_rows 行的 logits，backward 也要逐块重算。回看 " + SECTION
@@ -282,4 +263,31 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     assert saved <= full // 4, (
         f"autograd 为 backward 存了共 {saved} 个元素（完整的 (B,T,V) 是 {full}）："
         "每块的 logits 被留到了 backward。用 torch.utils.checkpoint 包住每一块。回看 " + SECTION
+    )
+
+
+def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
+    # 脚本在 meta 设备上按 Qwen3-0.6B 的真实尺寸数：普通路径造出 (B,T,V)，第 6 节的写法最大只到 (V,H)
+    monkeypatch.setattr("sys.argv", ["hidden_memory.py", "--batch", "2", "--impl", impl_name])
+    _memory_script().main()
+    out = capsys.readouterr().out
+    full, weight = 2 * 512 * 151_936 * 4 / 1e9, 151_936 * 1024 * 4 / 1e9
+    assert f"完整 logits（普通路径） | {full:.3f} GB |" in out
+    assert f"256 行一块 | {weight:.3f} GB |" in out, out
+
+
+def test_called_inside_autocast_still_float32(mod):
+    # 训练脚本在 bf16 autocast 里跑模型；这一步的矩阵乘不能被 autocast 改回 bf16
+    hidden, weight, tokens = _case(h=64, v=300, seed=10)
+    hidden, weight = hidden * 4, weight * 4
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = mod.hidden_token_logprobs(hidden, weight, tokens)
+    check(
+        tuple(got),
+        _plain(hidden, weight, tokens),
+        where="autocast 里调用时的输出",
+        section=SECTION,
+        inputs=dict(hidden=hidden.bfloat16(), lm_head_weight=weight.bfloat16(), tokens=tokens),
+        mistakes=MISTAKES,
+        **TOL,
     )
