@@ -1,4 +1,4 @@
-"""GSM8K-format data: the hub loader, a local jsonl loader, a synthetic generator, and prompts.
+"""GSM8K-format data: GSM8K (shipped or hub), a local jsonl loader, a synthetic generator, prompts.
 
 A GSM8K row is ``{"question": str, "answer": str}`` where ``answer`` is a worked solution whose last
 line is ``#### <number>`` (calculator annotations ``<<48/2=24>>`` appear inline). ``Problem.gold`` is
@@ -7,6 +7,7 @@ the canonical number after the last ``####`` (``common.reward.extract_answer`` n
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -14,6 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 GSM8K_HUB_ID = "openai/gsm8k"
+# GSM8K as shipped with the course: openai/grade-school-math's grade_school_math/data/{train,test}.jsonl,
+# gzip-compressed, byte for byte (source commit and licence in common/assets/gsm8k/README.md). The hub's
+# "main" config was built from these two files in file order (huggingface/datasets, datasets/gsm8k/gsm8k.py).
+GSM8K_DIR = Path(__file__).resolve().parent / "assets" / "gsm8k"
+GSM8K_SPLITS = {"train": 7473, "test": 1319}  # rows per split
+GSM8K_SOURCES = ("shipped", "hub")
 
 # The course's answer format: reason briefly, then the final answer in \boxed{}. Qwen's own math prompt
 # asks for \boxed{} too, so a Qwen3 model already produces it often; common.reward.format_reward checks it.
@@ -49,10 +56,54 @@ def _problem(question: str, answer: str, where: str) -> Problem:
     return Problem(question.strip(), answer.strip(), gold)
 
 
-def load_gsm8k(split: str = "train", limit: int | None = None) -> list[Problem]:
-    """GSM8K (``openai/gsm8k``, config ``main``) from the Hugging Face hub: 7,473 train / 1,319 test rows."""
-    if split not in ("train", "test"):
+def load_gsm8k(
+    split: str = "train", limit: int | None = None, source: str = "shipped"
+) -> list[Problem]:
+    """GSM8K (7,473 train / 1,319 test rows), the first `limit` rows of `split`, in the dataset's order.
+
+    `source="shipped"` (default) reads the copy inside the package (no network); `source="hub"` downloads
+    ``openai/gsm8k`` (config ``main``) with `datasets`. Both give the same rows in the same order.
+    """
+    if split not in GSM8K_SPLITS:
         raise DataError(f"GSM8K 只有 train 和 test 两个 split，得到 {split!r}")
+    if source not in GSM8K_SOURCES:
+        raise DataError(
+            f"GSM8K 的来源只能是 {' / '.join(GSM8K_SOURCES)}（shipped = 课程自带的副本），得到 {source!r}"
+        )
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 0):
+        raise DataError(f"limit 必须是非负整数或 None，得到 {limit!r}")
+    if source == "shipped":
+        rows, name = _shipped_rows(split, limit), "课程自带的 GSM8K"
+    else:
+        rows, name = _hub_rows(split, limit), GSM8K_HUB_ID
+    return [
+        _problem(r["question"], r["answer"], f"{name}[{split}][{i}]") for i, r in enumerate(rows)
+    ]
+
+
+def _shipped_rows(split: str, limit: int | None) -> list[dict]:
+    path = GSM8K_DIR / f"{split}.jsonl.gz"
+    if not path.is_file():
+        raise DataError(
+            f"找不到课程自带的 GSM8K：{path}。在仓库根目录重新安装（pip install -e .），"
+            "或用 source='hub' 从 Hugging Face 下载。"
+        )
+    rows = []
+    try:
+        with gzip.open(path, "rt", encoding="utf-8") as f:
+            for line in f:
+                if limit is not None and len(rows) >= limit:
+                    break
+                rows.append(json.loads(line))
+    except (OSError, EOFError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise DataError(
+            f"课程自带的 GSM8K 文件已损坏：{path}（{type(err).__name__}: {err}）。"
+            "用 git checkout 恢复这个文件，或用 source='hub'。"
+        ) from None
+    return rows
+
+
+def _hub_rows(split: str, limit: int | None):
     try:
         from datasets import load_dataset
 
@@ -60,14 +111,12 @@ def load_gsm8k(split: str = "train", limit: int | None = None) -> list[Problem]:
     except Exception as err:  # network, cache, auth: all mean "can't get it from the hub"
         raise DataError(
             f"无法从 Hugging Face 下载 {GSM8K_HUB_ID}（{type(err).__name__}: {err}）。"
-            "检查网络或 HF_ENDPOINT 镜像设置；离线时用 --data path.jsonl 指向本地 GSM8K 格式文件。"
+            "检查网络或 HF_ENDPOINT 镜像设置；或者不用 hub：默认的 source='shipped' 读课程自带的 GSM8K 副本，"
+            "不用联网，内容与 hub 的 main 配置相同。"
         ) from err
     if limit is not None:
         rows = rows.select(range(min(limit, len(rows))))
-    return [
-        _problem(r["question"], r["answer"], f"{GSM8K_HUB_ID}[{split}][{i}]")
-        for i, r in enumerate(rows)
-    ]
+    return rows
 
 
 def load_jsonl(path: str | Path) -> list[Problem]:
@@ -191,6 +240,35 @@ def split_train_heldout(
     seen = {p.question for p in heldout}
     train = [p for p in order[n_heldout:] if p.question not in seen]
     return train, heldout
+
+
+DATA_SOURCES = (
+    "synthetic",
+    "gsm8k",
+    "hub",
+)  # what a training run's --data can name (or a jsonl path)
+SYNTHETIC_SEED = (
+    1  # the training runs' synthetic pool (the tiny warm start's SFT problems use others)
+)
+
+
+def load_splits(
+    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2
+) -> tuple[list[Problem], list[Problem]]:
+    """(train, held-out) problems for a training run.
+
+    data: "synthetic" = ``n_train`` generated problems, ``n_heldout`` of them held out;
+    "gsm8k" / "hub" = GSM8K's train split, and the first ``n_heldout`` test problems held out
+    (a fixed subset, the same in every run); otherwise a GSM8K-format jsonl path, split like "synthetic".
+    """
+    if data == "synthetic":
+        pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
+        return split_train_heldout(pool, n_heldout)
+    if data in ("gsm8k", "hub"):
+        source = "hub" if data == "hub" else "shipped"
+        train = load_gsm8k("train", source=source)
+        return train, load_gsm8k("test", limit=n_heldout, source=source)
+    return split_train_heldout(load_jsonl(data), n_heldout)
 
 
 def prompt_messages(question: str) -> list[dict]:

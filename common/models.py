@@ -3,14 +3,17 @@
     preset = get_preset("tiny")
     model, tokenizer = load_model(preset)                  # tiny: the shipped warm-start checkpoint
     model, tokenizer = load_model(preset, init="random")   # untrained, same shapes
+    model, tokenizer = load_model("qwen3-0.6b", model_path="./Qwen3-0.6B")  # a downloaded folder
 
 `init="random"` builds the exact architecture (for the GPU presets: the real Qwen3 shapes) with random
-weights and no download: that is what memory and speed work needs. `preset.defaults` holds the
-recommended GRPO knobs for the preset; the training script reads them as its defaults.
+weights and no download: that is what memory and speed work needs. `preset.defaults` is the preset's
+named override of the training script's config (the CONFIG at the top of L2.07's grpo_train.py, whose
+defaults are the tiny CPU run): the GRPO knobs a Qwen3 model on one 32 GB GPU needs differently.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -46,7 +49,7 @@ class PresetError(ValueError):
 
 @dataclass(frozen=True)
 class Preset:
-    """One model choice. `defaults` are the recommended GRPO knobs for it (the training script's defaults)."""
+    """One model choice. `defaults` overrides grpo_train.py's CONFIG for this preset (tiny: nothing)."""
 
     name: str
     hub_id: str | None  # None: built in code (tiny)
@@ -64,6 +67,7 @@ def _qwen3_preset(
 ) -> Preset:
     """A Qwen3 preset for one 32 GB GPU; `overrides` change its GRPO defaults."""
     defaults = dict(
+        data="gsm8k",  # the shipped GSM8K; held-out = the first n_heldout test problems
         group_size=8,
         prompts_per_step=8,
         max_new_tokens=512,
@@ -99,18 +103,7 @@ PRESETS: dict[str, Preset] = {
             eos_token_ids=TINY_EOS_IDS,
             pad_token_id=TINY_PAD_ID,
             description="4 层的小 Qwen3（约 1M 参数）+ 代码里训练的小 tokenizer，CPU 几分钟就能看到学习",
-            defaults=dict(
-                group_size=8,
-                prompts_per_step=16,
-                max_new_tokens=40,
-                lr=1e-4,  # 1e-3 在几步内就把格式打乱（回答变长、全被截断）；3e-4 也不稳
-                beta=0.0,
-                temperature=1.0,
-                top_p=1.0,
-                difficulty=2,  # 合成题难度（common.data.synthetic_problems）
-                n_train=5000,  # 合成题池大小；held-out 从中切出
-                n_heldout=200,
-            ),
+            defaults={},  # tiny 的设置就是 grpo_train.py 顶部 CONFIG 的默认值
         ),
         _qwen3_preset(
             "qwen3-0.6b",
@@ -194,10 +187,11 @@ def resolve_device(preset: str | Preset, device=None) -> torch.device:
     return device
 
 
-def load_model(preset: str | Preset, init: str = "pretrained", device=None):
+def load_model(preset: str | Preset, init: str = "pretrained", device=None, model_path=None):
     """Build the preset's model and tokenizer -> `(model, tokenizer)`; the model is on `device`, in train mode.
 
-    - `init="pretrained"`: tiny = the warm-start checkpoint (TINY_WARMSTART_DIR); GPU presets = the hub weights.
+    - `init="pretrained"`: tiny = the warm-start checkpoint (TINY_WARMSTART_DIR); GPU presets = the hub
+      weights, or the local folder `model_path` (checked first with `validate_model_dir`).
     - `init="random"`: the same architecture, random weights (seed 0, global RNG untouched), no download;
       GPU presets use the offline Qwen3 tokenizer.
     - `qwen3-1.7b-lora` returns a peft model (LoRA on every linear layer of the blocks; base weights frozen).
@@ -206,12 +200,18 @@ def load_model(preset: str | Preset, init: str = "pretrained", device=None):
     preset = get_preset(preset)
     if init not in INITS:
         raise PresetError(f"未知的 init {init!r}；可选：{', '.join(INITS)}")
+    if model_path is not None:
+        if init != "pretrained":
+            raise PresetError(
+                f"给了模型目录 {model_path}，又要求 init={init!r}：从目录加载就是用那份权重，去掉 --init random。"
+            )
+        model_path = validate_model_dir(model_path, preset)
     device = resolve_device(preset, device)
 
     if preset.hub_id is None:
         model, tokenizer = _load_tiny(preset, init)
     else:
-        model, tokenizer = _load_qwen3(preset, init, device)
+        model, tokenizer = _load_qwen3(preset, init, device, model_path)
     if preset.lora_rank is not None:
         model = _add_lora(model, preset.lora_rank)
     model.to(device)
@@ -259,22 +259,196 @@ def _load_tiny(preset: Preset, init: str):
     return model, tokenizer
 
 
-def _load_qwen3(preset: Preset, init: str, device: torch.device):
+def _load_qwen3(preset: Preset, init: str, device: torch.device, model_path: Path | None = None):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from common.tokenizer import load_qwen3_tokenizer
 
     if init == "random":
         return _random_model(model_config(preset), device), load_qwen3_tokenizer(offline=True)
+    if model_path is not None:  # already validated: only a broken file can fail here
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=True)
+            model = AutoModelForCausalLM.from_pretrained(
+                model_path, dtype=preset.dtype, local_files_only=True
+            )
+        except (OSError, ValueError, RuntimeError) as err:
+            raise PresetError(
+                f"从 {model_path} 加载 {preset.hub_id} 失败（{type(err).__name__}: {err}）。"
+                "文件可能损坏：删掉这个目录重新下载（做法见 README「权重从哪来」）。"
+            ) from err
+        return model, tokenizer
     try:
         tokenizer = AutoTokenizer.from_pretrained(preset.hub_id)
         model = AutoModelForCausalLM.from_pretrained(preset.hub_id, dtype=preset.dtype)
     except OSError as err:
         raise PresetError(
-            f"无法从 Hugging Face 下载 {preset.hub_id}（{err}）。检查网络；国内可设 HF_ENDPOINT=https://hf-mirror.com；"
+            f"无法从 Hugging Face 下载 {preset.hub_id}（{err}）。检查网络；国内可设 HF_ENDPOINT=https://hf-mirror.com，"
+            f"或用 ModelScope 下载到本地目录再加 --model 目录（见 README「权重从哪来」）；"
             "只想测显存/速度不需要权重：用 --init random。"
         ) from err
     return model, tokenizer
+
+
+# ---------------------------------------------------------------------------------------------
+# A local model folder (modelscope download / hf download): checked before loading
+# ---------------------------------------------------------------------------------------------
+# config.json fields that must equal the preset's (common.models.model_config): the weights' shapes.
+SHAPE_FIELDS = (
+    "hidden_size",
+    "intermediate_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "num_key_value_heads",
+    "head_dim",
+    "vocab_size",
+    "tie_word_embeddings",
+)
+WEIGHTS_FILE = "model.safetensors"
+WEIGHTS_INDEX = "model.safetensors.index.json"
+_SAFETENSORS_MAX_HEADER = 100_000_000  # sanity bound on the JSON header (real ones: tens of KB)
+
+
+def _read_json(path: Path, what: str) -> dict:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise PresetError(
+            f"{path} 读不出来（{type(err).__name__}: {err}）：{what}。重新下载这个文件。"
+        ) from None
+    if not isinstance(value, dict):
+        raise PresetError(f"{path} 应该是一个 JSON 对象：{what}。重新下载这个文件。")
+    return value
+
+
+def _check_safetensors(path: Path) -> None:
+    """The file is a whole safetensors file: its header says how long it must be (reads the header only)."""
+    size = path.stat().st_size
+    with path.open("rb") as f:
+        head = f.read(8)
+        if head.startswith(b"version "):  # "version https://git-lfs.github.com/spec/v1"
+            raise PresetError(
+                f"{path} 是 Git LFS 的指针文件（{size} 字节），不是权重：用 git clone 下载时没装 git-lfs。"
+                "装好 git-lfs 后在目录里运行 git lfs pull，或改用 modelscope download / hf download 下载。"
+            )
+        n = int.from_bytes(head, "little") if len(head) == 8 else -1
+        header = f.read(n) if 0 < n <= _SAFETENSORS_MAX_HEADER else b""
+    try:
+        tensors = json.loads(header)
+        end = max(
+            (t["data_offsets"][1] for k, t in tensors.items() if k != "__metadata__"), default=0
+        )
+    except (ValueError, TypeError, KeyError, IndexError, AttributeError):
+        raise PresetError(
+            f"{path} 不是完整的 safetensors 文件（文件头读不出来，{size} 字节）：下载多半中断了，删掉它重新下载。"
+        ) from None
+    if size != 8 + n + end:
+        raise PresetError(
+            f"{path} 不完整：文件头说应有 {8 + n + end:,} 字节，实际是 {size:,} 字节。"
+            "下载中断了：删掉这个文件，重新运行下载命令。"
+        )
+
+
+def _weight_files(folder: Path) -> list[Path]:
+    index = folder / WEIGHTS_INDEX
+    if index.is_file():
+        weight_map = _read_json(index, "分片权重的索引").get("weight_map")
+        names = list(weight_map.values()) if isinstance(weight_map, dict) else []
+        if not names or not all(isinstance(name, str) for name in names):
+            raise PresetError(f"{index} 里没有 weight_map：索引文件不完整，重新下载。")
+        files = [folder / name for name in sorted(set(names))]
+        missing = [f.name for f in files if not f.is_file()]
+        if missing:
+            raise PresetError(
+                f"{folder} 缺少 {len(missing)} 个权重分片：{', '.join(missing)}（{WEIGHTS_INDEX} 里列了它们）。"
+                "下载没完成：重新运行下载命令。"
+            )
+        return files
+    if (folder / WEIGHTS_FILE).is_file():
+        return [folder / WEIGHTS_FILE]
+    others = sorted(p.name for p in folder.iterdir() if p.suffix in (".safetensors", ".bin", ".pt"))
+    raise PresetError(
+        f"{folder} 里没有权重：要有 {WEIGHTS_FILE}，或分片的 {WEIGHTS_INDEX} + 各分片"
+        + (f"（只找到 {', '.join(others)}）" if others else "")
+        + "。下载没完成，或下载的不是完整的模型仓库。"
+    )
+
+
+def _check_tokenizer(folder: Path) -> None:
+    has_fast = (folder / "tokenizer.json").is_file()
+    has_bpe = (folder / "vocab.json").is_file() and (folder / "merges.txt").is_file()
+    config = folder / "tokenizer_config.json"
+    if not (has_fast or has_bpe) or not config.is_file():
+        raise PresetError(
+            f"{folder} 里没有完整的 tokenizer：要有 tokenizer_config.json，以及 tokenizer.json"
+            "（或 vocab.json + merges.txt）。下载整个模型仓库，不要只下权重。"
+        )
+    if (
+        "chat_template" not in _read_json(config, "tokenizer 的设置")
+        and not (folder / "chat_template.jinja").is_file()
+    ):
+        raise PresetError(
+            f"{folder} 的 tokenizer 没有 chat template（tokenizer_config.json 里没有 chat_template，"
+            "也没有 chat_template.jinja）：这不是对话模型 Qwen3 的原版文件，重新下载。"
+        )
+
+
+def validate_model_dir(path, preset: str | Preset) -> Path:
+    """Check a local folder for `preset` without loading any weights; return it as a Path.
+
+    Reads config.json, tokenizer_config.json and each safetensors header (a few KB) and lists files.
+    Raises PresetError (Chinese, names the path and what is wrong) for: a GPU preset not given (tiny),
+    a missing folder, a missing/unreadable config.json, `model_type` other than qwen3, shapes other
+    than `model_config(preset)`'s (all mismatches listed), missing or truncated weights (single file
+    or sharded with an index; a Git LFS pointer), a missing tokenizer or chat template.
+    """
+    preset = get_preset(preset)
+    if preset.hub_id is None:
+        raise PresetError(
+            f"预设 {preset.name} 不从目录加载（它的 checkpoint 随课程附带）；"
+            "--model 目录只用于 Qwen3 预设：qwen3-0.6b / qwen3-1.7b-lora。"
+        )
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        what = "不是目录" if folder.exists() else "不存在"
+        raise PresetError(
+            f"模型目录{what}：{folder}。先下载 {preset.hub_id}（见 README「权重从哪来」），再把 --model 指向下载到的目录。"
+        )
+    if not (folder / "config.json").is_file():
+        raise PresetError(
+            f"{folder} 里没有 config.json：这不是一个 Hugging Face 格式的模型目录"
+            f"（下载 {preset.hub_id} 得到的目录里有 config.json、model.safetensors、tokenizer.json 等）。"
+        )
+    config = _read_json(folder / "config.json", "模型的结构设置")
+    if config.get("model_type") != "qwen3":
+        raise PresetError(
+            f"{folder / 'config.json'} 的 model_type 是 {config.get('model_type')!r}，不是 'qwen3'："
+            f"预设 {preset.name} 要的是 {preset.hub_id}（稠密的 Qwen3）。"
+        )
+    expected = model_config(preset)
+    wrong = [
+        f"{key} = {config.get(key, '（缺）')}，应为 {getattr(expected, key)}"
+        for key in SHAPE_FIELDS
+        if config.get(key) != getattr(expected, key)
+    ]
+    if wrong:
+        match = [
+            other.name
+            for other in PRESETS.values()
+            if other.hub_id is not None
+            and other.name != preset.name
+            and all(config.get(k) == getattr(model_config(other), k) for k in SHAPE_FIELDS)
+        ]
+        hint = f"这是 {match[0]} 的形状：改用 --preset {match[0]}，" if match else ""
+        raise PresetError(
+            f"{folder / 'config.json'} 的形状与预设 {preset.name}（{preset.hub_id}）不符："
+            + "；".join(wrong)
+            + f"。{hint}或者下载 {preset.hub_id}。"
+        )
+    for weights in _weight_files(folder):
+        _check_safetensors(weights)
+    _check_tokenizer(folder)
+    return folder
 
 
 def _add_lora(model, rank: int):

@@ -16,7 +16,9 @@ Where the answer is read from
     3. the last "answer is / answer: / answer = / answer would be" phrase ("answer" or "Answer",
        also "**Answer:**", "The final answer is", Chinese "答案是/答案为/答案："), read when the number
        follows directly after decoration (spaces, ``**``, ``$``, ``\\(``, ":"), e.g. "is **7**", "is $10$".
-       A number followed by an operator ("answer is 12 - 5 = 7") is not the answer: we fall through.
+       A number followed by an operator ("answer is 12 - 5 = 7", "4 x 5 = 20", "3 times 4 = 12": an
+       ASCII x/X or times/plus/minus/multiplied by/divided by before another number) is not the answer:
+       we fall through.
     4. otherwise the last number in the text (plain text only: no LaTeX clean-up here).
 
 Number reading and normalisation
@@ -168,7 +170,13 @@ _UNITS = re.compile(  # "%", "$" (closing math), "**", then words: "dollars", "k
     r"(?:[\s%°$*)\]\"']*[^\W\d_]+(?:\^[23])?(?:[\s./\-]+[^\W\d_]+(?:\^[23])?)*)?"
     r"[\s.%°$*)\]\"']*"
 )
-_OPERATOR_NEXT = re.compile(r"\s*[-+*/×÷·=^<>]")
+# After an answer phrase, a number followed by an operator starts a calculation, not the answer. Besides
+# the symbols: an ASCII "x"/"X" or an operator word, when a number follows ("4 x 5", "4x5", "3 times 4",
+# "2 x $5"); "3 times." / "4 xylophones" stay answers.
+_OPERATOR_NEXT = re.compile(
+    r"\s*(?:[-+*/×÷·=^<>]"
+    r"|(?:[xX]|times|multiplied by|divided by|plus|minus)(?=\s*[-+\u2212]?(?:\\?\$|[€£¥])?\s*[0-9.]))"
+)
 
 
 def _frac_sub(m: re.Match) -> str:

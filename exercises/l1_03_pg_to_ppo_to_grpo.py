@@ -8,4 +8,5 @@ CHECKPOINT_ANSWERS = {
     "Q5": None,
     "Q6": None,
     "Q7": None,
+    "Q8": None,
 }

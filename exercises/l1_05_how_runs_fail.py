@@ -6,4 +6,5 @@ CHECKPOINT_ANSWERS = {
     "Q3": None,
     "Q4": None,
     "Q5": None,
+    "Q6": None,
 }

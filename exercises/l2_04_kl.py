@@ -24,5 +24,5 @@ def kl_k2(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """k3 = exp(ref_logp - logp) - (ref_logp - logp) - 1。形状同输入，恒 >= 0。"""
     raise NotImplementedError(
-        "提示：先算 log_r = ref_logp - logp（注意方向：参考减当前），再返回 exp(log_r) - log_r - 1。"
+        "提示：r 是「参考 ÷ 当前」。先用 README 3.2 节的表在纸上核对方向，再看 3.3 节的提示（为什么用 expm1）。"
     )

@@ -33,6 +33,7 @@ def grpo_loss(
     eps_high: float | None = None,
     aggregation: str = "sequence_mean",
     max_completion_length: int | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO 损失。
 
@@ -46,6 +47,8 @@ def grpo_loss(
       "constant"      Σ(loss·mask) / (B · max_completion_length)；max_completion_length=None 时用 T，
                       比 T 还小 -> ValueError
     mask 全 0 的行不能产生 NaN。
+    token_weights: (B, T) 非负权重（L2.09 会用到），None = 全 1。它只乘逐 token 的 clipped surrogate 项，
+      乘完再加 beta*k3（KL 项不乘）；不求导、不改变分母、不影响 clip 指标；形状不对或有效 token 上有负数/NaN -> ValueError。
     返回 (loss 0 维张量, metrics)：metrics 至少有 "clip_fraction"（clipped 在有效 token 上的平均，float），
     "clip_low_fraction"（clipped 且 A<0）、"clip_high_fraction"（clipped 且 A>0）；给了 ref_logp 时还有 "kl"（k3 在有效 token 上的平均）。
     """

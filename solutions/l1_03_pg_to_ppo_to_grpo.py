@@ -8,4 +8,5 @@ CHECKPOINT_ANSWERS = {
     "Q5": "B",
     "Q6": "B",
     "Q7": "A",
+    "Q8": "B",
 }

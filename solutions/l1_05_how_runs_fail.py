@@ -6,4 +6,5 @@ CHECKPOINT_ANSWERS = {
     "Q3": "ABC",
     "Q4": "ABD",
     "Q5": "A",
+    "Q6": "B",
 }

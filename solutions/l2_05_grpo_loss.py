@@ -33,6 +33,7 @@ def grpo_loss(
     eps_high: float | None = None,
     aggregation: str = "sequence_mean",
     max_completion_length: int | None = None,
+    token_weights: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, float]]:
     """GRPO 损失。
 
@@ -45,6 +46,9 @@ def grpo_loss(
       "token_mean"    Σ(loss·mask) / Σmask：整个 batch 的有效 token 一起平均
       "constant"      Σ(loss·mask) / (B · max_completion_length)；max_completion_length=None 时用 T
     mask 全 0 的行（空回答）不产生 NaN：它在 "sequence_mean" 里贡献 0（仍计入 B），在另两种里不贡献。
+    token_weights: (B, T) 非负权重（常数，不求导），乘在逐 token 的 clipped surrogate 上、加 KL 之前
+      （TRL 1.16 `_compute_loss` 乘 importance_sampling_ratio 的位置）；None = 全 1。L2.09 的截断重要性采样用它。
+      它不改变聚合的分母，也不影响 clip 指标。
     返回 (loss 0 维张量, metrics)。metrics["clip_fraction"] 是被裁剪 token 的比例（有效 token 上的平均），
     另有 "clip_low_fraction"（A<0、ratio<1-eps_low）和 "clip_high_fraction"（A>0、ratio>1+eps_high）；
     给了 ref_logp 时还有 metrics["kl"]（k3 在有效 token 上的平均）。
@@ -59,7 +63,13 @@ def grpo_loss(
         )
     if logp.dim() != 2:
         raise ValueError(f"logp 必须是 (B, T)，得到形状 {tuple(logp.shape)}")
-    for name, t in (("old_logp", old_logp), ("mask", mask), ("ref_logp", ref_logp)):
+    shaped = {
+        "old_logp": old_logp,
+        "mask": mask,
+        "ref_logp": ref_logp,
+        "token_weights": token_weights,
+    }
+    for name, t in shaped.items():
         if t is not None and t.shape != logp.shape:
             raise ValueError(
                 f"{name} 的形状 {tuple(t.shape)} 应与 logp 的 {tuple(logp.shape)} 相同"
@@ -69,9 +79,8 @@ def grpo_loss(
         raise ValueError(f"advantages 必须是 (B,) = ({B},)，得到形状 {tuple(advantages.shape)}")
     if aggregation == "constant":
         if max_completion_length is None:
-            max_completion_length = (
-                T  # 没给就用 padding 后的宽度；要和 TRL 完全一致请传 max_completion_length
-            )
+            # 没给就用 padding 后的宽度；要和 TRL 完全一致请传 max_completion_length
+            max_completion_length = T
         if max_completion_length < T:
             raise ValueError(
                 f"max_completion_length={max_completion_length} 小于回答张量的长度 T={T}：回答不可能比上限还长，"
@@ -79,6 +88,10 @@ def grpo_loss(
             )
 
     valid = mask != 0
+    if token_weights is not None:
+        token_weights = token_weights.detach()
+        if not (token_weights[valid] >= 0).all():  # 负数和 NaN 都过不了 >= 0
+            raise ValueError("token_weights 在有效 token（mask=1）上必须是非负数，不能有负数或 NaN")
     mask = mask.to(logp.dtype)
     # old_logp / ref_logp 是常数：detach 一下，防止调用方忘了 no_grad（否则 ratio 的梯度会互相抵消成 0）。
     # padding 位置上它们可能是任意值（vLLM 打不了分的 token 甚至是 NaN）：换成 logp 本身（ratio = 1、k3 = 0），
@@ -91,6 +104,9 @@ def grpo_loss(
     per_token, clipped = clipped_surrogate_loss(
         logp, old_logp, advantages, eps_low=eps_low, eps_high=eps_high
     )
+    # 1b) 逐 token 权重（L2.09 的截断重要性采样）：只乘策略项，KL 项不乘；padding 上的值不参与
+    if token_weights is not None:
+        per_token = per_token * torch.where(valid, token_weights, torch.ones_like(token_weights))
     # 2) KL 惩罚：逐 token 加在损失上（DeepSeekMath 的写法），而不是减进 reward
     kl = kl_k3(logp, ref_logp) if ref_logp is not None else None
     if beta > 0:

@@ -13,10 +13,11 @@ import argparse
 import sys
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 仓库根目录（没 pip install -e 也能跑）和 L2.07 的目录（回答长度用训练脚本 tiny 的默认值）
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "L2_algorithm" / "07_grpo_train")]
 import torch  # noqa: E402
+from train_config import script_config  # noqa: E402
 
 from common.data import build_prompt, synthetic_problems  # noqa: E402
 from common.models import get_preset, load_model  # noqa: E402
@@ -47,7 +48,7 @@ def main(argv=None) -> int:
     ro = generate(
         model,
         [prompt_ids] * a.group,
-        max_new_tokens=preset.defaults["max_new_tokens"],
+        max_new_tokens=script_config("tiny")["max_new_tokens"],
         eos_token_ids=preset.eos_token_ids,
         pad_token_id=preset.pad_token_id,
         temperature=a.temperature,

@@ -3,12 +3,14 @@
     python L1_concepts/04_vram_ledger/measure_vram.py                       # tiny 预设，CPU：跑通，不测显存
     python L1_concepts/04_vram_ledger/measure_vram.py --preset qwen3-0.6b --init random --cap-gb 32 \\
         --prompts 8 --group 8 --max-new-tokens 512 --beta 0.04 --micro-batch 4
+    python L1_concepts/04_vram_ledger/measure_vram.py --preset qwen3-0.6b --model ./Qwen3-0.6B --cap-gb 32   # 真权重
 
 一步 GRPO 分成五个阶段，每个阶段用 torch.cuda.max_memory_allocated 量峰值：
   加载后 → rollout → 旧/参考 log-prob 前向（no_grad）→ 反向（逐个 micro-batch）→ 优化器 step。
 账本（common/vram.py）按同样的形状预测每个阶段。默认跑 2 步、报告最后一步：第一步里 AdamW 的 m、v
 才被创建、快速解码器才被编译，第二步才是「稳态」，账本算的也是稳态。
 --init random（默认）：随机权重几乎不会采到 EOS，每条回答都写满 max_new_tokens——正好是账本假设的最坏情况。
+--model 目录（真权重）：回答可能在 EOS 处提前停下、不写满 max_new_tokens，而账本按写满算。
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ import torch  # noqa: E402
 from common import data as D  # noqa: E402
 from common import vram  # noqa: E402
 from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
-from common.models import PresetError, get_preset, load_model, resolve_device  # noqa: E402
+from common.models import (  # noqa: E402
+    PresetError,
+    get_preset,
+    load_model,
+    resolve_device,
+    validate_model_dir,
+)
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
@@ -59,8 +67,13 @@ def parse_args(argv=None):
     ap.add_argument(
         "--init",
         choices=["pretrained", "random"],
-        default="random",
-        help="random（默认）：同形状随机权重，不下载；回答会写满 max_new_tokens",
+        default=None,
+        help="random（默认）：同形状随机权重，不下载；回答会写满 max_new_tokens。给了 --model 时默认 pretrained",
+    )
+    ap.add_argument(
+        "--model",
+        metavar="PATH",
+        help="本地模型目录（modelscope / hf download 下载的 Qwen3，见 README「权重从哪来」），代替 hub",
     )
     ap.add_argument("--prompts", type=int, help="每步 prompt 数 P（默认取预设的推荐值）")
     ap.add_argument("--group", type=int, help="每个 prompt 采样 G 条（默认取预设的推荐值）")
@@ -113,8 +126,13 @@ def parse_args(argv=None):
     a = ap.parse_args(argv)
     try:
         preset = get_preset(a.preset)
+        if a.model is not None:  # 先查目录（只读 config.json 和文件列表），再做任何重活
+            if a.init == "random":
+                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
+            a.init, a.model = "pretrained", validate_model_dir(a.model, preset)
     except PresetError as err:
         ap.error(str(err))
+    a.init = a.init or "random"
     if a.full and preset.lora_rank:  # 同一个基座，不加 adapter：全部参数可训练
         preset = dataclasses.replace(preset, name=preset.name.removesuffix("-lora"), lora_rank=None)
     d = preset.defaults
@@ -197,7 +215,7 @@ def main(argv=None) -> int:
 
     # ---- 加载：与 grpo_train.py 相同（参考模型 = 起点的 bf16 冻结副本；可训练参数转 fp32；bf16 autocast）----
     with phase("loaded"):
-        model, tok = load_model(preset, init=a.init, device=device)
+        model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
         ref = (
             None
             if a.beta == 0 or preset.lora_rank
@@ -390,6 +408,7 @@ def main(argv=None) -> int:
     summary = {
         "preset": preset.name,
         "init": a.init,
+        "model": None if a.model is None else str(a.model),
         "settings": vram.dataclasses.asdict(settings),
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "cap_gb": a.cap_gb,

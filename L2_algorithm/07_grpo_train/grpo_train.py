@@ -1,257 +1,256 @@
 """L2.07 手写 GRPO：一个文件，从上往下读完就是整个算法。逐段讲解见同目录 README.md。
 
-    python L2_algorithm/07_grpo_train/grpo_train.py                          # tiny 预设，CPU 上几分钟
-    python L2_algorithm/07_grpo_train/grpo_train.py --impl exercises         # 用你自己在 exercises/ 写的函数训练
-    python L2_algorithm/07_grpo_train/grpo_train.py --resume runs/tiny-XXXX --steps 200   # 续跑到第 200 步
+    python L2_algorithm/07_grpo_train/grpo_train.py                   # tiny 预设，CPU 上几分钟
+    python L2_algorithm/07_grpo_train/grpo_train.py --impl exercises  # 用你在 exercises/ 写的函数
+    python L2_algorithm/07_grpo_train/grpo_train.py --help            # 每个参数的说明和默认值
+    python L2_algorithm/07_grpo_train/grpo_train.py --resume runs/tiny-XXXX --steps 200  # 续跑
 """
-import argparse, copy, importlib, json, sys, time, traceback
+
+import copy
+import json
+import sys
+import time
 from contextlib import nullcontext
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能从仓库根目录运行
+HERE = Path(__file__).resolve().parent  # 本目录有 train_config.py；上两级是仓库根目录（没装也能跑）
+sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 import torch
 from tqdm import tqdm
+from train_config import parse_config, use_exercises
 
 from common import data as D
 from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from common.evaluate import evaluate
 from common.fast_decode import host_gradients, rollout_buffers
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
-from common.optim import OPTIMIZERS, make_optimizer
+from common.optim import OptimizerError, make_optimizer
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
 
-# ---------------------------------------------------------------- 配置 ----------------------------------------------
-# 优先级：命令行 > 预设推荐值（common/models.py 里的 Preset.defaults）> 这里的兜底值。
-DEFAULTS = dict(
-    steps=100, group_size=8, prompts_per_step=16, max_new_tokens=40,  # G 条/题、P 题/步：每步 N = P·G 条回答
-    lr=1e-6, beta=0.0, eps_low=0.2, eps_high=None,  # beta=0：不要参考模型（TRL 默认）；eps_high=None 即等于 eps_low
-    aggregation="sequence_mean", temperature=1.0, top_p=1.0, num_iterations=1,  # 每批 rollout 做几次优化（GRPO 论文的 μ）
-    micro_batch=32, grad_clip=1.0, weight_decay=0.0,  # weight decay 会在 advantage 全为 0 时照样改动权重，RL 里关掉
-    optimizer="adamw",  # adamw：fp32 的 m、v | adamw8bit：8-bit 的 m、v（torchao；L1.04 的 1.7B 全参实验）
-    reward="correctness", eval_every=10, save_every=10, n_heldout=200, difficulty=2, n_train=5000,
+# 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
+from solutions.l2_01_advantages import group_advantages
+from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
+from solutions.l2_05_grpo_loss import grpo_loss
+from solutions.l2_06_sampling import process_logits
+from solutions.l2_07_grpo_train import microbatch_weight
+
+# ----------------------------------------------------------------------------------- 配置 ----
+# 默认值 = tiny 在 CPU 上的默认运行；每行的注释就是 --help 里的说明。命令行 --名字 值 覆盖它。
+# --preset 选一个预设，预设只覆盖它写出的几项（common/models.py 的 PRESETS，如 0.6B 的 lr、beta）。
+CONFIG = dict(
+    # -- 模型与数据
+    preset="tiny",  # 模型：tiny（CPU）| qwen3-0.6b | qwen3-1.7b-lora（后两个要 NVIDIA GPU）
+    init="pretrained",  # pretrained：预设的权重（tiny = 仓库附带的 warm start）| random：随机权重
+    model=None,  # 本地模型目录（ModelScope / 镜像下载的 Qwen3）；None = 从 HF hub 下载
+    data="synthetic",  # synthetic（合成题）| gsm8k（仓库附带）| hub（从 HF 下载）| jsonl 路径
+    n_train=5000,  # synthetic：合成题池的大小（held-out 从中切出）
+    difficulty=2,  # synthetic：题目难度 1–3（common/data.py）
+    n_heldout=200,  # held-out 评估的题数（GSM8K 取 test 的前 n 道：每次运行都是同一批）
+    # -- 每一步的 rollout（L2.06）
+    steps=100,  # 训练多少步：每步一次 rollout + 一次参数更新
+    prompts_per_step=16,  # P：每步几道题
+    group_size=8,  # G：每道题采几条回答；每步 N = P·G 条
+    max_new_tokens=40,  # 回答最多多少 token，写不完算截断
+    temperature=1.0,  # 采样温度；训练时的 log π 也按它算：优化的就是采样用的那个分布
+    top_p=1.0,  # nucleus 采样的累计概率阈值，1 = 不截
+    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast
+    reward="correctness",  # correctness | correctness_plus_format | format_only | shuffled（对照）
+    # -- GRPO 损失（L2.01–L2.05）
+    beta=0.0,  # KL 系数；0 = 不要参考模型（TRL 默认）
+    eps_low=0.2,  # ratio 的下界 1 - eps_low
+    eps_high=None,  # ratio 的上界 1 + eps_high；None = 同 eps_low（DAPO 的 clip-higher 用 0.28）
+    aggregation="sequence_mean",  # sequence_mean（GRPO）| token_mean（DAPO）| constant（Dr. GRPO）
+    num_iterations=1,  # μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用
+    # -- 优化
+    lr=1e-4,  # AdamW 学习率（tiny 1e-4；1e-3 几步内就打乱格式）
+    micro_batch=32,  # 每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新
+    grad_clip=1.0,  # 梯度范数上限：一批异常样本不至于把模型一步推飞
+    weight_decay=0.0,  # advantage 全为 0 时 weight decay 照样改权重，RL 里关掉
+    optimizer="adamw",  # adamw | adamw8bit（m、v 存 8 bit，要 torchao；L1.04 的 1.7B 全参实验）
+    # -- 评估、保存、运行
+    eval_every=10,  # 每隔几步做一次 held-out 评估（第 1、2、3、5 步另加几次只评贪心的）
+    pass_k=8,  # 评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）
+    save_every=10,  # 每隔几步存 checkpoint 和 curves.png
+    impl="solutions",  # L2 的函数用谁的：solutions（参考答案）| exercises（你写的）
+    seed=0,  # 选题和采样的随机种子
+    out=None,  # 运行目录；None = runs/<预设>-<时间>
 )
-RESUME_CAN_CHANGE = ("resume", "steps", "eval_every", "save_every")  # 续跑时只有这些能改，其余改了就不是同一个实验
-
-
-def get_config(argv=None):
-    ap = argparse.ArgumentParser(description="手写 GRPO（L2.07）")
-    ap.add_argument("--preset", help="tiny（默认）| qwen3-0.6b | qwen3-1.7b-lora")
-    ap.add_argument("--init", choices=["pretrained", "random"], help="random：同形状随机权重，只测显存/速度")
-    ap.add_argument("--impl", choices=["solutions", "exercises"], help="L2 函数用谁的实现（默认 solutions）")
-    ap.add_argument("--out", help="运行目录，默认 runs/<preset>-<时间>")
-    ap.add_argument("--resume", metavar="DIR", help="从 DIR 的 checkpoint 续跑到 --steps")
-    ap.add_argument("--data", help="本地 GSM8K 格式 jsonl（默认：tiny 用合成题，其它预设用 GSM8K）")
-    ap.add_argument("--seed", type=int)
-    for k, v in DEFAULTS.items():
-        ap.add_argument("--" + k.replace("_", "-"), type=float if v is None else type(v))
-    given = {k: v for k, v in vars(ap.parse_args(argv)).items() if v is not None}  # 命令行上真正给了的
-    if "resume" in given:  # 续跑：沿用原来的 config.json，只允许改 --steps（和不影响结果的保存/评估频率）
-        cfg_path = Path(given["resume"]) / "config.json"
-        if not cfg_path.is_file():
-            sys.exit(f"配置错误：{cfg_path} 不存在，--resume 要指向之前某次运行的目录")
-        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-        changed = [k for k, v in given.items() if k not in RESUME_CAN_CHANGE and v != cfg.get(k)]
-        if changed:
-            sys.exit(f"配置错误：续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out")
-        cfg.update({k: v for k, v in given.items() if k in RESUME_CAN_CHANGE}, out=given["resume"])
-        return argparse.Namespace(**cfg)
-    try:
-        preset = get_preset(given.get("preset", "tiny"))
-    except PresetError as err:
-        sys.exit(f"配置错误：{err}")
-    cfg = {"preset": "tiny", "init": "pretrained", "impl": "solutions", "seed": 0, "data": None,
-           **DEFAULTS, **preset.defaults, **given}
-    cfg.setdefault("out", f"runs/{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    cfg["eps_high"] = cfg["eps_high"] if cfg["eps_high"] is not None else cfg["eps_low"]
-    c, N = argparse.Namespace(**cfg), cfg["prompts_per_step"] * cfg["group_size"]
-    errors = [msg for bad, msg in [
-        (c.group_size < 2, f"--group-size 至少为 2（得到 {c.group_size}）：只有一条回答就没有组内比较，advantage 恒为 0"),
-        (c.micro_batch < 1 or N % c.micro_batch, f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {N} 必须能被 --micro-batch={c.micro_batch} 整除"),
-        (c.prompts_per_step < 1 or c.steps < 1 or c.max_new_tokens < 1, "--prompts-per-step、--steps、--max-new-tokens 都必须 >= 1"),
-        (not c.temperature > 0 or not 0 < c.top_p <= 1, "--temperature 必须 > 0，--top-p 必须在 (0, 1]"),
-        (c.aggregation not in ("sequence_mean", "token_mean", "constant"), "--aggregation 只能是 sequence_mean | token_mean | constant"),
-        (c.beta < 0 or c.lr <= 0 or c.eps_low <= 0, "--beta 不能为负，--lr 和 --eps-low 必须 > 0"),
-        (c.optimizer not in OPTIMIZERS, f"--optimizer 只能是 {' | '.join(OPTIMIZERS)}"),
-        (c.data is not None and not Path(c.data).is_file(), f"--data 指向的文件不存在：{c.data}"),
-        (Path(c.out, "config.json").exists(), f"{c.out} 里已经有一次运行：续跑用 --resume {c.out}，否则换一个 --out"),
-    ] if bad]
-    try:
-        get_reward_fn(c.reward), resolve_device(preset)
-    except ValueError as err:  # 未知的 reward 名；GPU 预设却没有 CUDA（PresetError 也是 ValueError）
-        errors.append(str(err))
-    if errors:
-        sys.exit("配置错误：\n  - " + "\n  - ".join(errors))
-    return c
+EARLY_EVALS = (1, 2, 3, 5)  # 前几步密集评估：看清行为是在哪几步变的
 
 
 def main(cfg):
-    out, resuming = Path(cfg.out), checkpoint_path(cfg.out).is_file()
-    A, LM, G_LOSS, S, TR = (importlib.import_module(f"{cfg.impl}.{m}") for m in (  # --impl：用谁写的 L2 函数来训练
-        "l2_01_advantages", "l2_02_logprobs_and_masks", "l2_05_grpo_loss", "l2_06_sampling", "l2_07_grpo_train"))
+    if cfg.impl == "exercises":  # 换成你写的同名函数；先确认都写完了，再加载任何东西（fail fast）
+        use_exercises(globals())
     torch.manual_seed(cfg.seed)
     preset = get_preset(cfg.preset)
     device = resolve_device(preset)
-    if device.type == "cpu":  # tiny 的矩阵太小，多线程的同步开销比计算还大；单线程也让结果与机器核数无关
+    cuda = device.type == "cuda"
+    if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
-    model, tok = load_model(preset, init=cfg.init, device=device)
-    # 参考模型 = 起点模型的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点模型。
-    ref = None if cfg.beta == 0 or preset.lora_rank else copy.deepcopy(model).eval().requires_grad_(False)
-    # 可训练参数一律用 fp32 主权重：bf16 只有 8 位有效位，lr=1e-6 的更新会被直接舍入成 0。计算仍走 bf16 autocast。
-    for p in model.parameters():
-        p.data = p.data.float() if p.requires_grad else p.data
-    if device.type == "cuda":  # GPU：重算激活换显存（L1.04 的账本按开着算）；tiny 在 CPU 上不需要
-        model.gradient_checkpointing_enable()
-        torch.backends.cuda.matmul.fp32_precision = "tf32"  # log-prob 块的 fp32 矩阵乘走 tensor core
-    amp = (lambda: torch.autocast(device.type, dtype=preset.dtype)) if preset.dtype != torch.float32 else nullcontext
+    else:  # log-prob 每块的 fp32 矩阵乘走 TF32 tensor core（L2.02 第 6 节）
+        torch.backends.cuda.matmul.fp32_precision = "tf32"
+    model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
+    # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
+    ref = None
+    if cfg.beta > 0 and not preset.lora_rank:
+        ref = copy.deepcopy(model).eval().requires_grad_(False)
+    # 可训练参数用 fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。
+    # 计算仍走 bf16 autocast。
     params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.data = p.data.float()
+    half = preset.dtype != torch.float32
+    amp = lambda: torch.autocast(device.type, dtype=preset.dtype) if half else nullcontext()
     opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 采样和选题共用的随机数发生器，checkpoint 会保存它
-
-    # ---- 数据：训练题 + 固定的 held-out 题（评估永远用同一批题，曲线才可比）----
-    if cfg.data:
-        train, heldout = D.split_train_heldout(D.load_jsonl(cfg.data), cfg.n_heldout)
-    elif preset.hub_id is None:  # tiny：合成题（与 warm-start SFT 用的 seed 不同）
-        train, heldout = D.split_train_heldout(D.synthetic_problems(cfg.n_train, seed=1, difficulty=cfg.difficulty), cfg.n_heldout)
-    else:
-        train, heldout = D.load_gsm8k("train"), D.load_gsm8k("test", limit=cfg.n_heldout)
-    encode = lambda p: tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
+    gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
+    train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
+                                   difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
     eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+    train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
+
+    def rollout(problems, greedy=False, generator=gen):
+        """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
+        prompts = [tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
+                   for p in problems]
+        with torch.no_grad(), amp():  # 采样不需要梯度（generate 内部还会切到 eval 模式）
+            ro = generate(model, prompts, max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos,
+                          pad_token_id=pad, temperature=cfg.temperature, top_p=cfg.top_p,
+                          greedy=greedy, process_logits=process_logits, generator=generator,
+                          backend=cfg.rollout)
+        ids = zip(ro.completion_ids, ro.lengths)
+        return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
+
+    def heldout_eval(k=cfg.pass_k):
+        """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 gen。"""
+        complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]
+        return evaluate(complete, heldout, k=k, device=device)
 
     def logprobs(net, ro, rows):
-        """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵不参与求导，只用来观察）。形状都是 (M, T)。"""
-        T = ro.completion_ids.shape[1]  # 位置编码用 rollout 时的（左填充的 pad 不占位置），否则算的不是采样时的概率
-        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里，照样生效
-        with amp():  # 只跑到最后一层 hidden state（最后 T+1 个位置）：完整的 (M, T, V) logits 从不出现
+        """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
+        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里
+        with amp():  # 只跑到最后一层 hidden state（位置编码用 rollout 时的：左填充的 pad 不占位置）
             h = base.model(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                           position_ids=ro.position_ids[rows]).last_hidden_state[:, -(T + 1):]
-        # lm_head 分块在 fp32 里算（L2.02 第 6 节）；温度：被优化的是真正采样用的分布（TRL 同）
-        return LM.hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows], cfg.temperature,
-                                        256 if device.type == "cuda" else LM.CHUNK_ROWS)
+                           position_ids=ro.position_ids[rows]).last_hidden_state
+        # 从 hidden 分块算，完整的 (M, T, V) logits 从不出现（L2.02 第 6 节）；位置 t 预测第 t+1 个
+        # token，所以用回答前一位起的 T 个 hidden。温度：优化的是真正采样用的分布（TRL 同）
+        return hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows],
+                                     cfg.temperature, chunk_rows=256)
 
-    @torch.no_grad()
-    def evaluate(problems, batch=64):
-        """贪心解码（无随机性）在固定题目上的正确率：这才是「模型会不会」，训练 batch 上的正确率含采样运气。"""
-        right = fmt = 0.0
-        for i in range(0, len(problems), batch):
-            chunk = problems[i:i + batch]
-            with amp():
-                ro = generate(model, [encode(p) for p in chunk], max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos,
-                              pad_token_id=pad, greedy=True)
-            for p, ids, n in zip(chunk, ro.completion_ids, ro.lengths):
-                text = tok.decode(ids[:n], skip_special_tokens=True)
-                right, fmt = right + correctness_reward(text, p.gold), fmt + format_reward(text)
-        return {"accuracy": right / len(problems), "format_rate": fmt / len(problems), "n": len(problems)}
-
-    # ---- 运行目录：新开 or 续跑 ----
+    # ---- 运行目录：新开，或从 checkpoint 续跑 ----
+    out, start = Path(cfg.out), 0
     out.mkdir(parents=True, exist_ok=True)
-    start = 0
-    if resuming:  # 续跑：先有了起点模型和参考模型，再把训练到一半的权重、优化器、随机数状态读回来
+    if checkpoint_path(out).is_file():  # 续跑：读回训练到一半的权重、优化器状态和随机数
         start = load_checkpoint(out, model=model, optimizer=opt, generators={"sample": gen})["step"]
         print(f"从 {checkpoint_path(out)} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     else:
         write_json(out / "config.json", vars(cfg))
-        ev = evaluate(heldout)
+        ev = heldout_eval()
         write_json(out / "eval_before.json", ev)
-        print(f"训练前 held-out 正确率（贪心，{ev['n']} 题）：{ev['accuracy']:.3f}")
+        print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
-    reward_fn = get_reward_fn(cfg.reward)
     N, M, G = cfg.prompts_per_step * cfg.group_size, cfg.micro_batch, cfg.group_size
-    bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO", dynamic_ncols=True)
+    mbs = [slice(i, i + M) for i in range(0, N, M)]
+    bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO")
     t_run, ev = time.time(), None
 
     for step in bar:
-        # 1) 选 P 道题；2) 每道题采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g{G-1}, p1g0, ...]
+        # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
         t0 = time.time()
-        problems = [train[i] for i in torch.randperm(len(train), generator=gen, device=device)[:cfg.prompts_per_step].tolist()]
-        with torch.no_grad(), amp():  # 采样不需要梯度（generate 内部还会切到 eval 模式）
-            ro = generate(model, [encode(p) for p in problems for _ in range(G)], max_new_tokens=cfg.max_new_tokens,
-                          eos_token_ids=eos, pad_token_id=pad, temperature=cfg.temperature, top_p=cfg.top_p,
-                          process_logits=S.process_logits, generator=gen)
+        pick = torch.randperm(len(train), generator=gen, device=device)[: cfg.prompts_per_step]
+        problems = [train[i] for i in pick.tolist()]
+        ro, texts = rollout([p for p in problems for _ in range(G)])
         rollout_s = time.time() - t0
 
-        # 3) reward：用选定的 reward 训练；正确率和格式率总是另外记下来（reward hacking 就靠它们看出来）
-        texts = [tok.decode(ids[:n], skip_special_tokens=True) for ids, n in zip(ro.completion_ids, ro.lengths)]
+        # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
         golds = [p.gold for p in problems for _ in range(G)]
-        rewards = torch.tensor([reward_fn(t, g) for t, g in zip(texts, golds)], dtype=torch.float32)
         correct = torch.tensor([correctness_reward(t, g) for t, g in zip(texts, golds)])
         formatted = torch.tensor([format_reward(t) for t in texts])
+        rewards = torch.tensor([train_reward(t, g) for t, g in zip(texts, golds)])
+        if cfg.reward == "shuffled":  # 对照实验：reward 在回答之间随机打乱——流程不变，信息全无
+            rewards = rewards[torch.randperm(N, generator=gen, device=device).cpu()]
 
-        # 4) 组内 advantage：全对或全错的组 std=0，advantage 精确为 0 —— 这一组对梯度没有贡献
-        adv = A.group_advantages(rewards, G).to(device)
-        mask = LM.completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断，pad == eos
+        # 4) 组内 advantage：全对或全错的组 std = 0，advantage 精确为 0，这组对梯度没有贡献
+        adv = group_advantages(rewards, G).to(device)
+        mask = completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
 
-        # 5) old log-probs（采样时的策略，之后固定不动）和参考模型的 log-probs（beta > 0 时）。
-        #    μ = 1 时第一次 forward 算出的 logp 就是 old（ratio 恒为 1），省掉这次 forward，TRL 也这么做。
+        # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
+        #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
         t1 = time.time()
-        mbs = [slice(i, i + M) for i in range(0, N, M)]
         old = ref_logp = None
         with torch.no_grad():
             if cfg.num_iterations > 1:
                 old = torch.cat([logprobs(model, ro, mb)[0] for mb in mbs])
             if cfg.beta > 0:
-                with (model.disable_adapter() if preset.lora_rank else nullcontext()):
-                    ref_logp = torch.cat([logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs])
+                with model.disable_adapter() if preset.lora_rank else nullcontext():
+                    ref_net = model if ref is None else ref
+                    ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
 
-        # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加结果 == 整批一次算
+        # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
         stats, ents = [], []
-        for it in range(cfg.num_iterations):  # μ > 1 时同一批数据再优化几次，ratio 才会偏离 1、clip 才起作用
-            if device.type == "cuda":  # 梯度借住 rollout 专用的显存（KV cache、bf16 权重副本）：下次生成前用完
+        for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
+            if cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
                 host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
-                ents += [ent] if it == 0 else []  # 熵：采样时策略的熵（第一次 forward 时参数还没动）
-                loss, m = G_LOSS.grpo_loss(logp, logp.detach() if old is None else old[mb], adv[mb], mask[mb],
-                                           ref_logp=None if ref_logp is None else ref_logp[mb],
-                                           beta=cfg.beta, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                           aggregation=cfg.aggregation, max_completion_length=cfg.max_new_tokens)
-                w = TR.microbatch_weight(mask[mb], mask, cfg.aggregation)
+                ents += [ent] if it == 0 else []  # 熵：采样时那个策略的（参数还没动）
+                loss, m = grpo_loss(logp, logp.detach() if old is None else old[mb], adv[mb],
+                                    mask[mb], ref_logp=None if ref_logp is None else ref_logp[mb],
+                                    beta=cfg.beta, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
+                                    aggregation=cfg.aggregation,
+                                    max_completion_length=cfg.max_new_tokens)
+                w = microbatch_weight(mask[mb], mask, cfg.aggregation)
                 (loss * w).backward()
                 stats.append({"loss": loss.item() * w * len(mbs), **m})
-            # 7) 梯度裁剪：一批异常样本不至于把模型一步推飞；8) AdamW 更新
+            # 7) 梯度裁剪；8) AdamW 更新
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
-            opt.zero_grad(set_to_none=True)  # 用完立刻释放梯度：下一步 rollout 时这份显存（0.6B 是 2.2 GiB）不必常驻
+            opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
         train_s = time.time() - t1
 
-        # 9) 记录（键名约定：计时以 _s/_per_s 结尾，显存以 _gb 结尾；其余值在 CPU 上可逐位复现）
-        lens, grouped = ro.lengths.float(), rewards.view(-1, G)
-        mean_of = lambda k: sum(s.get(k, 0.0) for s in stats) / len(stats)
-        row = dict(step=step, reward_mean=rewards.mean().item(), reward_std=rewards.std().item(),
-                   accuracy=correct.mean().item(), format_rate=formatted.mean().item(),
-                   zero_std_frac=(grouped.std(1) == 0).float().mean().item(),
-                   completion_len_mean=lens.mean().item(), completion_len_max=int(lens.max()),
-                   truncation_rate=ro.truncated.float().mean().item(), empty_rate=((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
-                   entropy=LM.masked_mean(torch.cat(ents), mask).item(), kl=mean_of("kl") if cfg.beta > 0 else None,
-                   clip_fraction=mean_of("clip_fraction"), loss=mean_of("loss"), grad_norm=grad_norm,
-                   lr=opt.param_groups[0]["lr"], rollout_s=rollout_s, train_s=train_s,
-                   tokens_per_s=lens.sum().item() / max(rollout_s, 1e-9), elapsed_s=time.time() - t_run,
-                   peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if device.type == "cuda" else None)  # 整个进程的峰值
-        # 10) 定期在 held-out 上贪心评估（贪心不消耗随机数，所以评估与否不改变训练轨迹）
-        if step % cfg.eval_every == 0:
-            ev = evaluate(heldout)
+        # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
+        lens = ro.lengths.float()
+        mean_of = {k: sum(s.get(k, 0.0) for s in stats) / len(stats) for k in stats[0]}.get
+        row = dict(
+            step=step, reward_mean=rewards.mean().item(), reward_std=rewards.std().item(),
+            accuracy=correct.mean().item(), format_rate=formatted.mean().item(),
+            zero_std_frac=(rewards.view(-1, G).std(1) == 0).float().mean().item(),
+            completion_len_mean=lens.mean().item(), completion_len_max=int(lens.max()),
+            truncation_rate=ro.truncated.float().mean().item(),
+            empty_rate=((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
+            entropy=masked_mean(torch.cat(ents), mask).item(),
+            kl=mean_of("kl") if cfg.beta > 0 else None, clip_fraction=mean_of("clip_fraction"),
+            loss=mean_of("loss"), grad_norm=grad_norm, lr=opt.param_groups[0]["lr"],
+            rollout_s=rollout_s, train_s=train_s, elapsed_s=time.time() - t_run,
+            tokens_per_s=lens.sum().item() / max(rollout_s, 1e-9),
+            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+        )
+        # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
+        periodic = step % cfg.eval_every == 0
+        if periodic or step in EARLY_EVALS:  # 前几步只评贪心（便宜）；定期的评估加上 pass@k
+            ev = heldout_eval(cfg.pass_k if periodic else 0)
             row["eval_accuracy"] = ev["accuracy"]
+            row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
         logger.log(row)
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}",
                         heldout="-" if ev is None else f"{ev['accuracy']:.2f}")
-        # 11) checkpoint（原子写入：先写临时文件再改名，任何时刻被杀都留下一个完整的 checkpoint）
+        # 11) checkpoint（原子写入：先写临时文件再改名，任何时刻被杀都留下一个完整的）
         if step % cfg.save_every == 0 or step == cfg.steps:
             save_checkpoint(out, model=model, optimizer=opt, step=step, generators={"sample": gen})
-            plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=f"{cfg.preset} GRPO  {out.name}")
+            plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png",
+                        title=f"{cfg.preset} GRPO  {out.name}")
 
-    if start < cfg.steps:  # 训练后评估：与训练前同一批题、同样贪心解码，两者之差就是这次训练的成绩
-        ev = ev if cfg.steps % cfg.eval_every == 0 else evaluate(heldout)
+    if start < cfg.steps:  # 训练后：同一批题、同样的评估，和训练前一比就是这次训练的成绩
+        ev = ev if cfg.steps % cfg.eval_every == 0 else heldout_eval()
         write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
         before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))["accuracy"]
-        print(f"held-out 正确率：{before:.3f} -> {ev['accuracy']:.3f}（{ev['accuracy'] - before:+.3f}）；结果在 {out}/")
+        after = ev["accuracy"]
+        print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
 
 
 if __name__ == "__main__":
     try:
-        main(get_config())
-    except (D.DataError, PresetError, CheckpointError) as err:
+        main(parse_config())
+    except (D.DataError, PresetError, CheckpointError, OptimizerError) as err:
         sys.exit(f"错误：{err}")
-    except NotImplementedError as err:  # --impl exercises 而练习还没写完：指出是哪个文件的哪个函数
-        frame = [f for f in traceback.extract_tb(err.__traceback__) if "exercises" in f.filename][-1:]
-        where = f"{Path(frame[0].filename).name} 里的 {frame[0].name}()" if frame else "某个练习函数"
-        sys.exit(f"还没实现：exercises/{where}。{err} 先让 pytest --impl exercises tests/L2 通过再来训练。")

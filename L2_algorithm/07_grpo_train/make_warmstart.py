@@ -36,11 +36,11 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 仓库根目录（没 pip install -e 也能跑）和本目录（同目录的 train_config.py：grpo_train.py 的默认配置）
+sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
 import torch
 import torch.nn.functional as F
+from train_config import script_config
 
 from common import data as D
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
@@ -49,9 +49,7 @@ from common.rollout import generate
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
-GRPO_DATA_SEED = (
-    1  # grpo_train.py 里 tiny 预设的训练/held-out 题用这个 seed，SFT 会把这些题全部排除
-)
+GRPO_DATA_SEED = D.SYNTHETIC_SEED  # grpo_train.py 的训练/held-out 题用这个 seed，SFT 全部排除
 STEPS = 1400  # 演算风格只占 45%：要这么多步，演算的正确率才够高（RL 的上限就是它）
 BATCH = 64
 LR, WARMUP = 3e-3, 30  # 线性 warmup 后余弦衰减到 0
@@ -237,7 +235,7 @@ def main(argv=None):
     args = ap.parse_args(argv)
     if args.steps < 1:
         sys.exit(f"配置错误：--steps 必须 >= 1，得到 {args.steps}")
-    defaults = get_preset("tiny").defaults
+    defaults = script_config("tiny")
     heldout = grpo_heldout(defaults)
     probe = dict(
         group_size=defaults["group_size"],

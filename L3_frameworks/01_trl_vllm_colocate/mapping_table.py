@@ -164,7 +164,7 @@ ROWS: tuple[Row, ...] = (
         ('loss_type="grpo"', 'loss_type="dapo"', 'loss_type="bnpo"', 'loss_type="dr_grpo"'),
         "--calculate-per-token-loss",
         "--calculate-per-token-loss",
-        "sequence_mean↔grpo（slime 默认）；token_mean↔dapo/bnpo（单进程、不累积时相等）↔slime 加这个开关；constant↔dr_grpo",
+        "sequence_mean↔grpo（slime 默认）；token_mean↔dapo/bnpo（单进程、不累积时相等）↔slime 加这个开关（Miles 的 FSDP 后端上这个开关给的是 token 之和、不是均值，见 L3.03）；constant↔dr_grpo",
     ),
     Row(
         "dr_grpo_constant",
@@ -191,7 +191,7 @@ ROWS: tuple[Row, ...] = (
         ("mask_truncated_completions",),
         "",
         "",
-        "我们的 completion_mask 对没有 EOS 的行保留全 1（算进损失）；TRL 打开这个开关就把整行置 0（DAPO 的做法）",
+        "我们的 completion_mask 对没有 EOS 的行保留全 1（算进损失）；TRL 打开这个开关就把整行置 0（DAPO §3.4 的 overlong filtering：去掉 reward 噪声，也去掉了对超长回答的负信号，L1.05）",
     ),
     Row(
         "temperature",

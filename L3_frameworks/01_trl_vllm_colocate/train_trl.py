@@ -2,6 +2,7 @@
 
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --steps 20           # CPU，不用 vLLM
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --steps 200    # 5090：vLLM colocate
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B   # 本地下载的权重
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --init random --no-vllm \\
         --data synthetic --steps 5 --cap-gb 32                                                  # 只测时间和显存
     accelerate launch --num_processes 2 L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --no-vllm ...
@@ -19,20 +20,23 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 仓库根目录（没 pip install -e 也能跑）和 L2.07 的目录（读 grpo_train.py 的默认配置）
+ROOT = Path(__file__).resolve().parents[2]
+sys.path[:0] = [str(ROOT), str(ROOT / "L2_algorithm" / "07_grpo_train")]
 import torch
 from datasets import Dataset
+from train_config import script_config
 from transformers import TrainerCallback
 from trl import GRPOConfig, GRPOTrainer
 
 from common import data as D
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, get_preset, load_model, validate_model_dir
 from common.reward import correctness_reward, format_reward
 
 PRESETS = ("tiny", "qwen3-0.6b")
+# 与 grpo_train.py 同名、同默认值的旋钮（默认值从它顶部的 CONFIG + 预设覆盖读，只有一个出处）
+SHARED_KNOBS = ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta", "temperature")
 IMPLS = ("solutions", "exercises", "trl")  # trl = 完全用 TRL 自己的 advantage 和损失
 # TRL 的 loss_type -> 我们 grpo_loss 的 aggregation（L2.05）。只支持这四种：其余（cispo/sapo/...）课程里没写。
 AGGREGATION = {
@@ -76,17 +80,10 @@ def build_dataset(problems: list[D.Problem]) -> Dataset:
     )
 
 
-def load_problems(source: str, preset) -> list[D.Problem]:
-    if (
-        source == "synthetic"
-    ):  # 和 grpo_train.py 的 tiny 一样：seed=1 的合成题，留出 held-out 不参与训练
-        problems = D.synthetic_problems(
-            5000, seed=1, difficulty=preset.defaults.get("difficulty", 2)
-        )
-        return D.split_train_heldout(problems, preset.defaults.get("n_heldout", 200))[0]
-    if source == "gsm8k":
-        return D.load_gsm8k("train")
-    return D.load_jsonl(source)
+def load_problems(source: str, config: dict) -> list[D.Problem]:
+    """训练题：和 grpo_train.py 同样的数据（同样的合成题池、同样留出 held-out）。"""
+    n_train, difficulty = config["n_train"], config["difficulty"]
+    return D.load_splits(source, config["n_heldout"], n_train=n_train, difficulty=difficulty)[0]
 
 
 # ---------------------------------------------------------------- 把你的 L2 函数插进 TRL ------------------------------
@@ -389,6 +386,12 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="random：同样形状的随机权重，不下载（只用来测时间和显存）",
     )
     ap.add_argument(
+        "--model",
+        metavar="PATH",
+        default=None,
+        help="本地模型目录（modelscope / hf download 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
+    )
+    ap.add_argument(
         "--impl",
         default="solutions",
         choices=IMPLS,
@@ -409,7 +412,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="gsm8k | synthetic | 本地 GSM8K 格式 .jsonl（默认：tiny 用 synthetic）",
     )
     ap.add_argument("--seed", type=int, default=0)
-    # 和 grpo_train.py 同名的旋钮；不给就用预设的推荐值（common/models.py 的 Preset.defaults）
+    # 和 grpo_train.py 同名的旋钮；不给就用 grpo_train.py 在这个预设下的默认值（它顶部的 CONFIG + 预设覆盖）
     ap.add_argument(
         "--group-size", type=int, default=None, help="G：每道题采几条（TRL 的 num_generations）"
     )
@@ -489,9 +492,11 @@ def parse_args(argv=None) -> argparse.Namespace:
             f"--preset 只能是 {' | '.join(PRESETS)}，得到 {a.preset!r}（qwen3-1.7b-lora 请用 L2 的 grpo_train.py）"
         )
     preset = get_preset(a.preset)
-    for key, value in preset.defaults.items():
-        if getattr(a, key, "absent") is None:
-            setattr(a, key, value)
+    a.script_config = script_config(a.preset)
+    for key in SHARED_KNOBS:
+        if getattr(a, key) is None:
+            setattr(a, key, a.script_config[key])
+    a.micro_batch = a.micro_batch or preset.defaults.get("micro_batch")
     a.steps = a.steps if a.steps is not None else (20 if a.preset == "tiny" else 200)
     a.micro_batch = a.micro_batch or (
         a.prompts_per_step * a.group_size if a.preset == "tiny" else 16
@@ -539,6 +544,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         ((a.out / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果，换一个 --out"),
     ]
     errors = [msg for bad, msg in problems if bad]
+    if a.model is not None:  # 只读 config.json、文件列表和 safetensors 文件头：在写任何输出之前
+        try:
+            if a.init == "random":
+                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
+            a.model = validate_model_dir(a.model, preset)
+        except PresetError as err:
+            errors.append(str(err))
     if a.vllm and importlib.util.find_spec("vllm") is None:
         errors.append(
             '没装 vLLM：pip install -e ".[vllm]"（Linux + NVIDIA GPU），或者加 --no-vllm 用 HF generate 采样'
@@ -582,8 +594,8 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
             cap_to_gpu_gb(a.cap_gb, device)
         except ValueError as err:  # 卡比 --cap-gb 还小
             raise SystemExit(f"错误：{err}") from None
-    train = load_problems(a.data, preset)  # 先读数据：数据有问题就在写输出目录之前报错
-    model, tok = load_model(preset, init=a.init, device=device)
+    train = load_problems(a.data, a.script_config)  # 先读数据：数据有问题就在写输出目录之前报错
+    model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
     if a.vllm and a.vllm_server_url is None:
         check_prompt_lengths(tok, train, a)
     if a.preset != "tiny":

@@ -72,3 +72,31 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     assert f"占 {row['usage']:.0%}，回答上限 {row['max_new_tokens_fit']} token" in readme
     for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
         assert r["why"] in readme, r["preset"]
+
+
+def test_the_three_vram_figures_in_the_first_lesson_are_current():
+    """L1.01 第 2.1 节那张小表：两个账本数字等于账本现在算出的，实测数字和首页 README、L2.07 一致。"""
+    from common import env_check
+
+    readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
+    block = readme.split("<!-- vram-story:begin -->", 1)[1].split("<!-- vram-story:end -->", 1)[0]
+    rows = [line for line in block.splitlines() if line.startswith("| **")]
+    assert len(rows) == 3, "第 2.1 节的小表应该正好三行数字"
+    measured, ledger_policy, ledger_colocate = rows
+
+    why = next(r["why"] for r in env_check.preset_report(None) if r["preset"] == "qwen3-0.6b")
+    gib, pct = re.search(r"账本算出 ([\d.]+) GiB / 32 GiB = (\d+%)", why).groups()
+    assert f"**{gib} GiB（{pct}）**" in ledger_policy, (
+        "第二行要等于 env_check 里 qwen3-0.6b 的账本数字"
+    )
+
+    fit = next(r for r in vram.fit_table(32) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
+    assert f"**{fit['total_gb']:.1f} GiB（{fit['usage']:.0%}）**" in ledger_colocate, (
+        "第三行要等于装箱表里 Qwen3-0.6B full 的合计和占比"
+    )
+
+    value = re.search(r"\*\*([\d.]+ GiB)\*\*", measured).group(1)
+    for other in (ROOT / "README.md", ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"):
+        assert value in other.read_text(encoding="utf-8"), (
+            f"第一行的实测峰值 {value} 应该和 {other.relative_to(ROOT)} 里的实测数字一致"
+        )

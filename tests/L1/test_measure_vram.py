@@ -44,6 +44,29 @@ def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     assert err.value.code != 0 and hint in capsys.readouterr().err
 
 
+def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, monkeypatch):
+    """--model：坏目录在加载任何东西之前报错；好目录（小形状的 Qwen3）过了检查，才轮到 CUDA 检查。"""
+    sys.path.insert(0, str(ROOT / "tests" / "common"))
+    from small_qwen3 import make_model_dir, patch_small_shapes
+
+    for args, hint in [
+        (["--preset", "qwen3-0.6b", "--model", str(tmp_path / "nope")], "模型目录不存在"),
+        (["--preset", "qwen3-0.6b", "--model", str(tmp_path), "--init", "random"], "--init random"),
+        (["--model", str(tmp_path)], "不从目录加载"),
+    ]:
+        with pytest.raises(SystemExit) as err:
+            main(args)
+        assert err.value.code != 0 and hint in capsys.readouterr().err
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    patch_small_shapes(monkeypatch)
+    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
+    assert main(["--preset", "qwen3-0.6b", "--model", str(folder)]) == 2
+    assert "--preset tiny" in capsys.readouterr().err  # 目录没问题；这台机器没有 GPU
+
+
 def test_gpu_preset_on_a_cpu_machine_says_what_to_do(main, capsys):
     import torch
 

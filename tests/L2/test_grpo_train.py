@@ -1,4 +1,5 @@
-"""L2.07 grpo_train.py：配置校验（中文报错 + 非零退出码）、训练循环冒烟测试、续跑逐位一致。
+"""L2.07 grpo_train.py：读起来像 nanoGPT（行数、行宽、配置在顶部）、配置校验（中文报错 + 非零退出码）、
+--impl exercises 先检查再加载（fail fast）、训练循环冒烟测试、续跑逐位一致。
 
 冒烟和续跑用 tiny 预设、很小的尺寸（几步、每步 4 题 × 4 条、短回答），在子进程里跑，和学习者的用法一样。
 """
@@ -11,6 +12,8 @@ import math
 import os
 import subprocess
 import sys
+import types
+import unicodedata
 from pathlib import Path
 
 import pytest
@@ -18,48 +21,25 @@ import pytest
 from common.metrics import deterministic_part, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+LESSON = ROOT / "L2_algorithm" / "07_grpo_train"
+SCRIPT = LESSON / "grpo_train.py"
 SMALL = [
-    "--n-heldout",
-    "8",
-    "--prompts-per-step",
-    "4",
-    "--group-size",
-    "4",
-    "--micro-batch",
-    "8",
-    "--max-new-tokens",
-    "16",
-    "--eval-every",
-    "2",
-    "--n-train",
-    "200",
-]
+    "--n-heldout", "8", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8",
+    "--max-new-tokens", "16", "--eval-every", "2", "--n-train", "200", "--pass-k", "2",
+]  # fmt: skip
 REQUIRED_KEYS = {
-    "step",
-    "reward_mean",
-    "reward_std",
-    "accuracy",
-    "format_rate",
-    "zero_std_frac",
-    "completion_len_mean",
-    "completion_len_max",
-    "truncation_rate",
-    "entropy",
-    "kl",
-    "clip_fraction",
-    "grad_norm",
-    "lr",
-    "rollout_s",
-    "train_s",
-    "tokens_per_s",
-    "peak_vram_gb",
-}
+    "step", "reward_mean", "reward_std", "accuracy", "format_rate", "zero_std_frac",
+    "completion_len_mean", "completion_len_max", "truncation_rate", "entropy", "kl",
+    "clip_fraction", "grad_norm", "lr", "rollout_s", "train_s", "tokens_per_s", "peak_vram_gb",
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("grpo_train_under_test", SCRIPT)
+def tc():
+    """同目录的 train_config.py（命令行、校验、续跑规则、换成练习函数）。"""
+    spec = importlib.util.spec_from_file_location(
+        "train_config_under_test", LESSON / "train_config.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -67,14 +47,11 @@ def script():
 
 def _run(*args, check=True):
     env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env["PYTHONPATH"] = str(ROOT)  # 用这份仓库里的 common/solutions（不管 pip install -e 指向哪）
     proc = subprocess.run(
         [sys.executable, str(SCRIPT), *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=ROOT,
-        timeout=600,
-    )
+        capture_output=True, text=True, env=env, cwd=ROOT, timeout=900,
+    )  # fmt: skip
     if check:
         assert proc.returncode == 0, (
             f"grpo_train.py 失败（exit {proc.returncode}）：\n{proc.stderr[-3000:]}"
@@ -82,65 +59,146 @@ def _run(*args, check=True):
     return proc
 
 
-def test_script_is_at_most_260_lines():
-    n = len(SCRIPT.read_text(encoding="utf-8").splitlines())
-    assert n <= 260, f"grpo_train.py 有 {n} 行，课程承诺不超过 260 行"
+def _columns(line: str) -> int:
+    """显示宽度：中文等全角字符占两列（和编辑器、终端里看到的一样）。"""
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
 
 
-def test_defaults_come_from_the_preset(script, tmp_path):
-    from common.models import get_preset
+def test_script_reads_like_nanogpt():
+    lines = SCRIPT.read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 260, f"grpo_train.py 有 {len(lines)} 行，课程承诺不超过 260 行"
+    wide = [i + 1 for i, line in enumerate(lines) if _columns(line) > 100]
+    assert not wide, f"grpo_train.py 这些行超过 100 列（不该横向滚动）：{wide}"
 
-    cfg = script.get_config(["--out", str(tmp_path / "run")])
-    for key, value in get_preset("tiny").defaults.items():
-        assert getattr(cfg, key) == value
-    assert cfg.preset == "tiny" and cfg.impl == "solutions" and cfg.eps_high == cfg.eps_low
-    assert script.get_config(["--out", str(tmp_path / "r"), "--lr", "0.5"]).lr == 0.5  # 命令行优先
+
+def test_every_knob_is_in_config_with_help(tc):
+    values, helps = tc._config_block()
+    assert set(values) == set(helps) and all(h.strip() for h in helps.values())
+    proc = subprocess.run(
+        [sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )  # fmt: skip
+    assert proc.returncode == 0
+    text = " ".join(proc.stdout.split())
+    for key in values:
+        assert f"--{key.replace('_', '-')}" in text, key
+        assert " ".join(helps[key].split())[:12] in text, f"--help 里缺 {key} 的说明"
+
+
+def test_defaults_are_config_plus_preset_override(tc, tmp_path):
+    from common.models import PRESETS
+
+    values, _ = tc._config_block()
+    cfg = tc.parse_config(["--out", str(tmp_path / "run")])
+    assert {k: getattr(cfg, k) for k in values if k not in ("out", "eps_high")} == {
+        k: v for k, v in values.items() if k not in ("out", "eps_high")
+    }
+    assert cfg.eps_high == cfg.eps_low and PRESETS["tiny"].defaults == {}
+    assert tc.parse_config(["--out", str(tmp_path / "r"), "--lr", "0.5"]).lr == 0.5  # 命令行优先
+    for name, preset in PRESETS.items():
+        merged = tc.script_config(name)
+        assert set(preset.defaults) <= set(values), f"预设 {name} 覆盖了 CONFIG 里没有的键"
+        assert all(merged[k] == v for k, v in preset.defaults.items())
+
+
+def test_aggregation_names_match_the_loss(tc):
+    from solutions.l2_05_grpo_loss import AGGREGATIONS
+
+    assert tuple(AGGREGATIONS) == tc.AGGREGATIONS
 
 
 @pytest.mark.parametrize(
     "argv, expected",
     [
         (["--group-size", "1"], "--group-size 至少为 2"),
-        (
-            ["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "8"],
-            "必须能被 --micro-batch=8 整除",
-        ),
+        (["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "8"],
+         "必须能被 --micro-batch=8 整除"),
         (["--preset", "gpt-5"], "未知的模型预设"),
-        (["--data", "no/such/file.jsonl"], "文件不存在"),
+        (["--data", "no/such/file.jsonl"], "不是存在的 jsonl 文件"),
         (["--reward", "vibes"], "vibes"),
         (["--aggregation", "grpo"], "--aggregation"),
         (["--temperature", "0"], "--temperature"),
+        (["--rollout", "turbo"], "--rollout"),
+        (["--impl", "mine"], "--impl"),
+        (["--model", "no/such/dir", "--preset", "qwen3-0.6b"], "模型目录不存在：no/such/dir"),
+        (["--model", "no/such/dir"], "--model 目录只用于 Qwen3 预设"),
     ],
-)
-def test_bad_config_is_rejected_in_chinese(script, tmp_path, argv, expected):
+)  # fmt: skip
+def test_bad_config_is_rejected_in_chinese(tc, tmp_path, argv, expected):
     with pytest.raises(SystemExit) as exc:
-        script.get_config(["--out", str(tmp_path / "run"), *argv])
+        tc.parse_config(["--out", str(tmp_path / "run"), *argv])
     assert "错误" in str(exc.value.code) and expected in str(exc.value.code)
+    assert not (tmp_path / "run").exists(), "配置错误时不应留下运行目录"
 
 
-def test_gpu_preset_on_cpu_is_rejected(script, tmp_path):
+def test_gpu_preset_on_cpu_is_rejected(tc, tmp_path):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("这台机器有 CUDA")
     with pytest.raises(SystemExit) as exc:
-        script.get_config(["--out", str(tmp_path / "run"), "--preset", "qwen3-0.6b"])
+        tc.parse_config(["--out", str(tmp_path / "run"), "--preset", "qwen3-0.6b"])
     assert "需要 NVIDIA GPU" in str(exc.value.code) and "--preset tiny" in str(exc.value.code)
 
 
-def test_existing_run_and_resume_rules(script, tmp_path):
+def test_existing_run_and_resume_rules(tc, tmp_path):
     run = tmp_path / "run"
     run.mkdir()
-    cfg = script.get_config(["--out", str(run)])
+    cfg = tc.parse_config(["--out", str(run)])
     (run / "config.json").write_text(json.dumps(vars(cfg)), encoding="utf-8")
     with pytest.raises(SystemExit, match="已经有一次运行"):
-        script.get_config(["--out", str(run)])
+        tc.parse_config(["--out", str(run)])
     with pytest.raises(SystemExit, match=r"续跑时不能改 \['lr'\]"):
-        script.get_config(["--resume", str(run), "--lr", "0.5"])
+        tc.parse_config(["--resume", str(run), "--lr", "0.5"])
     with pytest.raises(SystemExit, match="不存在"):
-        script.get_config(["--resume", str(tmp_path / "nothing")])
-    resumed = script.get_config(["--resume", str(run), "--steps", "999"])
+        tc.parse_config(["--resume", str(tmp_path / "nothing")])
+    resumed = tc.parse_config(["--resume", str(run), "--steps", "999"])
     assert resumed.steps == 999 and resumed.lr == cfg.lr and resumed.out == str(run)
+
+
+def _fake_module(name: str, **functions) -> types.ModuleType:
+    mod = types.ModuleType(name)
+    for fname, fn in functions.items():
+        fn.__module__, fn.__name__ = name, fname
+        setattr(mod, fname, fn)
+    return mod
+
+
+def test_use_exercises_names_every_missing_function_at_once(tc, monkeypatch):
+    """--impl exercises：先查空桩（连同被调用的别的练习函数），一次列全，不加载任何东西。"""
+
+    def stub(x):
+        raise NotImplementedError("提示")
+
+    def done():  # 每次一个新的「写完了」的函数（_fake_module 会改函数的 __module__/__name__）
+        return lambda x: x + 1
+
+    def uses_helper(x):
+        return helper(x)  # 模块里 import 进来的另一个练习函数
+
+    def helper(x):
+        raise NotImplementedError
+
+    a = _fake_module("exercises.l9_a", f=stub, g=done())
+    b = _fake_module("exercises.l9_b", uses_helper=uses_helper)
+    b.helper = _fake_module("exercises.l9_c", helper=helper).helper
+    for mod in (a, b):
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    namespace = {
+        "f": _fake_module("solutions.l9_a", f=lambda x: x).f,
+        "g": _fake_module("solutions.l9_a", g=lambda x: x).g,
+        "uses_helper": _fake_module("solutions.l9_b", uses_helper=lambda x: x).uses_helper,
+        "len": len,
+    }
+    with pytest.raises(SystemExit) as exc:
+        tc.use_exercises(namespace)
+    msg = str(exc.value.code)
+    assert "exercises/l9_a.py 里的 f()" in msg and "exercises/l9_c.py 里的 helper()" in msg
+    assert "g()" not in msg and "uses_helper()" not in msg
+    a.f = _fake_module("exercises.l9_a", f=done()).f
+    b.helper = _fake_module("exercises.l9_c", helper=done()).helper
+    tc.use_exercises(namespace)  # 都写完了：就地换成练习里的函数
+    assert namespace["f"] is a.f and namespace["g"] is a.g and namespace["len"] is len
 
 
 @pytest.mark.slow
@@ -157,24 +215,22 @@ def _finite_or_null(row):
 def test_smoke_run_writes_the_run_folder(tmp_path):
     out = tmp_path / "run"
     _run("--out", out, "--steps", "3", *SMALL)
-    for name in (
-        "config.json",
-        "metrics.jsonl",
-        "eval_before.json",
-        "eval_after.json",
-        "curves.png",
-        "checkpoint.pt",
-    ):
+    for name in ("config.json", "metrics.jsonl", "eval_before.json", "eval_after.json",
+                 "curves.png", "checkpoint.pt"):  # fmt: skip
         assert (out / name).is_file(), f"运行目录里缺 {name}"
     rows = read_metrics(out / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2, 3]
     for row in rows:
         assert REQUIRED_KEYS <= set(row), f"缺少指标：{REQUIRED_KEYS - set(row)}"
         assert _finite_or_null(row) and 0 <= row["accuracy"] <= 1 and 0 <= row["zero_std_frac"] <= 1
+        assert 0 <= row["eval_accuracy"] <= 1  # 第 1、2、3 步都评估（前几步密集评估）
+    assert "eval_pass_at_2" not in rows[0] and 0 <= rows[1]["eval_pass_at_2"] <= 1
     assert any(r["grad_norm"] > 0 for r in rows), "三步里梯度全是 0：warm start 应该给出非零 reward"
-    assert 0 <= rows[1]["eval_accuracy"] <= 1
     for name in ("eval_before.json", "eval_after.json"):
-        assert 0 <= json.loads((out / name).read_text())["accuracy"] <= 1
+        ev = json.loads((out / name).read_text())
+        assert 0 <= ev["accuracy"] <= 1 and set(ev["pass_at"]) == {"1", "2"}
+        assert 0 <= ev["pass_at"]["1"] <= ev["pass_at"]["2"] <= 1
+        assert {"question", "gold", "completion", "reward"} <= set(ev["examples"][0])
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
 
 
@@ -182,19 +238,8 @@ def test_smoke_run_writes_the_run_folder(tmp_path):
 def test_degenerate_batches_do_not_produce_nan(tmp_path):
     """max_new_tokens=1：每条回答要么是空的（只有 EOS），要么被截断；reward 全 0 -> 每组 std=0。"""
     out = tmp_path / "run"
-    _run(
-        "--out",
-        out,
-        "--steps",
-        "2",
-        *SMALL,
-        "--max-new-tokens",
-        "1",
-        "--beta",
-        "0.1",
-        "--aggregation",
-        "token_mean",
-    )
+    _run("--out", out, "--steps", "2", *SMALL, "--max-new-tokens", "1", "--beta", "0.1",
+         "--aggregation", "token_mean")  # fmt: skip
     rows = read_metrics(out / "metrics.jsonl")
     assert len(rows) == 2
     for row in rows:
@@ -217,6 +262,7 @@ def test_resume_is_bit_identical(tmp_path):
         "续跑段没有真正的更新，测试没有意义"
     )
     assert any(r["clip_fraction"] > 0 for r in straight), "μ=2 时应该有 token 被 clip"
+    assert any("eval_pass_at_2" in r for r in straight[3:]), "续跑段应该有带 pass@k 的评估"
     for a, b in zip(straight, split):
         assert deterministic_part(a) == deterministic_part(b), f"第 {a['step']} 步不一致"
     after = [

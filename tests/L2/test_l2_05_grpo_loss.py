@@ -1,6 +1,8 @@
-"""L2.05 grpo_loss：三种聚合对照逐元素 Python 循环、解析梯度、空行、非法参数、指标。
+"""L2.05 grpo_loss：三种聚合对照逐元素 Python 循环、解析梯度、空行、非法参数、指标、token_weights。
 
 期望值都由下面的 `_naive_*` 用纯 Python 浮点逐 token 计算，不依赖被测实现，也不抄输出。
+输出不对时，失败信息的第一行是一句中文：和 `LOSS_MISTAKES` / `METRIC_MISTAKES` 里某个典型错误的结果一致时，
+直接说是哪一种、回看课文哪一节；都不一致时说清楚哪里不对（形状、dtype、NaN、第一个不一致的位置）。
 """
 
 from __future__ import annotations
@@ -9,8 +11,16 @@ import math
 
 import pytest
 import torch
+from diagnose import Mistake, check
+from mistake_tools import derived, diagnosis_line, expect_value_error, named
 
 AGGS = ["sequence_mean", "token_mean", "constant"]
+MAX_LEN = 6  # 传给 max_completion_length；比 T=4 大，constant 的分母才能和「用 T」区分开
+
+FORMULA = "L2.05「2. 公式，以及它们从哪来」"
+SPEC = "L2.05「3.2 一步一步，以及为什么」"
+WEIGHTS = "L2.05「3.5 token_weights」"
+PITFALL = "L2.05「4. 坑，以及出处」坑 {}"
 
 
 @pytest.fixture(scope="module")
@@ -28,25 +38,33 @@ def _case():
     return logp, old, ref, adv, mask
 
 
-def _naive_token(lp, olp, rlp, a, beta, el, eh):
-    """一个 token 的损失和 d损失/dlogp（纯 Python）。"""
+# token_weights 的例子：有 0（去掉这个 token 的策略项）、有 >1 的，padding 上放了个离谱的值（不该有影响）
+TOKEN_WEIGHTS = [[0.5, 0.0, 2.0, 99.0], [1.0, 0.3, 1.5, 0.0], [7.0, 7.0, 7.0, 7.0]]
+
+
+def _naive_token(lp, olp, rlp, a, beta, el, eh, w=1.0):
+    """一个 token 的损失和 d损失/dlogp（纯 Python）。w 只乘策略项。"""
     r = math.exp(lp - olp)
     rc = min(max(r, 1 - el), 1 + eh)
     clipped = rc * a < r * a
-    loss = -(rc if clipped else r) * a
-    grad = 0.0 if clipped else -r * a  # d(-r·A)/dlogp = -r·A；被裁剪处为常数，梯度 0
+    loss = -(rc if clipped else r) * a * w
+    grad = 0.0 if clipped else -r * a * w  # d(-r·A)/dlogp = -r·A；被裁剪处为常数，梯度 0
     k3 = math.exp(rlp - lp) - (rlp - lp) - 1
     loss += beta * k3
     grad += beta * (1 - math.exp(rlp - lp))  # d k3 / dlogp = -e^{ref-logp} + 1
     return loss, grad, clipped, k3
 
 
-def _naive(case, beta, el, eh, agg, max_len):
+def _naive(case, beta, el, eh, agg, max_len, weights=None):
     """逐 token 循环：返回 (loss, grad[B][T], clip_fraction, kl)。"""
     logp, old, ref, adv, mask = case
     B, T = len(logp), len(logp[0])
+    w = weights or [[1.0] * T for _ in range(B)]
     per = [
-        [_naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], beta, el, eh) for j in range(T)]
+        [
+            _naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], beta, el, eh, w[i][j])
+            for j in range(T)
+        ]
         for i in range(B)
     ]
     n_tok = sum(sum(row) for row in mask)
@@ -73,35 +91,278 @@ def _tensors(case):
     return f(logp).requires_grad_(), f(old), f(ref), f(adv), f(mask)
 
 
-@pytest.mark.parametrize("agg", AGGS)
-@pytest.mark.parametrize("beta,eps_high", [(0.0, None), (0.1, None), (0.1, 0.28)])
-def test_matches_naive_loop_value_and_grad(mod, agg, beta, eps_high):
-    case = _case()
+# ---------------------------------------------------------------------------------------------
+# 典型错误：一个按「错误开关」改一处的 torch 版 grpo_loss（bug=None 时与上面的逐 token 循环一致，
+# test_variant_without_bug_is_the_naive_loop 把两者绑在一起）。
+# ---------------------------------------------------------------------------------------------
+
+
+class NotApplicable(Exception):
+    """这个错误在这组参数下不存在（例如 beta=0 时谈不上 KL 的符号）：诊断时跳过它。"""
+
+
+def _variant(
+    logp,
+    old_logp,
+    advantages,
+    mask,
+    ref_logp=None,
+    beta=0.0,
+    eps_low=0.2,
+    eps_high=None,
+    aggregation="sequence_mean",
+    max_completion_length=None,
+    token_weights=None,
+    *,
+    bug=None,
+):
+    needs = {
+        "token_bt": aggregation == "token_mean",
+        "token_as_seq": aggregation == "token_mean",
+        "seq_as_token": aggregation == "sequence_mean",
+        "seq_over_T": aggregation == "sequence_mean",
+        "seq_drop_empty": aggregation == "sequence_mean",
+        "const_T": aggregation == "constant" and max_completion_length not in (None, logp.shape[1]),
+        "kl_minus": beta > 0,
+        "kl_k1": beta > 0,
+        "kl_unmasked": beta > 0,
+        "kl_missing": beta > 0,
+        "weights_ignored": token_weights is not None,
+        "weights_on_kl": token_weights is not None and beta > 0,
+        "weights_in_den": token_weights is not None and aggregation != "constant",
+    }
+    if bug is not None and not needs[bug]:
+        raise NotApplicable(bug)
+    B, T = logp.shape
+    valid = mask != 0
+    m = mask.to(logp.dtype)
+    old = torch.where(valid, old_logp, logp.detach())
+    ratio = torch.exp(logp - old)
+    adv = advantages[:, None]
+    hi = eps_low if eps_high is None else eps_high
+    per = -torch.minimum(ratio * adv, ratio.clamp(1 - eps_low, 1 + hi) * adv)
+    w = torch.ones_like(m)
+    if token_weights is not None and bug != "weights_ignored":
+        w = torch.where(valid, token_weights, torch.ones_like(token_weights))
+    per = per * w
+    if beta > 0:
+        ref = torch.where(valid, ref_logp, logp.detach())
+        k3 = torch.exp(ref - logp) - (ref - logp) - 1
+        kl = {"kl_k1": logp - ref, "kl_minus": -k3, "kl_missing": 0.0 * k3}.get(bug, k3)
+        if bug == "weights_on_kl":
+            kl = kl * w
+        if bug != "kl_unmasked":
+            per = per + beta * kl
+    num = per * m
+    if aggregation == "sequence_mean" and bug != "seq_as_token" or bug == "token_as_seq":
+        den = torch.full((B,), float(T), dtype=m.dtype) if bug == "seq_over_T" else m.sum(1)
+        if bug == "weights_in_den":
+            den = (w * m).sum(1)
+        rows = num.sum(1) / den.clamp(min=1e-300) * (den > 0)
+        loss = rows[m.sum(1) > 0].mean() if bug == "seq_drop_empty" else rows.mean()
+    elif aggregation in ("token_mean", "sequence_mean"):
+        den = {"token_bt": float(B * T), "weights_in_den": (w * m).sum()}.get(bug, m.sum())
+        loss = num.sum() / den if float(den) > 0 else num.sum() * 0.0
+    else:
+        L = T if max_completion_length is None or bug == "const_T" else max_completion_length
+        loss = num.sum() / (B * L)
+    if bug == "kl_unmasked":  # KL 在全部 B·T 个位置（含 padding，原样的 ref_logp）上平均后再加
+        loss = loss + beta * (torch.exp(ref_logp - logp) - (ref_logp - logp) - 1).mean()
+    return loss
+
+
+BUG_OF = {}  # Mistake -> 错误开关的名字（只用来给参数化的测试起 id）
+
+
+def _mistake(what, section, bug):
+    m = Mistake(what, section, lambda **kw: _variant(**kw, bug=bug))
+    BUG_OF[id(m)] = bug
+    return m
+
+
+LOSS_MISTAKES = [
+    _mistake(
+        "把 token_mean 的分母写成了 B·T（padding 也算进了分母）", PITFALL.format(6), "token_bt"
+    ),
+    _mistake(
+        "把 token_mean 写成了先在每行内平均、再对行平均（那是 sequence_mean）",
+        FORMULA,
+        "token_as_seq",
+    ),
+    _mistake(
+        "把 sequence_mean 写成了所有有效 token 一起平均（那是 token_mean）", FORMULA, "seq_as_token"
+    ),
+    _mistake(
+        "让 sequence_mean 的每一行都除以了 T（padding 也算进了这一行的长度）",
+        PITFALL.format(6),
+        "seq_over_T",
+    ),
+    _mistake(
+        "把空回答（mask 全 0 的行）从 sequence_mean 的 B 里去掉了",
+        PITFALL.format(5),
+        "seq_drop_empty",
+    ),
+    _mistake(
+        "把 constant 的分母写成了 B·T，而不是 B·max_completion_length", PITFALL.format(3), "const_T"
+    ),
+    _mistake("把 KL 项的符号弄反了（减去了 β·k3）", PITFALL.format(7), "kl_minus"),
+    _mistake("在 KL 项里用了 k1（logp − ref_logp）而不是 k3", PITFALL.format(7), "kl_k1"),
+    _mistake(
+        "让 KL 项绕过了 mask（在全部 B·T 个位置上平均后才加上）", PITFALL.format(7), "kl_unmasked"
+    ),
+    _mistake("漏掉了 KL 项（beta > 0 时没有把 β·k3 加进逐 token 损失）", SPEC, "kl_missing"),
+    _mistake("没有乘 token_weights", WEIGHTS, "weights_ignored"),
+    _mistake("把 token_weights 也乘在了 KL 项上（它只乘策略项）", WEIGHTS, "weights_on_kl"),
+    _mistake("把聚合的分母也按 token_weights 加权了（权重不改变分母）", WEIGHTS, "weights_in_den"),
+]
+
+
+def _grad_of(bad):
+    """典型错误的「梯度」版：对 logp 求导。"""
+
+    def fn(**kw):
+        lp = kw["logp"].detach().clone().requires_grad_()
+        (g,) = torch.autograd.grad(bad(**{**kw, "logp": lp}), lp)
+        return g
+
+    return fn
+
+
+GRAD_MISTAKES = derived(LOSS_MISTAKES, _grad_of)
+BUG_OF.update({id(g): f"grad-{BUG_OF[id(m)]}" for g, m in zip(GRAD_MISTAKES, LOSS_MISTAKES)})
+
+
+def _metrics_variant(
+    logp,
+    old_logp,
+    advantages,
+    mask,
+    ref_logp=None,
+    eps_low=0.2,
+    eps_high=None,
+    *,
+    key,
+    raw,
+    k1=False,
+    **_,
+):
+    """指标 `key` 没用 mask、直接对全部 B·T 个位置取平均（raw=True：padding 上用原样的输入）；另一个指标是对的。"""
+    valid = mask != 0
+    m = mask.to(logp.dtype)
+    out = {}
+    for name in ("clip_fraction", "kl"):
+        wrong = name == key
+        old = old_logp if wrong and raw else torch.where(valid, old_logp, logp.detach())
+        ref = ref_logp if wrong and raw else torch.where(valid, ref_logp, logp.detach())
+        lp = logp.detach()
+        if name == "clip_fraction":
+            ratio, adv = torch.exp(lp - old), advantages[:, None]
+            hi = eps_low if eps_high is None else eps_high
+            x = (ratio.clamp(1 - eps_low, 1 + hi) * adv < ratio * adv).to(m.dtype)
+        else:
+            x = lp - ref if k1 else torch.exp(ref - lp) - (ref - lp) - 1
+        out[name] = (x.mean() if wrong and not k1 else (x * m).sum() / m.sum()).item()
+    return out
+
+
+METRIC_MISTAKES = [
+    Mistake(
+        f"算 {key} 时没用 mask（在全部 B·T 个位置上平均，padding 也算进了分母）",
+        SPEC,
+        lambda key=key, raw=raw, **kw: _metrics_variant(**kw, key=key, raw=raw),
+    )
+    for key in ("clip_fraction", "kl")
+    for raw in (False, True)
+] + [
+    Mistake(
+        "在 kl 指标里用了 k1（logp − ref_logp）而不是 k3",
+        PITFALL.format(7),
+        lambda **kw: _metrics_variant(**kw, key="kl", raw=False, k1=True),
+    )
+]
+
+
+def _inputs(case, beta, eps_high, agg, max_len=MAX_LEN, weights=None):
     logp, old, ref, adv, mask = _tensors(case)
-    loss, metrics = mod.grpo_loss(
-        logp,
-        old,
-        adv,
-        mask,
+    kw = dict(
+        logp=logp,
+        old_logp=old,
+        advantages=adv,
+        mask=mask,
         ref_logp=ref,
         beta=beta,
         eps_low=0.2,
         eps_high=eps_high,
         aggregation=agg,
-        max_completion_length=6,
+        max_completion_length=max_len,
     )
-    want_loss, want_grad, want_clip, want_kl = _naive(case, beta, 0.2, eps_high or 0.2, agg, 6)
-    assert loss.dim() == 0
-    assert loss.item() == pytest.approx(want_loss, rel=1e-12, abs=1e-12)
+    if weights is not None:
+        kw["token_weights"] = torch.tensor(weights, dtype=torch.float64)
+    return kw
+
+
+def _check_all(mod, kw, want, section=SPEC):
+    """loss 值 -> 对 logp 的梯度 -> 指标，依次对照；每一处不对都只用一句中文失败。"""
+    want_loss, want_grad, want_clip, want_kl = want
+    loss, metrics = mod.grpo_loss(**kw)
+
+    def close(got, want, where, mistakes):  # loss 与梯度都在 float64 下比，容差相同
+        check(
+            got,
+            torch.tensor(want, dtype=torch.float64),
+            where=where,
+            section=section,
+            inputs=kw,
+            mistakes=mistakes,
+            rtol=1e-10,
+            atol=1e-12,
+        )
+
+    close(loss, want_loss, "grpo_loss 返回的 loss", LOSS_MISTAKES)
     loss.backward()
-    # autograd 的梯度 = 解析梯度（clip 分支为 0，k3 的导数 1 - e^{ref-logp}，再乘聚合权重）
-    torch.testing.assert_close(
-        logp.grad, torch.tensor(want_grad, dtype=torch.float64), rtol=1e-10, atol=1e-12
+    close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES)
+    assert isinstance(metrics.get("clip_fraction"), float), (
+        f"metrics['clip_fraction'] 应是 Python float（用 .item()），得到 {type(metrics.get('clip_fraction')).__name__}。"
+        f"回看 {SPEC}"
     )
-    assert isinstance(metrics["clip_fraction"], float)
-    assert metrics["clip_fraction"] == pytest.approx(want_clip)
-    assert 0 < metrics["clip_fraction"] < 1  # 这个例子确实有被裁剪和没被裁剪的 token
-    assert metrics["kl"] == pytest.approx(want_kl)
+    check(
+        {k: metrics.get(k) for k in ("clip_fraction", "kl")},
+        {"clip_fraction": want_clip, "kl": want_kl},
+        where="grpo_loss 返回的 metrics 字典",
+        section=SPEC,
+        inputs=kw,
+        mistakes=METRIC_MISTAKES,
+    )
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("beta,eps_high", [(0.0, None), (0.1, None), (0.1, 0.28)])
+def test_matches_naive_loop_value_and_grad(mod, agg, beta, eps_high):
+    case = _case()
+    want = _naive(case, beta, 0.2, eps_high or 0.2, agg, MAX_LEN)
+    assert 0 < want[2] < 1  # 这个例子确实有被裁剪和没被裁剪的 token
+    _check_all(mod, _inputs(case, beta, eps_high, agg), want)
+
+
+def _lesson_case():
+    """课文 3.3 节的例子：B=2、T=3，on-policy，第 1 行第 0 个 token 的 log r = ln 2。"""
+    lp = [[-1.0, -1.0, -1.0], [-1.0, -1.0, -1.0]]
+    ref = [[-1.0, -1.0, -1.0], [-1.0 + math.log(2), -1.0, -1.0]]
+    return lp, lp, ref, [2.0, -1.0], [[1, 1, 0], [1, 1, 1]]
+
+
+@pytest.mark.parametrize(
+    "agg,lesson_value",
+    [("sequence_mean", -0.49489), ("token_mean", -0.19386), ("constant", -0.12116)],
+)
+def test_lesson_worked_example(mod, agg, lesson_value):
+    case = _lesson_case()
+    want = _naive(case, 0.1, 0.2, 0.2, agg, 4)
+    # 课文里写的数（保留 5 位）就是逐 token 循环算出来的
+    assert round(want[0], 5) == lesson_value and round(want[3], 5) == 0.06137
+    _check_all(
+        mod, _inputs(case, 0.1, None, agg, max_len=4), want, section="L2.05「3.3 手算一个例子」"
+    )
 
 
 def test_aggregations_differ_on_unequal_lengths(mod):
@@ -111,7 +372,9 @@ def test_aggregations_differ_on_unequal_lengths(mod):
         a: mod.grpo_loss(logp, old, adv, mask, aggregation=a, max_completion_length=6)[0].item()
         for a in AGGS
     }
-    assert len({round(v, 9) for v in vals.values()}) == 3
+    assert len({round(v, 9) for v in vals.values()}) == 3, (
+        f"回答长短不一时三种聚合应给出三个不同的 loss，得到 {vals}：检查 aggregation 的三个分支。回看 {FORMULA}"
+    )
 
 
 def test_constant_defaults_to_T(mod):
@@ -120,15 +383,25 @@ def test_constant_defaults_to_T(mod):
     b, _ = mod.grpo_loss(
         logp, old, adv, mask, aggregation="constant", max_completion_length=logp.shape[1]
     )
-    assert a.item() == b.item()
+    check(
+        a,
+        b.detach(),
+        where="aggregation='constant'、max_completion_length=None 时的 loss（应等于传 T 时的）",
+        section="L2.05「3.1 输入和输出」",
+        rtol=0,
+        atol=0,
+    )
 
 
 def test_beta_zero_ignores_ref(mod):
     logp, old, ref, adv, mask = _tensors(_case())
     a, ma = mod.grpo_loss(logp, old, adv, mask)
     b, mb = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.0)
-    assert a.item() == b.item()
-    assert ma["clip_fraction"] == mb["clip_fraction"]
+    where = "beta=0 但给了 ref_logp 时的 {}（应与不给 ref_logp 时相同：β=0 时 KL 不进 loss）"
+    check(b, a.detach(), where=where.format("loss"), section=SPEC, rtol=0, atol=0)
+    check(
+        mb["clip_fraction"], ma["clip_fraction"], where=where.format("clip_fraction"), section=SPEC
+    )
 
 
 @pytest.mark.parametrize("agg", AGGS)
@@ -136,16 +409,27 @@ def test_empty_rows_no_nan(mod, agg):
     logp, old, ref, adv, mask = _tensors(_case())
     loss, metrics = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.1, aggregation=agg)
     loss.backward()
-    assert torch.isfinite(loss) and torch.isfinite(logp.grad).all()
-    assert (logp.grad[mask == 0] == 0).all()  # padding 不接收梯度
+    empty = PITFALL.format(5)
+    assert torch.isfinite(loss), (
+        f"第 3 行 mask 全 0 时 loss = {loss.item()}，不能是 NaN/inf。回看 {empty}"
+    )
+    assert torch.isfinite(logp.grad).all(), f"有一行 mask 全 0 时梯度里出现了 NaN/inf。回看 {empty}"
+    assert (logp.grad[mask == 0] == 0).all(), (
+        f"padding（mask=0）位置收到了非 0 的梯度 {logp.grad[mask == 0].tolist()}：它们不能参与 loss。回看 {SPEC}"
+    )
     # 全部为空：loss 为 0，不是 NaN
     logp2 = logp.detach().clone().requires_grad_()
     loss0, m0 = mod.grpo_loss(
         logp2, old, adv, torch.zeros_like(mask), ref_logp=ref, beta=0.1, aggregation=agg
     )
     loss0.backward()
-    assert loss0.item() == 0.0 and torch.isfinite(logp2.grad).all()
-    assert m0["clip_fraction"] == 0.0 and m0["kl"] == 0.0
+    assert loss0.item() == 0.0 and torch.isfinite(logp2.grad).all(), (
+        f"整个 batch 的 mask 全 0 时 loss 应为 0、梯度有限，得到 loss = {loss0.item()}。回看 {empty}"
+    )
+    assert m0["clip_fraction"] == 0.0 and m0["kl"] == 0.0, (
+        f"mask 全 0 时指标应为 0（不是 NaN），得到 clip_fraction = {m0['clip_fraction']}、kl = {m0['kl']}。"
+        f"回看 {empty}"
+    )
 
 
 @pytest.mark.parametrize("agg", AGGS)
@@ -158,9 +442,10 @@ def test_padding_values_do_not_matter(mod, agg):
     old_j = torch.where(junk, torch.full_like(old, 5.0), old)
     ref_j = torch.where(junk, torch.full_like(ref, -60.0), ref)
     got, got_m = mod.grpo_loss(logp_j, old_j, adv, mask, ref_logp=ref_j, beta=0.1, aggregation=agg)
-    assert got.item() == pytest.approx(want.item(), rel=1e-12)
-    assert got_m["clip_fraction"] == pytest.approx(want_m["clip_fraction"])
-    assert got_m["kl"] == pytest.approx(want_m["kl"])
+    where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
+    check(got, want.detach(), where=where.format("loss"), section=SPEC, rtol=1e-12, atol=0)
+    for key in ("clip_fraction", "kl"):
+        check(got_m[key], want_m[key], where=where.format(key), section=SPEC)
 
 
 def test_sequence_mean_counts_empty_rows_in_B(mod):
@@ -168,24 +453,178 @@ def test_sequence_mean_counts_empty_rows_in_B(mod):
     logp, old, ref, adv, mask = _tensors(_case())
     full, _ = mod.grpo_loss(logp, old, adv, mask, aggregation="sequence_mean")
     two, _ = mod.grpo_loss(logp[:2], old[:2], adv[:2], mask[:2], aggregation="sequence_mean")
-    assert full.item() == pytest.approx(two.item() * 2 / 3)
+    check(
+        full,
+        two.detach() * 2 / 3,
+        where="含一条空回答的 3 行 batch 的 loss（应为去掉空行后 2 行 loss 的 2/3）",
+        section=PITFALL.format(5),
+        inputs=dict(two=two.detach()),
+        mistakes=[
+            Mistake(
+                "把空回答（mask 全 0 的行）从 sequence_mean 的 B 里去掉了",
+                PITFALL.format(5),
+                lambda two: two,
+            )
+        ],
+        rtol=1e-12,
+        atol=0,
+    )
 
 
 def test_bad_arguments(mod):
     logp, old, ref, adv, mask = _tensors(_case())
-    with pytest.raises(ValueError):
-        mod.grpo_loss(logp, old, adv, mask, beta=0.04)  # beta > 0 却没有 ref_logp
-    with pytest.raises(ValueError):
-        mod.grpo_loss(logp, old, adv, mask, aggregation="mean")
-    with pytest.raises(ValueError):
-        mod.grpo_loss(
-            logp, old, adv, mask, aggregation="constant", max_completion_length=2
-        )  # 比 T=4 还小
+    bad = {
+        "beta > 0 却没给 ref_logp": dict(beta=0.04),
+        "未知的 aggregation='mean'": dict(aggregation="mean"),
+        "aggregation='constant' 而 max_completion_length=2 比 T=4 还小": dict(
+            aggregation="constant", max_completion_length=2
+        ),
+        "token_weights 的形状 (3, 3) 与 logp 的 (3, 4) 不同": dict(
+            token_weights=torch.ones(3, 3, dtype=torch.float64)
+        ),
+        "token_weights 在有效 token 上有负数": dict(
+            token_weights=torch.tensor(TOKEN_WEIGHTS, dtype=torch.float64) - 1.0
+        ),
+    }
+    for what, kw in bad.items():
+        expect_value_error(lambda kw=kw: mod.grpo_loss(logp, old, adv, mask, **kw), what)
 
 
 def test_metrics_keys(mod):
     logp, old, ref, adv, mask = _tensors(_case())
     _, m = mod.grpo_loss(logp, old, adv, mask)
-    assert "clip_fraction" in m and "kl" not in m
+    assert "clip_fraction" in m and "kl" not in m, (
+        f"不给 ref_logp 时 metrics 应有 'clip_fraction'、没有 'kl'，得到键 {sorted(m)}。回看 {SPEC}"
+    )
     _, m = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.04)
-    assert isinstance(m["kl"], float) and m["kl"] > 0
+    assert isinstance(m.get("kl"), float) and m["kl"] > 0, (
+        f"给了 ref_logp 时 metrics['kl'] 应是正的 Python float，得到 {m.get('kl')!r}。回看 {SPEC}"
+    )
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_on_policy_never_clips(mod, agg):
+    """μ = 1（old_logp 就是 logp 本身）时 ratio ≡ 1，不会有 token 被裁剪：L2.07 的 clip_fraction 恒为 0。"""
+    g = torch.Generator().manual_seed(3)
+    logp = (torch.randn(6, 9, generator=g, dtype=torch.float64) - 1).requires_grad_()
+    adv = torch.randn(6, generator=g, dtype=torch.float64) * 3
+    mask = (torch.rand(6, 9, generator=g) < 0.8).double()
+    _, m = mod.grpo_loss(logp, logp.detach(), adv, mask, eps_low=0.01, aggregation=agg)
+    assert m["clip_fraction"] == m["clip_low_fraction"] == m["clip_high_fraction"] == 0.0, (
+        f"old_logp = logp 时 ratio 恒为 1，clip 指标应全是 0，得到 {m}。回看 L2.03 的 clipped_surrogate_loss"
+    )
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_token_weights_scale_the_policy_term(mod, agg, beta):
+    """token_weights 只乘逐 token 的策略项（加 KL 之前），分母和指标都不变。"""
+    case = _case()
+    want = _naive(case, beta, 0.2, 0.2, agg, MAX_LEN, weights=TOKEN_WEIGHTS)
+    _check_all(mod, _inputs(case, beta, None, agg, weights=TOKEN_WEIGHTS), want, section=WEIGHTS)
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_token_weights_none_is_all_ones(mod, agg):
+    logp, old, ref, adv, mask = _tensors(_case())
+    a, _ = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.1, aggregation=agg)
+    b, _ = mod.grpo_loss(
+        logp,
+        old,
+        adv,
+        mask,
+        ref_logp=ref,
+        beta=0.1,
+        aggregation=agg,
+        token_weights=torch.ones_like(old),
+    )
+    check(
+        b,
+        a.detach(),
+        where="token_weights 全 1 时的 loss（应与不传时相同）",
+        section=WEIGHTS,
+        rtol=1e-12,
+        atol=0,
+    )
+
+
+def test_zero_weight_keeps_only_the_kl_gradient(mod):
+    """权重为 0 的 token：策略项的梯度没了，KL 项的梯度原样保留。"""
+    logp, old, ref, adv, mask = _tensors(_case())
+    w = torch.ones_like(old)
+    w[0, 1] = 0.0
+    loss, _ = mod.grpo_loss(
+        logp, old, adv, mask, ref_logp=ref, beta=0.1, aggregation="token_mean", token_weights=w
+    )
+    loss.backward()
+    # 只剩 β·k3 的导数 β·(1 − e^{ref − logp})，再乘 token_mean 的权重 1/7（7 个有效 token）
+    want = 0.1 * (1 - math.exp(-0.7 - (-0.5))) / 7
+    check(
+        logp.grad[0, 1].item(),
+        want,
+        where="权重为 0 的 token（第 0 行第 1 个）上 loss 对 logp 的梯度（应只剩 KL 项的）",
+        section=WEIGHTS,
+        rtol=1e-10,
+        atol=1e-14,
+    )
+
+
+@pytest.mark.parametrize("agg", AGGS)
+@pytest.mark.parametrize("beta", [0.0, 0.1])
+def test_variant_without_bug_is_the_naive_loop(agg, beta):
+    """测试自己的前提：用来造典型错误的 torch 版（bug=None）与逐 token 循环一致。"""
+    case = _case()
+    for weights in (None, TOKEN_WEIGHTS):
+        kw = _inputs(case, beta, 0.28, agg, weights=weights)
+        want = _naive(case, beta, 0.2, 0.28, agg, MAX_LEN, weights=weights)
+        torch.testing.assert_close(_variant(**kw).item(), want[0], rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("m", LOSS_MISTAKES + GRAD_MISTAKES, ids=lambda m: BUG_OF[id(m)])
+def test_each_loss_mistake_is_named(m):
+    """诊断本身：每个典型错误在它适用的每组参数下，都被同一个 check 点名（CI 用 solutions 跑）。"""
+    is_grad = m in GRAD_MISTAKES
+    n = 0
+    for agg in AGGS:
+        for beta in (0.0, 0.1):
+            for weights in (None, TOKEN_WEIGHTS):
+                case = _case()
+                kw = _inputs(case, beta, None, agg, weights=weights)
+                try:
+                    wrong = m.fn(**kw)
+                except NotApplicable:
+                    continue
+                loss, grad, _, _ = _naive(case, beta, 0.2, 0.2, agg, MAX_LEN, weights=weights)
+                want = torch.tensor(grad if is_grad else loss, dtype=torch.float64)
+                mistakes = GRAD_MISTAKES if is_grad else LOSS_MISTAKES
+                line = diagnosis_line(
+                    wrong,
+                    want,
+                    where="x",
+                    section=SPEC,
+                    inputs=kw,
+                    mistakes=mistakes,
+                    rtol=1e-10,
+                    atol=1e-12,
+                )
+                assert line == named(m), (
+                    f"{agg}, beta={beta}, weights={weights is not None}: {line}"
+                )
+                n += 1
+    assert n > 0
+
+
+@pytest.mark.parametrize("m", METRIC_MISTAKES, ids=["clip", "clip-raw", "kl", "kl-raw", "kl-k1"])
+def test_each_metric_mistake_is_named(m):
+    case = _case()
+    kw = _inputs(case, 0.1, None, "token_mean")
+    _, _, clip, kl = _naive(case, 0.1, 0.2, 0.2, "token_mean", MAX_LEN)
+    line = diagnosis_line(
+        m.fn(**kw),
+        {"clip_fraction": clip, "kl": kl},
+        where="grpo_loss 返回的 metrics 字典",
+        section=SPEC,
+        inputs=kw,
+        mistakes=[m],
+    )
+    assert line == named(m), line

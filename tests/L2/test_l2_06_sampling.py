@@ -1,11 +1,22 @@
-"""L2.06 process_logits：temperature、top-p nucleus 的边界情况，与逐 token 朴素实现对照。"""
+"""L2.06 process_logits：temperature、top-p nucleus 的边界情况，与逐 token 朴素实现对照。
+
+输出不对时，失败信息的第一行是一句中文：和 `MISTAKES` 里某个典型错误的结果一致时直接说是哪一种、回看课文哪一节。
+"""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
+from diagnose import Mistake, check
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mistake_tools import derived, diagnosis_line, expect_value_error, named
+
+ORDER = "L2.06「2. 公式，以及它从哪来」（先 temperature，再 top-p）"
+SPEC = "L2.06「3.1 规格」"
+PITFALL = "L2.06「4. 坑，以及出处」坑 {}"
 
 
 @pytest.fixture(scope="module")
@@ -30,21 +41,116 @@ def _naive_nucleus(row: torch.Tensor, top_p: float) -> set[int]:
     return kept
 
 
+# ---------------------------------------------------------------------------------------------
+# 典型错误：按「错误开关」改一处的 process_logits（bug=None 时就是题目要求的行为）。
+# ---------------------------------------------------------------------------------------------
+
+
+class NotApplicable(Exception):
+    """这个错误在这组参数下与正确结果没有区别（例如 temperature=1 时谈不上顺序）：诊断时跳过。"""
+
+
+def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
+    applies = {
+        "top_p_first": temperature != 1.0,
+        "bf16_softmax": logits.dtype in (torch.bfloat16, torch.float16),
+    }
+    if top_p >= 1.0 or not applies.get(bug, True):
+        raise NotApplicable(bug)
+    z = logits if bug == "top_p_first" else logits / temperature
+    if bug == "unsorted":  # 在原词表顺序上做前缀和
+        p = z.float().softmax(-1)
+        remove = p.cumsum(-1) - p >= top_p
+    else:
+        s, idx = z.sort(dim=-1, descending=True)
+        p = (s if bug == "bf16_softmax" else s.float()).softmax(-1)
+        cum = p.cumsum(-1)
+        remove_sorted = {
+            "keep_le": cum > top_p,  # 只留累计概率 <= top_p 的：漏掉跨过阈值的那一个
+            "gt": cum - p > top_p,  # 恰好达到 top_p 时多留一个
+        }.get(bug, cum - p >= top_p)
+        if bug == "no_scatter":  # 排序后的删除标记直接用在原词表位置上
+            remove = remove_sorted
+        else:
+            remove = torch.zeros_like(remove_sorted).scatter(-1, idx, remove_sorted)
+    out = z.masked_fill(remove, 0.0 if bug == "fill_zero" else float("-inf"))
+    return out / temperature if bug == "top_p_first" else out
+
+
+def _mistake(what, section, bug):
+    return Mistake(what, section, lambda **kw: _variant(**kw, bug=bug))
+
+
+MISTAKES = [
+    _mistake(
+        "先做了 top-p 再除以 temperature（nucleus 应当在除以温度之后的分布上选）",
+        ORDER,
+        "top_p_first",
+    ),
+    _mistake(
+        "只保留了累计概率 <= top_p 的 token（漏掉了跨过阈值的那一个，nucleus 少一个）",
+        PITFALL.format(2),
+        "keep_le",
+    ),
+    _mistake(
+        "把判据写成了「排在前面的累计概率 > top_p 才删」（累计概率恰好等于 top_p 时多留一个）",
+        PITFALL.format(2),
+        "gt",
+    ),
+    _mistake("在没排序的原词表顺序上做了前缀和", PITFALL.format(7), "unsorted"),
+    _mistake(
+        "忘了把排序后的删除标记映射回原词表位置（少了 scatter）", PITFALL.format(7), "no_scatter"
+    ),
+    _mistake("在 bf16 里算了 softmax 和前缀和", PITFALL.format(4), "bf16_softmax"),
+    _mistake("把删掉的位置填成了 0 而不是 -inf", PITFALL.format(8), "fill_zero"),
+]
+FILL_ZERO = MISTAKES[-1]
+BUGS = ["top_p_first", "keep_le", "gt", "unsorted", "no_scatter", "bf16_softmax", "fill_zero"]
+COUNT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)).sum(-1))
+KEPT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)))
+
+
+def _check_counts(got_out, want_counts, inputs, what):
+    # 删掉的位置填了 0 时，「保留个数」永远是 V，会和别的错误在个数上撞车：直接看输出里有没有 -inf
+    scaled = inputs["logits"] / inputs["temperature"]
+    if (
+        (want_counts < got_out.shape[-1]).any()
+        and not torch.isinf(got_out).any()
+        and (got_out == 0).any()
+        and not torch.equal(got_out, scaled)
+    ):
+        pytest.fail(
+            f"{named(FILL_ZERO)}\n（{what}：输出里一个 -inf 都没有，却有被改成 0 的位置）",
+            pytrace=False,
+        )
+    check(
+        _kept(got_out).sum(-1),
+        want_counts,
+        where=f"{what}：每行保留（不是 -inf）的 token 个数",
+        section=PITFALL.format(2),
+        inputs=inputs,
+        mistakes=COUNT_MISTAKES,
+    )
+
+
 def test_top_p_one_keeps_everything(mod):
     logits = torch.randn(3, 20, generator=torch.Generator().manual_seed(0)) * 5
     out = mod.process_logits(logits, temperature=1.0, top_p=1.0)
-    assert out.shape == logits.shape
-    assert _kept(out).all()
-    torch.testing.assert_close(out, logits)
+    check(out, logits, where="top_p=1、temperature=1 时的输出（应原样返回 logits）", section=SPEC)
 
 
 def test_tiny_top_p_keeps_only_argmax(mod):
     logits = torch.randn(5, 30, generator=torch.Generator().manual_seed(1)) * 2
-    out = mod.process_logits(logits, top_p=1e-6)
-    assert (_kept(out).sum(-1) == 1).all()
-    assert torch.equal(out.argmax(-1), logits.argmax(-1))
-    rows = torch.arange(5)
-    torch.testing.assert_close(out[rows, logits.argmax(-1)], logits[rows, logits.argmax(-1)])
+    kw = dict(logits=logits, temperature=1.0, top_p=1e-6)
+    out = mod.process_logits(**kw)
+    _check_counts(out, torch.ones(5, dtype=torch.long), kw, "top_p=1e-6 时")
+    rows, top = torch.arange(5), logits.argmax(-1)
+    check(
+        out[rows, top],
+        logits[rows, top],
+        where="top_p=1e-6 时概率最大的那个 token 的 logit（应保留原值）",
+        section=SPEC,
+    )
 
 
 @pytest.mark.parametrize(
@@ -53,33 +159,39 @@ def test_tiny_top_p_keeps_only_argmax(mod):
 def test_ties_and_exactly_reaching_the_threshold(mod, top_p, n_kept):
     # 4 个 logits 相同 -> 概率精确为 0.25，累计 0.25/0.5/0.75/1.0 在浮点里也是精确的。
     # 「累计概率达到 top_p」包含恰好等于：top_p=0.5 时两个 token 就够了，不能收第三个，也不能只收一个。
-    logits = torch.zeros(2, 4)
-    out = mod.process_logits(logits, top_p=top_p)
-    assert (_kept(out).sum(-1) == n_kept).all(), (
-        f"top_p={top_p} 时应保留 {n_kept} 个，得到 {_kept(out).sum(-1).tolist()}"
-    )
+    kw = dict(logits=torch.ones(2, 4), temperature=1.0, top_p=top_p)
+    out = mod.process_logits(**kw)
+    _check_counts(out, torch.full((2,), n_kept), kw, f"4 个并列 token、top_p={top_p} 时")
 
 
 @pytest.mark.parametrize("top_p,n_kept", [(0.49, 1), (0.51, 2), (0.79, 2), (0.81, 3)])
 def test_threshold_just_below_and_above(mod, top_p, n_kept):
     logits = torch.log(torch.tensor([[0.2, 0.5, 0.3]]))  # 排序后 0.5, 0.3, 0.2
-    out = mod.process_logits(logits, top_p=top_p)
-    assert _kept(out).sum().item() == n_kept
-    assert _kept(out)[0, 1], "概率最大的 token 永远保留"
+    kw = dict(logits=logits, temperature=1.0, top_p=top_p)
+    out = mod.process_logits(**kw)
+    _check_counts(out, torch.tensor([n_kept]), kw, f"概率 [0.2, 0.5, 0.3]、top_p={top_p} 时")
+    assert _kept(out)[0, 1], f"概率最大的 token 永远保留。回看 {SPEC}"
+
+
+# 手算：logits / 0.5 = [2, 8, 4, 6, −2]，softmax ≈ [0.0021, 0.8650, 0.0158, 0.1171, 0.00004]；
+# 从大到小累计 0.8650 < 0.9，再加 0.1171 = 0.9821 >= 0.9：只留原位置 1 和 3
+REMOVED_PROBE = dict(logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0]]), temperature=0.5, top_p=0.9)
+REMOVED_WANT = torch.tensor([[-math.inf, 8.0, -math.inf, 6.0, -math.inf]])
 
 
 def test_removed_positions_are_minus_inf_and_kept_are_untouched(mod):
-    logits = torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0]])
-    out = mod.process_logits(logits, temperature=0.5, top_p=0.9)
-    kept = _kept(out)
-    assert (out[~kept] == float("-inf")).all()
-    torch.testing.assert_close(out[kept], (logits / 0.5)[kept])
-    # 保留的是按概率排在最前面的那些（原词表位置要对）
-    assert kept[0, 1] and kept[0, 3]
-    assert not kept[0, 4]
+    out = mod.process_logits(**REMOVED_PROBE)
+    check(
+        out,
+        REMOVED_WANT,
+        where="logits=[1, 4, 2, 3, −1]、temperature=0.5、top_p=0.9 的输出",
+        section=SPEC,
+        inputs=REMOVED_PROBE,
+        mistakes=MISTAKES,
+    )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60, deadline=None, report_multiple_bugs=False)
 @given(st.integers(0, 10_000), st.floats(0.05, 0.99), st.floats(0.3, 3.0))
 def test_matches_naive_nucleus(mod, seed, top_p, temperature):
     logits = (
@@ -88,60 +200,164 @@ def test_matches_naive_nucleus(mod, seed, top_p, temperature):
         ).float()
         * 2
     )
-    out = mod.process_logits(logits, temperature=temperature, top_p=top_p)
+    kw = dict(logits=logits, temperature=temperature, top_p=top_p)
+    out = mod.process_logits(**kw)
+    rows = []
+    want = torch.zeros(3, 12, dtype=torch.bool)
     for b in range(3):
         scaled = logits[b].double() / temperature
         probs = torch.softmax(scaled, -1).sort(descending=True).values.cumsum(-1)
         if (probs - top_p).abs().min() < 1e-5:
             continue  # 正好压在阈值上：float32 的舍入说了算，不比较
-        want = _naive_nucleus(scaled, top_p)
-        got = set(torch.nonzero(_kept(out[b])).flatten().tolist())
-        assert got == want, f"行 {b}: 保留 {sorted(got)}，期望 {sorted(want)}"
+        rows.append(b)
+        want[b, sorted(_naive_nucleus(scaled, top_p))] = True
+    check(
+        _kept(out)[rows],
+        want[rows],
+        where=f"temperature={temperature:.3g}、top_p={top_p:.3g} 时保留下来的 token（True = 保留）",
+        section=SPEC,
+        inputs=kw,
+        mistakes=derived(KEPT_MISTAKES, lambda bad: lambda **k: bad(**k)[rows]),
+    )
 
 
 def test_temperature_scales_logits(mod):
     logits = torch.randn(2, 10, generator=torch.Generator().manual_seed(3))
-    torch.testing.assert_close(mod.process_logits(logits, temperature=2.0), logits / 2.0)
-    torch.testing.assert_close(mod.process_logits(logits, temperature=0.5), logits / 0.5)
+    for t in (2.0, 0.5):
+        check(
+            mod.process_logits(logits, temperature=t),
+            logits / t,
+            where=f"temperature={t}、top_p=1 时的输出（应为 logits / {t}）",
+            section=SPEC,
+        )
 
 
 def test_temperature_is_applied_before_top_p(mod):
     # 温度越高分布越平，同样的 top_p 要收更多 token；温度越低越少
     logits = torch.randn(4, 50, generator=torch.Generator().manual_seed(4)) * 2
-    n_cold = _kept(mod.process_logits(logits, temperature=0.5, top_p=0.9)).sum(-1)
-    n_one = _kept(mod.process_logits(logits, temperature=1.0, top_p=0.9)).sum(-1)
-    n_hot = _kept(mod.process_logits(logits, temperature=2.0, top_p=0.9)).sum(-1)
-    assert (n_cold <= n_one).all() and (n_one <= n_hot).all() and (n_cold < n_hot).any()
+    n = {
+        t: _kept(mod.process_logits(logits, temperature=t, top_p=0.9)).sum(-1)
+        for t in (0.5, 1.0, 2.0)
+    }
+    ok = (n[0.5] <= n[1.0]).all() and (n[1.0] <= n[2.0]).all() and (n[0.5] < n[2.0]).any()
+    assert (n[1.0] < 50).any(), (
+        f"top_p=0.9 时一个 -inf 都没有：删掉的位置要填 -inf。回看 {PITFALL.format(8)}"
+    )
+    assert ok, (
+        f"top_p=0.9 时，温度 0.5 / 1 / 2 下每行保留的 token 数是 {n[0.5].tolist()} / {n[1.0].tolist()} / "
+        f"{n[2.0].tolist()}：温度越高应留得越多。看起来 top-p 没有在除以温度之后的分布上做。回看 {ORDER}"
+    )
 
 
 @pytest.mark.parametrize("temperature", [0.0, -1.0])
 def test_non_positive_temperature_raises(mod, temperature):
-    with pytest.raises(ValueError):
-        mod.process_logits(torch.zeros(1, 5), temperature=temperature)
+    expect_value_error(
+        lambda: mod.process_logits(torch.zeros(1, 5), temperature=temperature),
+        f"temperature={temperature}（贪心解码走 argmax，不走 process_logits）",
+    )
 
 
 @pytest.mark.parametrize("top_p", [0.0, -0.1, 1.5])
 def test_bad_top_p_raises(mod, top_p):
-    with pytest.raises(ValueError):
-        mod.process_logits(torch.zeros(1, 5), top_p=top_p)
+    expect_value_error(
+        lambda: mod.process_logits(torch.zeros(1, 5), top_p=top_p), f"top_p={top_p} 不在 (0, 1] 内"
+    )
 
 
 def test_rows_are_independent_and_input_untouched(mod):
     logits = torch.randn(3, 40, generator=torch.Generator().manual_seed(5)) * 3
     before = logits.clone()
     batch = mod.process_logits(logits, temperature=0.8, top_p=0.7)
-    assert torch.equal(logits, before), "不要原地修改输入的 logits"
+    assert torch.equal(logits, before), (
+        f"不要原地修改输入的 logits（masked_fill_、/= 之类）。回看 {SPEC}"
+    )
     for b in range(3):
-        torch.testing.assert_close(
-            mod.process_logits(logits[b : b + 1], temperature=0.8, top_p=0.7)[0], batch[b]
+        check(
+            batch[b],
+            mod.process_logits(logits[b : b + 1], temperature=0.8, top_p=0.7)[0],
+            where=f"整批处理时第 {b} 行的输出（应与单独处理这一行相同：每行只看自己的 logits）",
+            section=SPEC,
         )
 
 
+# bf16 的例子：8 行 × 100 个 token，temperature=0.7、top_p=0.9
+BF16_PROBE = dict(
+    logits=(torch.randn(8, 100, generator=torch.Generator().manual_seed(6)) * 1.5).bfloat16(),
+    temperature=0.7,
+    top_p=0.9,
+)
+
+
+def _bf16_want():
+    """在同样的 bf16 scaled logits 上用 float64 逐个累加；离阈值太近的行不比较。"""
+    scaled = BF16_PROBE["logits"] / BF16_PROBE["temperature"]
+    rows, want = [], torch.zeros(scaled.shape, dtype=torch.bool)
+    for b in range(scaled.shape[0]):
+        cum = torch.softmax(scaled[b].double(), -1).sort(descending=True).values.cumsum(-1)
+        if (cum - BF16_PROBE["top_p"]).abs().min() < 1e-5:
+            continue
+        rows.append(b)
+        want[b, sorted(_naive_nucleus(scaled[b], BF16_PROBE["top_p"]))] = True
+    return rows, want
+
+
 def test_bf16_dtype_is_kept_and_samples_stay_in_nucleus(mod):
-    logits = (torch.randn(8, 100, generator=torch.Generator().manual_seed(6)) * 3).bfloat16()
-    out = mod.process_logits(logits, temperature=0.7, top_p=0.8)
-    assert out.dtype == torch.bfloat16
+    out = mod.process_logits(**BF16_PROBE)
+    assert out.dtype == torch.bfloat16, (
+        f"输入是 bf16，输出的 dtype 却是 {out.dtype}：概率在 float32 里算，但返回的 logits 要保持输入的 dtype。"
+        f"回看 {PITFALL.format(4)}"
+    )
+    rows, want = _bf16_want()
+    check(
+        _kept(out)[rows],
+        want[rows],
+        where="bf16 输入时保留下来的 token（True = 保留）",
+        section=PITFALL.format(4),
+        inputs=BF16_PROBE,
+        mistakes=derived(KEPT_MISTAKES, lambda bad: lambda **k: bad(**k)[rows]),
+    )
     samples = torch.multinomial(
         out.float().softmax(-1), 200, replacement=True, generator=torch.Generator().manual_seed(7)
     )
-    assert _kept(out).gather(-1, samples).all(), "采样结果落在了 nucleus 之外"
+    assert _kept(out).gather(-1, samples).all(), f"采样结果落在了 nucleus 之外。回看 {SPEC}"
+
+
+def test_variant_without_bug_is_the_naive_nucleus():
+    """测试自己的前提：造典型错误用的 _variant（bug=None）给出的就是题目要求的结果。"""
+    torch.testing.assert_close(_variant(**REMOVED_PROBE), REMOVED_WANT)
+    rows, want = _bf16_want()
+    assert torch.equal(_kept(_variant(**BF16_PROBE))[rows], want[rows])
+
+
+# 诊断本身：每个典型错误至少在一个例子上被同一个 check 点名（CI 用 solutions 跑）
+PROBES = [
+    # (例子, 正确结果, 看输出的哪一部分)
+    (REMOVED_PROBE, REMOVED_WANT, MISTAKES, None),
+    (
+        dict(logits=torch.ones(2, 4), temperature=1.0, top_p=0.5),
+        torch.full((2,), 2),
+        COUNT_MISTAKES,
+        None,
+    ),
+    (BF16_PROBE, _bf16_want()[1], KEPT_MISTAKES, _bf16_want()[0]),
+]
+
+
+@pytest.mark.parametrize("i", range(len(MISTAKES)), ids=BUGS)
+def test_each_known_mistake_is_named(i):
+    n = 0
+    for probe, want, mistakes, rows in PROBES:
+        m = mistakes[i]
+        try:
+            wrong = m.fn(**probe)
+        except NotApplicable:
+            continue
+        if rows is not None:
+            wrong, want = wrong[rows], want[rows]
+            mistakes = derived(mistakes, lambda bad, rows=rows: lambda **k: bad(**k)[rows])
+        if torch.equal(wrong, want):
+            continue  # 这个例子上看不出这个错误
+        line = diagnosis_line(wrong, want, where="x", section=SPEC, inputs=probe, mistakes=mistakes)
+        assert line == named(m), line
+        n += 1
+    assert n > 0, f"没有任何一个例子能暴露 {BUGS[i]}"

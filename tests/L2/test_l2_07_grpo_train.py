@@ -1,19 +1,70 @@
 """L2.07 microbatch_weight：按权重累加 micro-batch 的损失，必须精确等于整个 batch 一次算出的损失。
 
 参考值在这里独立写出（三种 aggregation 的定义，见 COURSE_DESIGN §4 / L2.05），不依赖被测代码。
+输出不对时，失败信息的第一行是一句中文：和 `MISTAKES` 里某个典型错误一致时直接说是哪一种。
 """
 
 from __future__ import annotations
 
 import pytest
 import torch
+from diagnose import Mistake, check
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mistake_tools import derived, diagnosis_line, expect_value_error, named
+
+SECTION = "L2.07「2.7 梯度累积」"
 
 
 @pytest.fixture(scope="module")
 def mod(impl):
     return impl("l2_07_grpo_train")
+
+
+class NotApplicable(Exception):
+    """这个错误在这组参数下与正确结果没有区别：诊断时跳过。"""
+
+
+def _variant(mb_mask, batch_mask, aggregation, *, bug):
+    """改一处的 microbatch_weight。"""
+    rows = mb_mask.shape[0] / batch_mask.shape[0]
+    total = float(batch_mask.sum())
+    if bug == "token_by_rows" and aggregation == "token_mean":
+        return rows
+    if bug == "rows_by_tokens" and aggregation != "token_mean" and total > 0:
+        return float(mb_mask.sum()) / total
+    if bug == "no_guard" and aggregation == "token_mean" and total == 0:
+        return float("nan")  # Σmb / Σbatch = 0 / 0
+    if bug == "plain_sum":
+        return 1.0
+    raise NotApplicable(bug)
+
+
+def _mistake(what, bug):
+    return Mistake(what, SECTION, lambda **kw: _variant(**kw, bug=bug))
+
+
+MISTAKES = [
+    _mistake("让 token_mean 也按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
+    _mistake("让 sequence_mean / constant 按有效 token 数分摊了（它们该用 M/N）", "rows_by_tokens"),
+    _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
+    _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
+]
+BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum"]
+NO_GUARD = MISTAKES[2]
+
+
+def _weight(mod, mb_mask, batch_mask, aggregation):
+    """调用被测的 microbatch_weight；整批没有有效 token 时除以 0 抛错，也算作「忘了全 0 的情况」。"""
+    try:
+        w = mod.microbatch_weight(mb_mask, batch_mask, aggregation)
+    except ZeroDivisionError as e:
+        pytest.fail(f"{named(NO_GUARD)}\n（ZeroDivisionError：{e}）", pytrace=False)
+    assert isinstance(w, float), (
+        f"microbatch_weight 应返回 Python float，得到 {type(w).__name__}（张量请用 float(...) 或 .item()）。"
+        f"回看 {SECTION}"
+    )
+    return w
 
 
 def _aggregate(
@@ -28,12 +79,21 @@ def _aggregate(
     return (per_token * mask).sum() / (mask.shape[0] * max_len)
 
 
+def _accumulate(weight, per_token, mask, m, aggregation, max_len):
+    """按 m 行一份切开，Σ weight(这一份) · 这一份自己的聚合。"""
+    acc = torch.zeros((), dtype=torch.float64)
+    for i in range(0, mask.shape[0], m):
+        w = weight(mb_mask=mask[i : i + m], batch_mask=mask, aggregation=aggregation)
+        acc = acc + w * _aggregate(per_token[i : i + m], mask[i : i + m], aggregation, max_len)
+    return acc
+
+
 def _mask(lengths, T):
     return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).double()
 
 
 @pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean", "constant"])
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30, deadline=None, report_multiple_bugs=False)
 @given(data=st.data())
 def test_weighted_microbatches_equal_full_batch(mod, aggregation, data):
     n_mb = data.draw(st.integers(1, 4))
@@ -43,30 +103,135 @@ def test_weighted_microbatches_equal_full_batch(mod, aggregation, data):
     g = torch.Generator().manual_seed(data.draw(st.integers(0, 10_000)))
     per_token = torch.randn(n_mb * m, T, generator=g, dtype=torch.float64)
     mask = _mask(lengths, T)
+    kw = dict(per_token=per_token, mask=mask, m=m, aggregation=aggregation, max_len=T + 2)
     full = _aggregate(per_token, mask, aggregation, max_len=T + 2)
-    acc = torch.zeros((), dtype=torch.float64)
-    for i in range(0, n_mb * m, m):
-        w = mod.microbatch_weight(mask[i : i + m], mask, aggregation)
-        assert isinstance(w, float)
-        acc = acc + w * _aggregate(
-            per_token[i : i + m], mask[i : i + m], aggregation, max_len=T + 2
-        )
-    torch.testing.assert_close(acc, full)
+    acc = _accumulate(lambda **w: _weight(mod, **w), **kw)
+    check(
+        acc,
+        full,
+        where=f"{aggregation}、每份 {m} 行时按权重累加的 loss（应等于整批一次算的 loss）",
+        section=SECTION,
+        inputs=kw,
+        mistakes=derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k)),
+        rtol=1e-7,
+        atol=1e-7,
+    )
 
 
-def test_concrete_values(mod):
-    mask = _mask([3, 1, 0, 4], 4)  # 共 8 个有效 token
-    assert mod.microbatch_weight(mask[:2], mask, "token_mean") == pytest.approx(4 / 8)
-    assert mod.microbatch_weight(mask[2:], mask, "token_mean") == pytest.approx(4 / 8)
-    assert mod.microbatch_weight(mask[:1], mask, "token_mean") == pytest.approx(3 / 8)
-    for agg in ("sequence_mean", "constant"):
-        assert mod.microbatch_weight(mask[:1], mask, agg) == pytest.approx(1 / 4)
+CONCRETE_MASK = _mask([3, 1, 0, 4], 4)  # 4 行，共 8 个有效 token
+CONCRETE = [
+    # (micro-batch 的行, aggregation, 正确的权重)
+    (slice(0, 2), "token_mean", 4 / 8),
+    (slice(2, 4), "token_mean", 4 / 8),
+    (slice(0, 1), "token_mean", 3 / 8),
+    (slice(0, 1), "sequence_mean", 1 / 4),
+    (slice(0, 1), "constant", 1 / 4),
+    (slice(1, 2), "sequence_mean", 1 / 4),
+]
+
+
+@pytest.mark.parametrize("rows,aggregation,want", CONCRETE)
+def test_concrete_values(mod, rows, aggregation, want):
+    kw = dict(mb_mask=CONCRETE_MASK[rows], batch_mask=CONCRETE_MASK, aggregation=aggregation)
+    check(
+        _weight(mod, **kw),
+        want,
+        where=f"长度 [3, 1, 0, 4] 的 batch 里第 {rows.start}–{rows.stop - 1} 行、{aggregation} 的权重",
+        section=SECTION,
+        inputs=kw,
+        mistakes=MISTAKES,
+    )
+
+
+@pytest.mark.parametrize("aggregation,want", [("token_mean", 1.875), ("sequence_mean", 1.75)])
+def test_lesson_worked_example(mod, aggregation, want):
+    """课文 2.7 节的表：长度 [3, 1, 0, 4]，逐 token 损失 1 / 4 / 空 / 2，每份 1 行。"""
+    per_token = torch.tensor(
+        [[1.0, 1, 1, 0], [4, 0, 0, 0], [0, 0, 0, 0], [2, 2, 2, 2]], dtype=torch.float64
+    )
+    kw = dict(per_token=per_token, mask=CONCRETE_MASK, m=1, aggregation=aggregation, max_len=4)
+    assert (
+        _aggregate(per_token, CONCRETE_MASK, aggregation, 4).item() == want
+    )  # 表里「整批一次算」那一列
+    check(
+        _accumulate(lambda **w: _weight(mod, **w), **kw).item(),
+        want,
+        where=f"课文 2.7 节的例子、{aggregation} 时的 Σ w·loss(mb)",
+        section=SECTION,
+        inputs=kw,
+        mistakes=derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k).item()),
+    )
 
 
 def test_empty_batch_and_bad_input(mod):
     empty = torch.zeros(4, 5)
-    assert mod.microbatch_weight(empty[:2], empty, "token_mean") == 0.0
-    with pytest.raises(ValueError):
-        mod.microbatch_weight(empty[:2], empty, "grpo")
-    with pytest.raises(ValueError):
-        mod.microbatch_weight(torch.zeros(5), empty, "token_mean")
+    kw = dict(mb_mask=empty[:2], batch_mask=empty, aggregation="token_mean")
+    check(
+        _weight(mod, **kw),
+        0.0,
+        where="整批 mask 全 0、token_mean 时的权重",
+        section=SECTION,
+        inputs=kw,
+        mistakes=MISTAKES,
+    )
+    expect_value_error(
+        lambda: mod.microbatch_weight(empty[:2], empty, "grpo"), "未知的 aggregation='grpo'"
+    )
+    expect_value_error(
+        lambda: mod.microbatch_weight(torch.zeros(5), empty, "token_mean"),
+        "mb_mask 是一维的 (5,)（应为二维 (M, T)）",
+    )
+
+
+PROBES = [
+    dict(mb_mask=CONCRETE_MASK[rows], batch_mask=CONCRETE_MASK, aggregation=a)
+    for rows, a, _ in CONCRETE
+]
+PROBES.append(
+    dict(mb_mask=torch.zeros(2, 5), batch_mask=torch.zeros(4, 5), aggregation="token_mean")
+)
+WANTS = [w for _, _, w in CONCRETE] + [0.0]
+
+
+@pytest.mark.parametrize("i", range(len(MISTAKES)), ids=BUGS)
+def test_each_known_mistake_is_named(i):
+    """诊断本身：每个典型错误在能暴露它的每个例子上都被同一个 check 点名（CI 用 solutions 跑）。"""
+    m, n = MISTAKES[i], 0
+    for probe, want in zip(PROBES, WANTS):
+        try:
+            wrong = m.fn(**probe)
+        except NotApplicable:
+            continue
+        line = diagnosis_line(
+            wrong, want, where="x", section=SECTION, inputs=probe, mistakes=MISTAKES
+        )
+        if line is not None:
+            assert line == named(m), line
+            n += 1
+    assert n > 0, f"没有任何一个例子能暴露 {BUGS[i]}"
+    # 累加的那条路径上也认得出来
+    T, per_token = (
+        4,
+        torch.randn(4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
+    )
+    for aggregation in ("sequence_mean", "token_mean", "constant"):
+        kw = dict(
+            per_token=per_token, mask=CONCRETE_MASK, m=2, aggregation=aggregation, max_len=T + 2
+        )
+        try:
+            wrong = _accumulate(m.fn, **kw)
+        except NotApplicable:
+            continue
+        full = _aggregate(per_token, CONCRETE_MASK, aggregation, T + 2)
+        mistakes = derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k))
+        line = diagnosis_line(
+            wrong,
+            full,
+            where="x",
+            section=SECTION,
+            inputs=kw,
+            mistakes=mistakes,
+            rtol=1e-7,
+            atol=1e-7,
+        )
+        assert line in (None, named(m)), line

@@ -24,6 +24,8 @@
   我们的 grpo_loss 按 DeepSeekMath 原式不乘。所以 beta>0 的逐位对照用 use_bias_correction_kl=False；
   另有一个测试说明 True 时的差别：on-policy（old_logp == logp）时 loss 值相同，梯度恰好多出
   beta·k3·(聚合权重)；off-policy 时连值也不同，差 beta·聚合(k3·(ratio-1))。
+- token_weights（L2.09 的截断重要性采样要用）对应 TRL 用 vLLM 时的 inputs["importance_sampling_ratio"]：
+  打开 use_vllm 与 vllm_importance_sampling_correction，把同一份权重传进去，loss 与梯度逐位相同。
 - "dapo" 在多进程时除以全局 token 数 / 进程数（再由 DDP 平均），我们只看本进程；单进程时二者相同，这里只测单进程。
 """
 
@@ -34,6 +36,9 @@ from collections import defaultdict
 
 import pytest
 import torch
+from diagnose import check
+
+SECTION = "L2.05「5. 对应到 TRL 和 slime」"
 
 AGG_OF = {
     "grpo": "sequence_mean",
@@ -112,7 +117,7 @@ def _batch(on_policy=False):
     return logp, old, ref, adv, mask
 
 
-def _run_trl(tr, logp, old, ref, adv, mask):
+def _run_trl(tr, logp, old, ref, adv, mask, **extra_inputs):
     lp = logp.clone().requires_grad_()
     # 唯一的替换：本该是"模型前向 -> 采样 token 的 log 概率"，这里直接给 logp（熵给 0，无 aux loss）
     tr._get_per_token_logps_and_entropies = lambda *a, **k: (lp, torch.zeros_like(lp), None)
@@ -126,13 +131,14 @@ def _run_trl(tr, logp, old, ref, adv, mask):
         "old_per_token_logps": old,
         "ref_per_token_logps": ref,
         "num_items_in_batch": mask.sum(),
+        **extra_inputs,
     }
     loss = tr._compute_loss(None, inputs)
     loss.backward()
     return loss.detach(), lp.grad, {k: v[-1] for k, v in tr._metrics["train"].items()}
 
 
-def _run_ours(mod, logp, old, ref, adv, mask, beta, eps, eps_high, agg):
+def _run_ours(mod, logp, old, ref, adv, mask, beta, eps, eps_high, agg, **extra):
     lp = logp.clone().requires_grad_()
     loss, metrics = mod.grpo_loss(
         lp,
@@ -145,9 +151,14 @@ def _run_ours(mod, logp, old, ref, adv, mask, beta, eps, eps_high, agg):
         eps_high=eps_high,
         aggregation=agg,
         max_completion_length=MAX_LEN,
+        **extra,
     )
     loss.backward()
     return loss.detach(), lp.grad, metrics
+
+
+def _same(ours, trl, what, atol=1e-12):
+    check(ours, trl, where=f"与 TRL 对照的{what}", section=SECTION, rtol=0, atol=atol)
 
 
 @pytest.mark.parametrize("beta", [0.0, 0.04])
@@ -159,21 +170,16 @@ def test_matches_trl(trl_mods, mod, loss_type, beta, eps_high):
     trl_loss, trl_grad, trl_metrics = _run_trl(tr, *batch)
     loss, grad, metrics = _run_ours(mod, *batch, beta, 0.2, eps_high, AGG_OF[loss_type])
 
-    torch.testing.assert_close(loss, trl_loss, rtol=0, atol=1e-12)
-    torch.testing.assert_close(grad, trl_grad, rtol=0, atol=1e-12)
+    _same(loss, trl_loss, " loss 值")
+    _same(grad, trl_grad, "梯度（对 logp）")
     # 指标只用来看曲线：允许用 float32 统计（clipped.float()），容差放宽到 1e-6
     assert trl_metrics["clip_ratio/region_mean"] > 0  # 这组数据确实触发了裁剪，对照才有意义
-    assert metrics["clip_fraction"] == pytest.approx(
-        trl_metrics["clip_ratio/region_mean"], abs=1e-6
-    )
-    assert metrics["clip_low_fraction"] == pytest.approx(
-        trl_metrics["clip_ratio/low_mean"], abs=1e-6
-    )
-    assert metrics["clip_high_fraction"] == pytest.approx(
-        trl_metrics["clip_ratio/high_mean"], abs=1e-6
-    )
-    if beta > 0:
-        assert metrics["kl"] == pytest.approx(trl_metrics["kl"], abs=1e-6)
+    for ours, theirs in (
+        ("clip_fraction", "clip_ratio/region_mean"),
+        ("clip_low_fraction", "clip_ratio/low_mean"),
+        ("clip_high_fraction", "clip_ratio/high_mean"),
+    ) + ((("kl", "kl"),) if beta > 0 else ()):
+        _same(metrics.get(ours), float(trl_metrics[theirs]), f" metrics['{ours}'] 的值", atol=1e-6)
 
 
 def _k3(logp, ref):
@@ -201,10 +207,10 @@ def test_bias_corrected_kl_difference(trl_mods, mod, loss_type):
     tr = _trl_trainer(trl_mods, loss_type, beta, 0.2, None, bias_correction=True)
     trl_loss, trl_grad, _ = _run_trl(tr, logp, old, ref, adv, mask)
     loss, grad, _ = _run_ours(mod, logp, old, ref, adv, mask, beta, 0.2, None, agg)
-    torch.testing.assert_close(loss, trl_loss, rtol=0, atol=1e-12)
+    _same(loss, trl_loss, " loss（on-policy，TRL 乘了 ratio·k3）")
     extra = beta * _k3(logp, ref) * _agg_weights(agg, mask)
     assert extra.abs().max() > 1e-8  # 远大于比较用的 atol=1e-12：差别确实存在
-    torch.testing.assert_close(trl_grad - grad, extra, rtol=0, atol=1e-12)
+    _same(trl_grad - grad, extra, "梯度之差（应恰好是 β·k3·聚合权重）")
 
     # off-policy：值也不同，差 beta·聚合(k3·(ratio - 1))
     logp, old, ref, adv, mask = _batch(on_policy=False)
@@ -214,4 +220,28 @@ def test_bias_corrected_kl_difference(trl_mods, mod, loss_type):
     ratio = torch.exp(logp - old)
     diff = (beta * _k3(logp, ref) * (ratio - 1) * _agg_weights(agg, mask)).sum()
     assert diff.abs() > 1e-8
-    torch.testing.assert_close(trl_loss - loss, diff, rtol=0, atol=1e-12)
+    _same(trl_loss - loss, diff, " loss 之差（off-policy，应恰好是 β·聚合(k3·(ratio − 1))）")
+
+
+@pytest.mark.parametrize("beta", [0.0, 0.04])
+@pytest.mark.parametrize("loss_type", ["grpo", "dapo", "dr_grpo"])
+def test_token_weights_match_trl_importance_sampling_ratio(trl_mods, mod, loss_type, beta):
+    """token_weights 就是 TRL 用 vLLM 时乘在逐 token 策略项上的 importance_sampling_ratio（grpo_trainer.py
+    约第 3147 行，在第 3150 行加 beta·KL 之前）。这里把 TRL 的 use_vllm 打开，直接把权重当作 inputs 传进去。"""
+    logp, old, ref, adv, mask = _batch()
+    g = torch.Generator().manual_seed(11)
+    weights = torch.rand(logp.shape, generator=g, dtype=torch.float64) * 2
+    weights[0, 1] = 0.0  # 这个 token 只剩 KL 项
+    tr = _trl_trainer(trl_mods, loss_type, beta, 0.2, None, bias_correction=False)
+    tr.use_vllm = True
+    tr.vllm_importance_sampling_correction = True
+    trl_loss, trl_grad, _ = _run_trl(
+        tr, logp, old, ref, adv, mask, importance_sampling_ratio=weights
+    )
+    loss, grad, _ = _run_ours(
+        mod, logp, old, ref, adv, mask, beta, 0.2, None, AGG_OF[loss_type], token_weights=weights
+    )
+    plain, _, _ = _run_ours(mod, logp, old, ref, adv, mask, beta, 0.2, None, AGG_OF[loss_type])
+    assert (loss - plain).abs() > 1e-6  # 权重确实改变了 loss，对照才有意义
+    _same(loss, trl_loss, " loss（token_weights = TRL 的 importance_sampling_ratio）")
+    _same(grad, trl_grad, "梯度（token_weights = TRL 的 importance_sampling_ratio）")

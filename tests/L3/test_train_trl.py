@@ -112,6 +112,8 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
         (["--format-weight", "-1"], "--format-weight 不能为负"),
         (["--preset", "qwen3-0.6b", "--no-vllm"], "需要 CUDA GPU"),
         (["--impl", "mine"], "invalid choice"),
+        (["--preset", "qwen3-0.6b", "--no-vllm", "--model", "no/such/dir"], "模型目录不存在"),
+        (["--model", "no/such/dir"], "不从目录加载"),
     ],
 )
 def test_bad_input_is_a_clear_error_with_exit_code_2(T, tmp_path, capsys, argv, needle):
@@ -120,6 +122,36 @@ def test_bad_input_is_a_clear_error_with_exit_code_2(T, tmp_path, capsys, argv, 
     assert info.value.code == 2
     assert needle in capsys.readouterr().err
     assert not (tmp_path / "bad").exists(), "报错之前不能留下半截的输出目录"
+
+
+def test_model_folder_is_validated_in_parse_args(T, tmp_path, monkeypatch, capsys):
+    """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；好目录原样传给 load_model。"""
+    sys.path.insert(0, str(ROOT / "tests" / "common"))
+    from small_qwen3 import make_model_dir, patch_small_shapes
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    patch_small_shapes(monkeypatch)
+    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
+    a = T.parse_args(
+        [
+            "--preset",
+            "qwen3-0.6b",
+            "--no-vllm",
+            "--model",
+            str(folder),
+            "--out",
+            str(tmp_path / "run"),
+        ]
+    )
+    assert a.model == folder and a.init == "pretrained"
+    (folder / "config.json").unlink()
+    for extra in ([], ["--init", "random"]):
+        with pytest.raises(SystemExit) as info:
+            T.parse_args(["--preset", "qwen3-0.6b", "--no-vllm", "--model", str(folder), *extra])
+        assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "没有 config.json" in err and "--init random 不能同时用" in err
+    assert not (tmp_path / "run").exists()
 
 
 def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):

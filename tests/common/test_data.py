@@ -1,8 +1,10 @@
-"""common.data：本地 jsonl、合成题生成器（答案重新计算核对）、prompt 渲染（真实 Qwen3 tokenizer）。"""
+"""common.data：课程自带的 GSM8K、本地 jsonl、合成题生成器（答案重新计算核对）、prompt 渲染（真实 Qwen3 tokenizer）。"""
 
 from __future__ import annotations
 
 import ast
+import gzip
+import hashlib
 import operator
 import re
 from pathlib import Path
@@ -10,10 +12,15 @@ from pathlib import Path
 import pytest
 
 from common.data import (
+    GSM8K_DIR,
+    GSM8K_SPLITS,
     INSTRUCTION,
     DataError,
+    Problem,
     build_prompt,
+    load_gsm8k,
     load_jsonl,
+    parse_gold,
     reference_completion,
     split_train_heldout,
     synthetic_problems,
@@ -21,6 +28,134 @@ from common.data import (
 from common.tokenizer import QWEN3_EOS_IDS, load_qwen3_tokenizer
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+# ---------------------------------------------------------------------------------------------
+# 课程自带的 GSM8K（common/assets/gsm8k）
+# ---------------------------------------------------------------------------------------------
+# 解压后内容的 sha256，以及上游 git blob id（openai/grade-school-math @ 3101c7d5，`git ls-tree` 可查）。
+# 这些值由 `git show 3101c7d5:grade_school_math/data/<split>.jsonl | sha256sum` 算出，不是从本仓库的文件抄的。
+GSM8K_SHA256 = {
+    "train": "17f347dc51477c50d4efb83959dbb7c56297aba886e5544ee2aaed3024813465",
+    "test": "3730d312f6e3440559ace48831e51066acaca737f6eabec99bccb9e4b3c39d14",
+}
+GSM8K_GIT_BLOB = {
+    "train": "7d97154b91aef28d01c3301741c81ce90039a4b1",
+    "test": "e4c2ff4942b9a78bd74f04141224c11e28d12dc9",
+}
+
+
+@pytest.fixture(scope="module")
+def gsm8k():
+    return {split: load_gsm8k(split) for split in GSM8K_SPLITS}
+
+
+@pytest.mark.parametrize("split", ["train", "test"])
+def test_shipped_gsm8k_is_the_upstream_file(split):
+    raw = gzip.decompress((GSM8K_DIR / f"{split}.jsonl.gz").read_bytes())
+    assert hashlib.sha256(raw).hexdigest() == GSM8K_SHA256[split]
+    blob = hashlib.sha1(b"blob %d\0" % len(raw) + raw).hexdigest()
+    assert blob == GSM8K_GIT_BLOB[split]
+    # 来源说明里写的 blob id 与文件一致；许可证原文随数据一起发
+    assert blob in (GSM8K_DIR / "README.md").read_text(encoding="utf-8")
+    assert "MIT License" in (GSM8K_DIR / "LICENSE").read_text(encoding="utf-8")
+    assert raw.count(b"\n") == GSM8K_SPLITS[split]
+
+
+def test_shipped_gsm8k_rows_and_golds(gsm8k):
+    assert {s: len(rows) for s, rows in gsm8k.items()} == {"train": 7473, "test": 1319}
+    for split, rows in gsm8k.items():
+        for i, p in enumerate(rows):
+            assert isinstance(p, Problem) and p.question and p.answer, (split, i)
+            assert parse_gold(p.answer) == p.gold is not None, (split, i)
+    # 第一题（hub 数据集页面上的第一行）：Natalia 卖发夹，答案 72
+    assert gsm8k["train"][0].question.startswith("Natalia sold clips to 48 of her friends")
+    assert gsm8k["train"][0].gold == "72"
+    assert gsm8k["test"][0].question.startswith("Janet\u2019s ducks lay 16 eggs per day")
+    assert gsm8k["test"][0].gold == "18"
+    # 千分位和负数的 gold 也读成规范数
+    golds = {p.gold for rows in gsm8k.values() for p in rows}
+    assert {"109200000", "-7", "-47"} <= golds and not any("," in g for g in golds)
+
+
+def test_shipped_gsm8k_limit_keeps_order(gsm8k):
+    assert load_gsm8k("test", limit=5) == gsm8k["test"][:5]
+    assert load_gsm8k("test", limit=0) == []
+    assert load_gsm8k("test", limit=10**6) == gsm8k["test"]
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(split="validation"), "只有 train 和 test"),
+        (dict(source="modelscope"), "shipped"),
+        (dict(limit=-1), "limit"),
+    ],
+)
+def test_load_gsm8k_bad_args(kwargs, needle):
+    with pytest.raises(DataError, match=needle):
+        load_gsm8k(**kwargs)
+
+
+def test_load_gsm8k_missing_or_broken_shipped_file(tmp_path, monkeypatch):
+    import common.data as D
+
+    monkeypatch.setattr(D, "GSM8K_DIR", tmp_path)
+    with pytest.raises(DataError, match="找不到课程自带的 GSM8K"):
+        load_gsm8k("test")
+    (tmp_path / "test.jsonl.gz").write_bytes(b"not gzip")
+    with pytest.raises(DataError, match="已损坏"):
+        load_gsm8k("test")
+
+
+def test_load_gsm8k_from_hub_same_problems(gsm8k, monkeypatch):
+    """source="hub" 走 datasets.load_dataset（这里换成内存里的同样几行：测试不联网）。"""
+    import datasets
+
+    rows = [dict(question=p.question, answer=p.answer) for p in gsm8k["test"][:7]]
+    calls = []
+
+    def fake_load_dataset(name, config, split):
+        calls.append((name, config, split))
+        return datasets.Dataset.from_list(rows)
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    assert load_gsm8k("test", limit=3, source="hub") == gsm8k["test"][:3]
+    assert calls == [("openai/gsm8k", "main", "test")]
+
+
+def test_load_splits_gsm8k_is_shipped_and_hub_is_the_hub(gsm8k, monkeypatch):
+    """训练脚本的 --data gsm8k 读自带的副本（不联网），--data hub 才去 hub；held-out = test 的前 n 道。"""
+    import datasets
+
+    from common.data import load_splits
+
+    calls = []
+
+    def fake_load_dataset(name, config, split):
+        calls.append(split)
+        return datasets.Dataset.from_list(
+            [dict(question=p.question, answer=p.answer) for p in gsm8k[split][:9]]
+        )
+
+    monkeypatch.setattr(datasets, "load_dataset", fake_load_dataset)
+    train, held = load_splits("gsm8k", 5)
+    assert (train, held) == (gsm8k["train"], gsm8k["test"][:5]) and calls == []
+    train, held = load_splits("hub", 5)
+    assert (train, held) == (gsm8k["train"][:9], gsm8k["test"][:5]) and calls == ["train", "test"]
+
+
+def test_load_gsm8k_hub_unreachable_points_to_shipped(monkeypatch):
+    import datasets
+
+    def offline(*args, **kwargs):
+        raise ConnectionError("Couldn't reach 'openai/gsm8k' on the Hub")
+
+    monkeypatch.setattr(datasets, "load_dataset", offline)
+    with pytest.raises(DataError) as err:
+        load_gsm8k("train", source="hub")
+    msg = str(err.value)
+    assert msg.startswith("无法从 Hugging Face 下载 openai/gsm8k") and "source='shipped'" in msg
 
 
 def test_load_jsonl_fixture():

@@ -39,16 +39,11 @@ def test_preset_fields():
         PRESETS["qwen3-1.7b-lora"].hub_id == "Qwen/Qwen3-1.7B"
         and PRESETS["qwen3-1.7b-lora"].lora_rank > 0
     )
-    for p in PRESETS.values():
-        for key in (
-            "group_size",
-            "prompts_per_step",
-            "max_new_tokens",
-            "lr",
-            "beta",
-            "temperature",
-        ):
-            assert key in p.defaults, (p.name, key)
+    for p in PRESETS.values():  # GPU 预设写出它们和 tiny（grpo_train.py 的 CONFIG）不同的旋钮
+        if p.needs_cuda:
+            for key in ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta"):
+                assert key in p.defaults, (p.name, key)
+    assert PRESETS["tiny"].defaults == {}
 
 
 def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):

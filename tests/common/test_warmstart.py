@@ -78,7 +78,7 @@ def test_shipped_checkpoint_reproduces_its_recorded_greedy_accuracy(info):
     """Re-measure greedy accuracy on the first 64 held-out problems of grpo_train.py's tiny defaults."""
     ws = _script()
     model, tok = load_model("tiny")
-    defaults = get_preset("tiny").defaults
+    defaults = ws.script_config("tiny")
     heldout = ws.grpo_heldout(defaults)
     stats = ws.measure(
         model,
@@ -95,7 +95,7 @@ def test_shipped_checkpoint_reproduces_its_recorded_greedy_accuracy(info):
 
 def test_sft_problems_never_contain_a_heldout_question():
     ws = _script()
-    defaults = get_preset("tiny").defaults
+    defaults = ws.script_config("tiny")
     heldout = {p.question for p in ws.grpo_heldout(defaults)}
     sft = ws.sft_problems(defaults["n_train"])
     assert len(sft) > 10_000 and not heldout & {p.question for p in sft}

@@ -1,0 +1,92 @@
+"""Held-out evaluation: greedy accuracy, and pass@k from k sampled answers per question.
+
+    ev = evaluate(complete, problems, k=8, device=device)
+    ev["accuracy"]        # greedy decoding: what the model answers when it must commit to one answer
+    ev["pass_at"]["8"]    # chance that at least one of 8 samples (T = the run's temperature) is right
+
+`complete(problems, greedy, generator) -> list[str]` is the caller's generation function (it owns the
+model, tokenizer, prompt format and rollout backend). Evaluation is deterministic and never touches the
+training RNG: sampling uses its own generator seeded with `seed`, and the global RNGs (the CUDA fast
+path samples with the global CUDA generator) are forked and restored, so evaluating or not does not
+change the training trajectory and a resumed run stays bit-identical.
+
+pass@k uses the unbiased estimator of Chen et al. (2021), "Evaluating Large Language Models Trained on
+Code" (the HumanEval paper), section 2.1: with c of n samples correct, pass@k = 1 - C(n-c, k) / C(n, k).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import torch
+
+from common.data import Problem
+from common.reward import correctness_reward, format_reward
+
+EVAL_SEED = 1234  # the sampling generator's seed: the same k samples at every evaluation of a run
+N_EXAMPLES = 4  # greedy (question, gold, completion, reward) examples kept in the eval result
+
+Complete = Callable[[list[Problem], bool, "torch.Generator | None"], list[str]]
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from c correct out of n samples (n >= k): 1 - C(n-c, k) / C(n, k)."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass@k 需要 0 <= c <= n 且 1 <= k <= n，得到 n={n}, c={c}, k={k}")
+    if n - c < k:  # every k-subset contains a correct sample
+        return 1.0
+    return 1.0 - math.prod((n - c - i) / (n - i) for i in range(k))
+
+
+def _in_batches(problems: Sequence[Problem], size: int):
+    for i in range(0, len(problems), size):
+        yield list(problems[i : i + size])
+
+
+@torch.no_grad()
+def evaluate(
+    complete: Complete,
+    problems: Sequence[Problem],
+    *,
+    k: int = 8,
+    batch_size: int = 128,
+    device: torch.device | str = "cpu",
+    seed: int = EVAL_SEED,
+) -> dict:
+    """Greedy accuracy / format rate and, when k >= 1, pass@1 and pass@k from k samples per problem.
+
+    Returns {"accuracy", "format_rate", "n", "pass_at": {"1": ..., str(k): ...} (absent when k == 0),
+    "examples": the first N_EXAMPLES greedy answers with their reward}.
+    """
+    if not problems:
+        raise ValueError("evaluate 需要至少一道题")
+    device = torch.device(device)
+    greedy = [t for chunk in _in_batches(problems, batch_size) for t in complete(chunk, True, None)]
+    right = [correctness_reward(t, p.gold) for t, p in zip(greedy, problems)]
+    result = {
+        "accuracy": sum(right) / len(problems),
+        "format_rate": sum(format_reward(t) for t in greedy) / len(problems),
+        "n": len(problems),
+    }
+    if k >= 1:
+        cuda = [device] if device.type == "cuda" else []
+        with torch.random.fork_rng(devices=cuda):  # the fast CUDA path samples with the global RNG
+            torch.manual_seed(seed)
+            gen = torch.Generator(device=device).manual_seed(seed)
+            repeated = [p for p in problems for _ in range(k)]  # k copies of each problem, adjacent
+            per_batch = max(1, batch_size // k) * k
+            texts = [t for ch in _in_batches(repeated, per_batch) for t in complete(ch, False, gen)]
+        correct = [
+            sum(correctness_reward(texts[i * k + j], p.gold) for j in range(k))
+            for i, p in enumerate(problems)
+        ]
+        result["pass_at"] = {
+            str(kk): sum(pass_at_k(k, int(c), kk) for c in correct) / len(problems)
+            for kk in sorted({1, k})
+        }
+    result["examples"] = [
+        {"question": p.question, "gold": p.gold, "completion": t, "reward": r}
+        for p, t, r in list(zip(problems, greedy, right))[:N_EXAMPLES]
+    ]
+    return result

@@ -1,0 +1,76 @@
+"""common.evaluate：pass@k 的无偏估计（对照穷举）、评估确定且不碰训练用的随机数。"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.data import Problem
+from common.evaluate import evaluate, pass_at_k
+
+
+def _brute_force(n: int, c: int, k: int) -> float:
+    """n 条里 c 条对：所有 k 条子集里「至少一条对」的比例（定义本身）。"""
+    samples = [1] * c + [0] * (n - c)
+    subsets = list(itertools.combinations(range(n), k))
+    return sum(any(samples[i] for i in s) for s in subsets) / len(subsets)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 10).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))
+    )
+)
+def test_pass_at_k_matches_the_definition(nck):
+    n, c, k = nck
+    assert math.isclose(pass_at_k(n, c, k), _brute_force(n, c, k), abs_tol=1e-12)
+
+
+def test_pass_at_1_is_the_fraction_correct():
+    assert pass_at_k(8, 3, 1) == pytest.approx(3 / 8)
+    assert pass_at_k(8, 0, 8) == 0.0 and pass_at_k(8, 1, 8) == 1.0
+
+
+@pytest.mark.parametrize("n,c,k", [(4, 5, 1), (4, 1, 5), (4, 1, 0), (3, -1, 1)])
+def test_pass_at_k_rejects_impossible_counts(n, c, k):
+    with pytest.raises(ValueError):
+        pass_at_k(n, c, k)
+
+
+PROBLEMS = [Problem(f"q{i}", f"#### {i}", str(i)) for i in range(5)]
+
+
+def _fake_complete(problems, greedy, generator):
+    """贪心：题号是偶数就答对；采样：用传进来的 generator 抛硬币决定对错。"""
+    if greedy:
+        return [f"\\boxed{{{p.gold if int(p.gold) % 2 == 0 else 99}}}" for p in problems]
+    coins = torch.rand(len(problems), generator=generator)
+    return [f"\\boxed{{{p.gold if u < 0.5 else 99}}}" for p, u in zip(problems, coins)]
+
+
+def test_evaluate_is_deterministic_and_leaves_the_global_rng_alone():
+    torch.manual_seed(7)
+    before = torch.get_rng_state()
+    a = evaluate(_fake_complete, PROBLEMS, k=4, batch_size=3)
+    assert torch.equal(torch.get_rng_state(), before), "评估动了全局随机数：续跑就不再逐位一致"
+    b = evaluate(_fake_complete, PROBLEMS, k=4, batch_size=8)  # 分批方式不同，结果也相同
+    assert a == b
+    assert a["accuracy"] == pytest.approx(3 / 5) and a["n"] == 5
+    assert set(a["pass_at"]) == {"1", "4"} and a["pass_at"]["1"] <= a["pass_at"]["4"]
+    assert a["examples"][0] == {
+        "question": "q0",
+        "gold": "0",
+        "completion": "\\boxed{0}",
+        "reward": 1.0,
+    }
+
+
+def test_evaluate_without_sampling_has_no_pass_at():
+    ev = evaluate(_fake_complete, PROBLEMS, k=0)
+    assert "pass_at" not in ev and ev["accuracy"] == pytest.approx(3 / 5)

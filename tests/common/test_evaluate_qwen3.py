@@ -1,0 +1,75 @@
+"""qwen3-0.6b 路线的 held-out 评估，端到端走一批（CPU）：只测管道接通，不测模型好坏。
+
+真实的部分：课程自带 GSM8K 的测试题（预设的 held-out = test 的前 n_heldout 道）、从模型目录读出的真实
+Qwen3 tokenizer 和 chat template（thinking 关）、Qwen3 的 EOS/pad、common.rollout 采样、common.reward 打分、
+common.evaluate 的贪心正确率与 pass@k。不真实的部分：模型是小形状的随机 Qwen3（small_qwen3.py），
+所以它的正确率没有任何意义（随机权重基本答不对），这里也不检查它的大小。
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+from small_qwen3 import make_model_dir, patch_small_shapes
+
+from common import data as D
+from common.evaluate import evaluate
+from common.models import PRESETS, load_model
+from common.reward import correctness_reward
+from common.rollout import generate
+from solutions.l2_06_sampling import process_logits
+
+BATCH = 4  # 一批 held-out 题
+K = 2  # pass@k 的 k
+MAX_NEW_TOKENS = 8  # 只为让 CPU 上跑得快；真实运行用预设的 max_new_tokens
+
+
+def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
+    preset = PRESETS["qwen3-0.6b"]
+    d = preset.defaults
+    assert d["data"] == "gsm8k" and d["n_heldout"] == 200  # 评估集：自带 GSM8K test 的前 200 道
+    _, heldout = D.load_splits(d["data"], d["n_heldout"])
+    assert heldout == D.load_gsm8k("test")[: d["n_heldout"]]
+
+    patch_small_shapes(monkeypatch)
+    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
+    cpu = dataclasses.replace(preset, needs_cuda=False)  # 同一个预设，只是这台机器没有 GPU
+    model, tok = load_model(cpu, model_path=folder, device="cpu")
+    eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+
+    seen_prompts = []
+
+    def complete(problems, greedy, generator):  # 与 grpo_train.py 的 rollout() 同样的几步
+        prompts = [D.build_prompt(tok, p.question) for p in problems]
+        seen_prompts.extend(prompts)
+        ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        with torch.no_grad(), torch.autocast("cpu", dtype=preset.dtype):
+            ro = generate(
+                model,
+                ids,
+                max_new_tokens=MAX_NEW_TOKENS,
+                eos_token_ids=eos,
+                pad_token_id=pad,
+                greedy=greedy,
+                process_logits=process_logits,
+                generator=generator,
+            )
+        return [
+            tok.decode(c[:n], skip_special_tokens=True)
+            for c, n in zip(ro.completion_ids, ro.lengths)
+        ]
+
+    batch = heldout[:BATCH]
+    ev = evaluate(complete, batch, k=K, batch_size=BATCH * K, device="cpu")
+
+    # 管道接通：题目、gold、prompt 格式、打分、结果的结构。正确率本身不检查（随机权重，没有意义）。
+    assert ev["n"] == BATCH and 0.0 <= ev["accuracy"] <= 1.0 and 0.0 <= ev["format_rate"] <= 1.0
+    assert set(ev["pass_at"]) == {"1", str(K)}
+    assert len(seen_prompts) == BATCH + BATCH * K  # 贪心每题一条 + 采样每题 K 条
+    assert seen_prompts[0].startswith("<|im_start|>user\n" + batch[0].question)
+    assert seen_prompts[0].endswith("<think>\n\n</think>\n\n")
+    for ex, p in zip(ev["examples"], batch):
+        assert ex["question"] == p.question and ex["gold"] == p.gold
+        assert isinstance(ex["completion"], str)
+        assert ex["reward"] == correctness_reward(ex["completion"], p.gold)
