@@ -450,9 +450,10 @@ class StaticDecoder:
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
         # HF prefill. Under an outer autocast with fp32 master weights, autocast would cache a bf16 copy of
         # every weight until that region ends (the whole rollout): cache off, each cast lives one matmul.
-        amp = torch.is_autocast_enabled("cuda")
-        no_cache = torch.autocast("cuda", torch.get_autocast_dtype("cuda"), cache_enabled=False)
-        with no_cache if amp else contextlib.nullcontext():
+        no_cache = contextlib.nullcontext()
+        if torch.is_autocast_enabled("cuda"):
+            no_cache = torch.autocast("cuda", torch.get_autocast_dtype("cuda"), cache_enabled=False)
+        with no_cache:
             out = self.model(
                 input_ids=prompt_ids,
                 attention_mask=mask.long(),
