@@ -626,7 +626,10 @@ def ledger(
     add("gradients", "梯度", trainable * gb, f"可训练 {trainable / 1e6:.1f}M × {gb} B")
     opt_what = {12: "fp32 主权重 + m + v", 8: "fp32 m + v", 4: "bf16 m + v"}[ob]
     if s.optimizer == "adamw8bit":  # only m and v shrink; an fp32 master copy ("mixed") stays
-        ob, opt_what = ob - 8 + ADAMW8BIT_STATE_BYTES, opt_what.replace("m + v", "8-bit m + v")
+        ob = ob - 8 + ADAMW8BIT_STATE_BYTES
+        opt_what = (
+            "fp32 主权重 + 8-bit m + v" if ob > 8 else "8-bit m + v，每 256 个一个 fp32 scale"
+        )
     add(
         "optimizer",
         "AdamW 状态",
