@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from common.data import synthetic_problems  # noqa: E402
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
+EARLY = 5  # grpo_train.py 的 EARLY_EVALS 最后一步
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 # grpo_train.py 没有 --cap-gb：用 common.vram.cap_to_gpu_gb 包一层 runpy，和 L3.01 README 的命令一样
 CAPPED = (
@@ -91,25 +92,29 @@ def main(argv=None) -> int:
         str(a.prompts),
     ]
     common += ["--group-size", str(a.group), "--max-new-tokens", str(a.max_new_tokens)]
-    common += ["--beta", "0", "--steps", str(a.steps)]
+    common += ["--beta", "0"]
     rows = []
     for mb in a.micro_batch:
         print(f"micro-batch {mb}:", flush=True)
         trl_dir, our_dir = out / f"trl-mb{mb}", out / f"ours-mb{mb}"
         cap = ["--cap-gb", str(a.cap_gb)] if a.cap_gb else []
         run(
-            [sys.executable, str(TRL), *common, "--micro-batch", str(mb), "--no-vllm"]
+            [sys.executable, str(TRL), *common, "--steps", str(a.steps), "--micro-batch", str(mb)]
+            + ["--no-vllm"]
             + ["--loss-type", "grpo", "--impl", "trl", "--out", str(trl_dir), *cap],
             out / f"trl-mb{mb}.log",
         )
+        # grpo_train.py 在第 1、2、3、5 步做一次贪心评估（EARLY_EVALS），评估时间会算进下一步的 elapsed_s：
+        # 多跑 5 步，只取第 6 步以后的；--pass-k 0 让评估只做贪心
+        ours_steps = a.steps + EARLY
         run(
             [sys.executable, "-c", CAPPED, str(a.cap_gb or 0), str(OURS), *common]
-            + ["--micro-batch", str(mb), "--n-heldout", "16", "--eval-every", "1000"]
-            + ["--out", str(our_dir)],
+            + ["--steps", str(ours_steps), "--micro-batch", str(mb), "--n-heldout", "16"]
+            + ["--eval-every", "1000", "--pass-k", "0", "--out", str(our_dir)],
             out / f"ours-mb{mb}.log",
         )
         trl = read_jsonl(trl_dir / "steps.jsonl")
-        ours = read_jsonl(our_dir / "metrics.jsonl")
+        ours = [r for r in read_jsonl(our_dir / "metrics.jsonl") if r["step"] > EARLY]
         elapsed = [r["elapsed_s"] for r in ours]
         whole = [b - a_ for a_, b in zip(elapsed, elapsed[1:])]
         peak = lambda rs, k: max((r.get(k) or 0.0) for r in rs)
@@ -119,8 +124,8 @@ def main(argv=None) -> int:
             trl_train_s=median_after_first([r["step_s"] - r["score_s"] for r in trl]),
             trl_generate_s=median_after_first([r["generate_s"] for r in trl]),
             ours_step_s=statistics.median(whole),
-            ours_train_s=median_after_first([r["train_s"] for r in ours]),
-            ours_rollout_s=median_after_first([r["rollout_s"] for r in ours]),
+            ours_train_s=statistics.median([r["train_s"] for r in ours[1:]]),
+            ours_rollout_s=statistics.median([r["rollout_s"] for r in ours[1:]]),
             trl_peak_gib=peak(trl, "peak_alloc_gb"),
             ours_peak_gib=peak(ours, "peak_vram_gb"),
         )
