@@ -116,10 +116,32 @@ def _layer_step(
 
 # Default attention of the decode step (see `_layer_step`), chosen by L2.06's bench_rollout.py on the H200.
 ATTENTION = "einsum"
+# Bucket sizes (trick 5) and tokens per captured graph (trick 3). The VRAM ledger (common.ledger)
+# sizes the resident decoder with `static_shape`, so it reads these very numbers.
+BATCH_BUCKET = 16  # rows are padded up to a multiple of this
+LEN_BUCKET = 128  # cache slots are padded up to a multiple of this
+STEPS_PER_GRAPH = 16  # decode steps captured in one CUDA graph
 
 
 def _bucket(n: int, size: int) -> int:
     return max(size, math.ceil(n / size) * size)
+
+
+def static_shape(
+    batch: int,
+    prompt_len: int,
+    max_new_tokens: int,
+    steps_per_graph: int = STEPS_PER_GRAPH,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
+) -> tuple[int, int]:
+    """(rows, cache slots) of the StaticDecoder that serves `batch` prompts of `prompt_len` tokens.
+
+    The decoder runs whole graphs of `steps_per_graph` steps after the prefill token, so the cache
+    must hold prompt + 1 + ceil((max_new_tokens - 1) / steps_per_graph) * steps_per_graph + 1 slots.
+    """
+    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
+    return _bucket(batch, batch_bucket), _bucket(prompt_len + steps + 1, len_bucket)
 
 
 def _base_model(model):
@@ -270,9 +292,8 @@ class Sampling:
     greedy: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
-    process_logits: Callable | None = (
-        None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
-    )
+    # (B, V) logits, temperature, top_p -> (B, V); traceable torch
+    process_logits: Callable | None = None
 
 
 class StaticDecoder:
@@ -292,7 +313,7 @@ class StaticDecoder:
         cache_len: int,
         eos_token_ids: Sequence[int],
         pad_token_id: int,
-        steps_per_graph: int = 16,
+        steps_per_graph: int = STEPS_PER_GRAPH,
         compile: bool = True,
         dtype: torch.dtype | None = None,
         attention: str | None = None,
@@ -312,10 +333,11 @@ class StaticDecoder:
         self.kv_flat: torch.Tensor | None = None  # the one buffer that self.k and self.v view
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
+        # (S, hd), computed exactly as the HF forward does
         self.cos_table, self.sin_table = (
             cos[0],
             sin[0],
-        )  # (S, hd), computed exactly as the HF forward does
+        )
         # Per-row decode state; every tensor keeps its address so a captured graph can replay on it.
         self.token = torch.full((B,), pad_token_id, device=dev, dtype=torch.long)
         self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of `token`
@@ -323,9 +345,8 @@ class StaticDecoder:
         self.valid = torch.zeros(B, S, device=dev, dtype=torch.bool)
         self.done = torch.zeros(B, device=dev, dtype=torch.bool)
         self.eos = torch.tensor(list(eos_token_ids) or [-1], device=dev, dtype=torch.long)
-        self.out = torch.full(
-            (B, S), pad_token_id, device=dev, dtype=torch.long
-        )  # generated tokens by column
+        # generated tokens by column
+        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)
         self.attention = attention or ATTENTION
         if self.attention not in ("reduce", "einsum", "sdpa"):
             raise ValueError(f"attention={attention!r}：只能是 einsum、reduce 或 sdpa")
@@ -398,9 +419,8 @@ class StaticDecoder:
         self._emit(nxt)
 
     def _run(self, how: Sampling) -> None:
-        with torch.autocast(
-            "cuda", enabled=False
-        ):  # the decode dtype is explicit; autocast must not re-cast it
+        # the decode dtype is explicit; autocast must not re-cast it
+        with torch.autocast("cuda", enabled=False):
             for _ in range(self.k_steps):
                 self._step(how)
 
@@ -470,9 +490,8 @@ class StaticDecoder:
         del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
-        self.valid[b:, 0] = (
-            True  # filler rows of the bucket attend to one dummy slot (no NaN) and are done
-        )
+        # filler rows of the bucket attend to one dummy slot (no NaN) and are done
+        self.valid[b:, 0] = True
         self.done.zero_()
         self.done[b:] = True
         self.pos.zero_()
@@ -489,9 +508,8 @@ class StaticDecoder:
             else:
                 self._run(how)
             emitted += self.k_steps
-            if bool(
-                self.done[:b].all()
-            ):  # one host sync per replay: early exit once every row hit EOS
+            # one host sync per replay: early exit once every row hit EOS
+            if bool(self.done[:b].all()):
                 break
         return self.out[:b, tp : tp + max_new_tokens].clone()
 
@@ -508,11 +526,11 @@ def fast_generate(
     top_p: float = 1.0,
     greedy: bool = False,
     process_logits: Callable | None = None,
-    steps_per_graph: int = 16,
+    steps_per_graph: int = STEPS_PER_GRAPH,
     cuda_graph: bool = True,
     compile: bool = True,
-    batch_bucket: int = 16,
-    len_bucket: int = 128,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
     dtype: torch.dtype | None = None,
     attention: str | None = None,
     release: bool = False,
@@ -537,10 +555,8 @@ def fast_generate(
             torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
         )
     b, tp = prompt_ids.shape
-    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
     key = (
-        _bucket(b, batch_bucket),
-        _bucket(tp + steps + 1, len_bucket),
+        *static_shape(b, tp, max_new_tokens, steps_per_graph, batch_bucket, len_bucket),
         tuple(eos_token_ids),
         pad_token_id,
         steps_per_graph,

@@ -1,7 +1,8 @@
 """Rollout: batched generation from a causal LM with a KV cache, left padding and a per-row EOS stop.
 
     out = generate(model, prompt_ids, max_new_tokens=40, eos_token_ids=preset.eos_token_ids,
-                   pad_token_id=preset.pad_token_id, temperature=1.0, generator=gen)
+                   pad_token_id=preset.pad_token_id, temperature=1.0,
+                   process_logits=process_logits, generator=gen)  # e.g. L2.06's process_logits
     out.completion_ids  # (B, T): pad after each row's first EOS
     out.completion_mask # (B, T) float: 1 up to and including the first EOS (all ones if truncated)
 
@@ -11,8 +12,9 @@ How it works (the "correct path"; a fast GPU path plugs into the same `generate`
    The attention mask hides the pads; position ids count only real tokens (pads do not shift RoPE).
 2. Prefill: one forward over the padded prompts fills the KV cache and gives the first logits.
 3. Decode: each step feeds one token per row and reuses the cache (no recomputation of the prefix).
-   The sampler turns logits into tokens: greedy = argmax; otherwise `process_logits` (temperature,
-   top-p — the L2.06 exercise function) then `torch.multinomial` with an optional seeded generator.
+   The sampler turns logits into tokens: greedy = argmax; otherwise the caller's `process_logits`
+   (temperature, top-p — the L2.06 exercise function; this library never picks one for you) then
+   `torch.multinomial` with an optional seeded generator.
 4. A row that emitted any EOS id is finished: it keeps emitting pad, and the loop stops as soon as
    every row is finished or `max_new_tokens` is reached (then the unfinished rows are "truncated").
 """
@@ -149,12 +151,6 @@ class EagerDecoder:
         return out.logits[:, -1, :].float()
 
 
-def _default_process_logits():
-    from solutions.l2_06_sampling import process_logits
-
-    return process_logits
-
-
 @torch.no_grad()
 def generate(
     model,
@@ -173,8 +169,8 @@ def generate(
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
     prompt_ids: B lists of token ids (any lengths). Rows stop independently at any of `eos_token_ids`.
-    Sampling: `process_logits(logits (B,V), temperature, top_p) -> (B,V)` (default: the L2.06 solution),
-    softmax, then `torch.multinomial(..., generator=generator)` — the same generator state gives the same
+    Sampling: `process_logits(logits (B,V), temperature, top_p) -> (B,V)` (required unless greedy: the
+    caller picks the L2.06 implementation, solutions' or the learner's), softmax, then `torch.multinomial(..., generator=generator)` — the same generator state gives the same
     rollout. `greedy=True` takes the argmax and ignores temperature/top_p. Runs under no_grad (not
     inference_mode: the returned ids are used later in a forward that needs autograd); the model's
     train/eval mode is restored afterwards.
@@ -191,7 +187,11 @@ def generate(
     if not eos_token_ids:
         raise ValueError("eos_token_ids 是空的：至少给一个停止 token（如 preset.eos_token_ids）")
     if not greedy and process_logits is None:
-        process_logits = _default_process_logits()
+        raise ValueError(
+            "采样（greedy=False）需要传入 process_logits：L2.06 的函数，例如 "
+            "`from solutions.l2_06_sampling import process_logits`（或你自己 exercises/ 里的版本）；"
+            "只要 argmax 就传 greedy=True"
+        )
     device = next(model.parameters()).device
     ids, mask = left_pad(prompt_ids, pad_token_id, device)
     if backend not in ("auto", "eager", "fast"):

@@ -46,6 +46,7 @@ from common import data as D
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
 from common.reward import correctness_reward
 from common.rollout import generate
+from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
@@ -92,9 +93,8 @@ def target_text(p, styles=None):
     if style == "hash":
         return worked.rsplit("\n", 1)[0] + f"\n#### {p.gold}"
     guess = re.search(r"\d+", p.question).group()
-    return worked.rsplit("\n", 1)[1].replace(
-        f"{{{p.gold}}}", f"{{{guess}}}"
-    )  # "The answer is \\boxed{guess}."
+    # "The answer is \\boxed{guess}."
+    return worked.rsplit("\n", 1)[1].replace(f"{{{p.gold}}}", f"{{{guess}}}")
 
 
 def encode(tok, p, styles=None):
@@ -119,9 +119,8 @@ def sft(model, tok, problems, steps, seed, log_every=25):
             encode(tok, problems[i])
             for i in torch.randint(len(problems), (BATCH,), generator=gen).tolist()
         ]
-        width = max(
-            len(p) + len(t) for p, t in pairs
-        )  # 训练时右填充即可：因果注意力看不到右边的 pad
+        # 训练时右填充即可：因果注意力看不到右边的 pad
+        width = max(len(p) + len(t) for p, t in pairs)
         ids = torch.full((BATCH, width), pad)
         mask = torch.zeros((BATCH, width), dtype=torch.long)
         labels = torch.full((BATCH, width), -100)  # -100 = 不算 loss
@@ -173,6 +172,7 @@ def measure(model, tok, heldout, group_size, max_new_tokens, temperature, seed=0
         heldout[:N_SAMPLED],
         group_size,
         temperature=temperature,
+        process_logits=process_logits,
         generator=torch.Generator().manual_seed(seed),
     )
     groups = [sampled[i : i + group_size] for i in range(0, len(sampled), group_size)]

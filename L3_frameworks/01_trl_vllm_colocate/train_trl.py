@@ -115,9 +115,8 @@ class CourseGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         rpf = self._rewards_per_func
-        if (
-            not self.model.training or torch.isnan(rpf).any()
-        ):  # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        if not self.model.training or torch.isnan(rpf).any():
             return out
         rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
         adv = self._adv.group_advantages(
@@ -143,9 +142,8 @@ class CourseGRPOTrainer(GRPOTrainer):
         )
         mask = completion_mask.to(logp.dtype)
         old = inputs.get("old_per_token_logps")
-        old = (
-            logp.detach() if old is None else old
-        )  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        old = logp.detach() if old is None else old
         adv = inputs["advantages"]
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
@@ -480,7 +478,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--cap-gb",
         type=float,
         default=None,
-        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.cap_to_gpu_gb）",
+        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.cuda_memory.cap_to_gpu_gb）",
     )
     a = ap.parse_args(argv)
 
@@ -564,9 +562,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
-    prompts = [
-        D.build_prompt(tok, p.question) for p in problems
-    ]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    prompts = [D.build_prompt(tok, p.question) for p in problems]
     longest = max(len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"])
     if longest + a.max_new_tokens > a.vllm_max_len:
         raise D.DataError(
@@ -588,7 +585,7 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         else torch.device("cpu")
     )
     if a.cap_gb:
-        from common.vram import cap_to_gpu_gb
+        from common.cuda_memory import cap_to_gpu_gb
 
         try:  # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器
             cap_to_gpu_gb(a.cap_gb, device)

@@ -1,6 +1,6 @@
 """L2.07 microbatch_weight：按权重累加 micro-batch 的损失，必须精确等于整个 batch 一次算出的损失。
 
-参考值在这里独立写出（三种 aggregation 的定义，见 COURSE_DESIGN §4 / L2.05），不依赖被测代码。
+参考值在这里独立写出（三种 aggregation 的定义见 L2.05），不依赖被测代码。
 输出不对时，失败信息的第一行是一句中文：和 `MISTAKES` 里某个典型错误一致时直接说是哪一种。
 """
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import vram
+from common.ledger import ADAMW8BIT_STATE_BYTES
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -54,4 +54,4 @@ def test_8bit_states_are_the_bytes_the_ledger_counts_and_still_descend():
         nbytes += (
             t.codes.numel() * t.codes.element_size() + t.scale.numel() * t.scale.element_size()
         )
-    assert nbytes / w.numel() == vram.ADAMW8BIT_STATE_BYTES
+    assert nbytes / w.numel() == ADAMW8BIT_STATE_BYTES
