@@ -43,10 +43,10 @@ def test_hosted_gradients_take_no_memory_of_their_own():
 
 def test_adamw8bit_states_and_temporary():
     m = get_model("Qwen3-1.7B")
-    L = L.ledger(m, dataclasses.replace(BASE, optimizer="adamw8bit", beta=0.0))
+    led = L.ledger(m, dataclasses.replace(BASE, optimizer="adamw8bit", beta=0.0))
     n = m.n_params()
-    assert L.lines["optimizer"].nbytes == n * (2 + 8 / 256)
-    assert L.lines["optimizer_temp"].nbytes == m.vocab * m.hidden * 8  # embedding 的 fp32 m、v
+    assert led.lines["optimizer"].nbytes == n * (2 + 8 / 256)
+    assert led.lines["optimizer_temp"].nbytes == m.vocab * m.hidden * 8  # embedding 的 fp32 m、v
 
 
 def test_lab_row_is_the_measured_setting_and_fits():
