@@ -167,38 +167,7 @@ def main() -> int:
             backend="eager",
         )
 
-    def ours_fast():
-        fast_generate(
-            model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True
-        )
-
-    def ours_fast_no_graph():  # 消融：只有静态 cache + compile，不用 CUDA graph
-        fast_generate(
-            model,
-            ids,
-            mask,
-            max_new_tokens=N,
-            eos_token_ids=never,
-            pad_token_id=pad,
-            greedy=True,
-            cuda_graph=False,
-        )
-
-    def ours_fast_no_compile():  # 消融：CUDA graph，但 layer step 不编译
-        fast_generate(
-            model,
-            ids,
-            mask,
-            max_new_tokens=N,
-            eos_token_ids=never,
-            pad_token_id=pad,
-            greedy=True,
-            compile=False,
-        )
-
-    def ours_fast_attention(
-        kind,
-    ):  # 另外两种 attention 写法（common/fast_decode.py 的 _layer_step）
+    def fast(**ablation):  # 快速路径：贪心、长度固定；ablation 改一个开关（消融）
         return lambda: fast_generate(
             model,
             ids,
@@ -207,20 +176,14 @@ def main() -> int:
             eos_token_ids=never,
             pad_token_id=pad,
             greedy=True,
-            attention=kind,
+            **ablation,
         )
 
-    def ours_fast_release():  # 每次生成完释放 KV cache 和 CUDA graph，下次重新分配、重新捕获
-        fast_generate(
-            model,
-            ids,
-            mask,
-            max_new_tokens=N,
-            eos_token_ids=never,
-            pad_token_id=pad,
-            greedy=True,
-            release=True,
-        )
+    ours_fast = fast()
+    ours_fast_no_graph = fast(cuda_graph=False)  # 只有静态 cache + compile，不用 CUDA graph
+    ours_fast_no_compile = fast(compile=False)  # CUDA graph，但 layer step 不编译
+    # 每次生成完释放 KV cache 和 CUDA graph，下次重新分配、重新捕获
+    ours_fast_release = fast(release=True)
 
     def ours_fast_sample():
         fast_generate(
@@ -242,7 +205,7 @@ def main() -> int:
         ("快速路径，去掉 CUDA graph", ours_fast_no_graph),
         ("快速路径，去掉 compile", ours_fast_no_compile),
         *[
-            (f"快速路径，attention={kind}", ours_fast_attention(kind))
+            (f"快速路径，attention={kind}", fast(attention=kind))
             for kind in ("einsum", "reduce", "sdpa")
             if kind != ATTENTION
         ],

@@ -44,10 +44,8 @@ def _prompts(batch=5, tp=9):
     return ids, mask
 
 
-@pytest.mark.parametrize("steps_per_graph", [1, 4, 7])
-def test_greedy_matches_hf_generate(model, steps_per_graph):
-    ids, mask = _prompts()
-    n, eos = 40, [7, 11]
+def _hf_greedy(model, ids, mask, n, eos):
+    """HF generate 的贪心输出（参照），补齐到 n 列。"""
     ref = model.generate(
         input_ids=ids,
         attention_mask=mask,
@@ -56,7 +54,14 @@ def test_greedy_matches_hf_generate(model, steps_per_graph):
         eos_token_id=eos,
         pad_token_id=0,
     )[:, ids.shape[1] :]
-    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    return torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+
+
+@pytest.mark.parametrize("steps_per_graph", [1, 4, 7])
+def test_greedy_matches_hf_generate(model, steps_per_graph):
+    ids, mask = _prompts()
+    n, eos = 40, [7, 11]
+    ref = _hf_greedy(model, ids, mask, n, eos)
     dec = StaticDecoder(model, 8, 128, eos, 0, steps_per_graph, compile=False)
     got = dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False)
     assert torch.equal(got, ref)
@@ -217,14 +222,6 @@ def test_other_attention_variants_match_hf_generate(model, attention):
     """L2.06 bench_rollout.py 比较的另外两种 attention 写法，在 CPU 上不编译地跑：贪心输出与 HF generate 逐 token 相同。"""
     ids, mask = _prompts()
     n, eos = 40, [7, 11]
-    ref = model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        max_new_tokens=n,
-        do_sample=False,
-        eos_token_id=eos,
-        pad_token_id=0,
-    )[:, ids.shape[1] :]
-    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    ref = _hf_greedy(model, ids, mask, n, eos)
     dec = StaticDecoder(model, 8, 128, eos, 0, 4, compile=False, attention=attention)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
