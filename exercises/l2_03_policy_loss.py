@@ -29,7 +29,7 @@ def clipped_surrogate_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO/GRPO 的 clipped surrogate 逐 token 损失。
 
-    logp, old_logp: (B, T)；advantages: (B,)。
+    logp, old_logp: (B, T)；advantages: (B,)。old_logp 照原样用，函数里不要 detach（调用方的事，见 README 坑 2）。
     ratio = exp(logp - old_logp)；裁剪区间 [1 - eps_low, 1 + eps_high]，eps_high=None 表示等于 eps_low。
     返回 (loss, clipped)，都是 (B, T)：
       loss    = -min(ratio·A, clip(ratio, 1-eps_low, 1+eps_high)·A)

@@ -25,11 +25,14 @@ def _advantages(
     eps_where="std",
     flat_rule=True,
     rows_are_groups=True,
+    interleaved=False,
     batch_std_of_centered=False,
 ):
     """按规格算 advantage；每个关键字参数打开一种典型错误。"""
     r = rewards if rewards.is_floating_point() else rewards.float()
     grouped = r.reshape(-1, group_size) if rows_are_groups else r.reshape(group_size, -1)
+    if interleaved:  # 第 i 组是 r[i], r[i+P], r[i+2P], …：(G, P) 的第 i 列，转成 (P, G) 的第 i 行
+        grouped = r.reshape(group_size, -1).T
     mean = r.mean() if batch_mean else grouped.mean(dim=1, keepdim=True)
     centered = grouped - mean
     if scale == "none":
@@ -48,6 +51,8 @@ def _advantages(
     if flat_rule:
         flat = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)
         adv = torch.where(flat, torch.zeros_like(adv), adv)
+    if interleaved:  # 放回原来的位置
+        adv = adv.T
     return adv.reshape(-1)
 
 
@@ -85,6 +90,12 @@ ROWS_COLUMNS = Mistake(
     "L2.01「坑 6：分组的排列方式」",
     _variant(rows_are_groups=False),
 )
+INTERLEAVED = Mistake(
+    "按相隔 P 的元素分组（把相邻排列 [p0g0, p0g1, …] 当成了交错排列 [p0g0, p1g0, …]）："
+    "同一道题的 G 条回答没有分到同一组",
+    "L2.01「坑 6：分组的排列方式」",
+    _variant(interleaved=True),
+)
 BATCH_STD_OF_CENTERED = Mistake(
     '"batch" 用的是减完组均值之后的 std；规格要的是整批原始 reward 的 std',
     SPEC,
@@ -98,6 +109,7 @@ MISTAKES = [
     EPS_NUMERATOR,
     NO_FLAT_RULE,
     ROWS_COLUMNS,
+    INTERLEAVED,
     BATCH_STD_OF_CENTERED,
 ]
 
@@ -115,5 +127,6 @@ SHOWN_BY = {
     EPS_NUMERATOR: "group",
     NO_FLAT_RULE: "group",
     ROWS_COLUMNS: "group",
+    INTERLEAVED: "group",
     BATCH_STD_OF_CENTERED: "batch",
 }

@@ -58,12 +58,16 @@ def _clipped(
     ignore_eps_high=False,
     only_clipped_branch=False,
     flag="strict",
+    divided=False,
 ):
     """按规格算 (loss, clipped)；每个关键字参数打开一种典型错误。"""
     if eps_high is None or ignore_eps_high:
         eps_high = eps_low
     adv = advantages[:, None]
-    ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
+    if divided:
+        ratio = torch.exp(logp) / torch.exp(old_logp)
+    else:
+        ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
     clipped_ratio = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
     unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
     if only_clipped_branch:
@@ -119,8 +123,55 @@ CLIP_MISTAKES = [
         _variant(flag="le"),
     ),
 ]
+DIVIDED = Mistake(
+    "ratio 是先各自 exp 再相除算的：log 概率很低时 exp 下溢成 0，0/0 = NaN；应在 log 空间相减再 exp",
+    CLIP_SPEC,
+    _variant(divided=True),
+)
+CLIP_MISTAKES.append(DIVIDED)
 
 MISTAKES = {"policy_gradient_loss": PG_MISTAKES, "clipped_surrogate_loss": CLIP_MISTAKES}
+
+
+def far_below_zero():
+    """3.3 节那张表整体平移到 log 概率 −120 附近（float32）：ratio 不变，exp(−120) 却下溢成 0。"""
+    old_logp = torch.full((3, len(RATIOS)), -120.0)
+    return dict(
+        logp=old_logp + torch.log(torch.tensor(RATIOS)),
+        old_logp=old_logp,
+        advantages=torch.tensor([1.0, -1.0, 0.0]),
+        eps_low=0.2,
+        eps_high=0.28,
+    )
+
+
+# 在 DIAGNOSIS_INPUTS 上和参考答案一样、只在别的输入上才露馅的错误：错误 -> 认出它的输入
+SHOWN_BY = {DIVIDED: far_below_zero}
+
+# ---------------------------------------------------------------- 坑 2 的实测（调用方忘了 detach）
+
+PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
+
+
+def grad_when_caller_forgets_detach(fn=None, *, detach_inside=False):
+    """课文坑 2 的实测：logp = [[-1, -2]]、A = 1，调用方把 old_logp 写成 logp * 1.0（没 detach）。
+
+    返回对 logp 的梯度。fn 不给时用规格版 `_clipped`；detach_inside=True 是「函数里替调用方 detach」的错误版。
+    """
+    fn = fn or _clipped
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    old_logp = logp * 1.0
+    loss, _ = fn(logp, old_logp.detach() if detach_inside else old_logp, torch.tensor([1.0]))
+    loss.sum().backward()
+    return logp.grad
+
+
+DETACHED_INSIDE = Mistake(
+    "在函数里替调用方 detach 了 old_logp（规格：照原样用传进来的 old_logp；"
+    "这条测试复现的正是调用方忘了 detach 时梯度恒为 0）",
+    PITFALL_DETACH,
+    lambda: grad_when_caller_forgets_detach(detach_inside=True),
+)
 
 # 课文 3.3 节那张表的 ratio；三行 advantage 分别是 +1、−1、0
 RATIOS = [0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5]

@@ -18,17 +18,21 @@ from hypothesis import strategies as st
 from mistakes_l2_03 import (
     CLIP_HIGHER,
     CLIP_SPEC,
+    DETACHED_INSIDE,
     DIAGNOSIS_INPUTS,
     EXAMPLE,
     FORMULA,
     MISTAKES,
     PG_SPEC,
+    PITFALL_DETACH,
     RATIOS,
+    SHOWN_BY,
     TABLE,
+    far_below_zero,
+    grad_when_caller_forgets_detach,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
 PITFALL_ON_POLICY = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
 WHY_RATIO = "L2.03「为什么还要一个比值」"
 
@@ -150,6 +154,17 @@ def test_worked_example_of_the_lesson(mod):
     )
 
 
+def test_ratio_in_log_space(mod):
+    """3.2 节：ratio 要在 log 空间相减再 exp。log 概率在 −120 附近（float32）时 exp 下溢成 0，先 exp 再除得 NaN。"""
+    inputs = far_below_zero()
+    _check(
+        "clipped_surrogate_loss",
+        mod.clipped_surrogate_loss(**inputs),
+        inputs,
+        where="3.3 节那张表平移到 log 概率 −120 附近（float32）时的 (loss, clipped)",
+    )
+
+
 def test_eps_high_none_means_eps_low(mod):
     g = torch.Generator().manual_seed(0)
     logp = torch.randn(3, 7, generator=g) * 0.3
@@ -202,21 +217,21 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
 
 
 def test_old_logp_must_be_detached(mod):
-    """课文坑 2 的实测：old_logp 和 logp 在同一张图里时梯度恒为 0；detach 之后才是 −A。"""
-    grads = {}
-    for label in ("logp * 1.0", "logp.detach()"):
-        logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
-        old = logp * 1.0 if label == "logp * 1.0" else logp.detach()
-        loss, _ = mod.clipped_surrogate_loss(logp, old, torch.tensor([1.0]))
-        loss.sum().backward()
-        grads[label] = logp.grad
+    """课文坑 2 的实测：old_logp 和 logp 在同一张图里时梯度恒为 0；detach 之后才是 −A。
+    函数本身不 detach old_logp（规格 3.2）：在函数里 detach 会把这个现象藏起来，诊断会点名。"""
     section = PITFALL_DETACH
     check(
-        grads["logp * 1.0"], torch.zeros(1, 2), where="old_logp 没 detach 时的梯度", section=section
+        grad_when_caller_forgets_detach(mod.clipped_surrogate_loss),
+        torch.zeros(1, 2),
+        where="old_logp 没 detach 时的梯度",
+        section=section,
+        inputs={},
+        mistakes=[DETACHED_INSIDE],
     )
-    check(
-        grads["logp.detach()"], torch.full((1, 2), -1.0), where="detach 后的梯度", section=section
-    )
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    loss, _ = mod.clipped_surrogate_loss(logp, logp.detach(), torch.tensor([1.0]))
+    loss.sum().backward()
+    check(logp.grad, torch.full((1, 2), -1.0), where="detach 后的梯度", section=section)
 
 
 @settings(max_examples=80, deadline=None)
@@ -323,9 +338,21 @@ ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
 @pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
 def test_each_typical_mistake_is_named(name, mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    inputs = DIAGNOSIS_INPUTS[name]()
+    inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
     assert_named(
         mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
+    )
+
+
+def test_detaching_inside_is_named():
+    """诊断本身：在函数里 detach old_logp 的错误版，失败信息第一行必须点名它。"""
+    assert_named(
+        DETACHED_INSIDE,
+        {},
+        torch.zeros(1, 2),
+        [DETACHED_INSIDE],
+        where="梯度",
+        section=PITFALL_DETACH,
     )
 
 
