@@ -118,31 +118,55 @@ def _why(L: Ledger, answer_limit: int) -> str:
     return "；".join(notes) or "有余量调参"
 
 
+def _row(name: str, s: Settings, gpu_gb: float, method: str, note: str = "") -> dict:
+    L = ledger(name, s, gpu_gb)
+    a = assess(L)
+    return {
+        "model": name,
+        "method": method,
+        "verdict": a.verdict,
+        "total_gb": L.total / GiB,
+        "usage": L.usage,
+        "peak_phase": L.peak_phase,
+        "breakdown": {k: line.nbytes / GiB for k, line in L.lines.items()},
+        "overheads": {"allocator_slack": L.slack / GiB, "cuda_context": L.context / GiB},
+        "settings": dataclasses.asdict(s),
+        "max_new_tokens_fit": a.answer_limit,
+        "max_prompts_fit": max_prompts_that_fit(name, s, gpu_gb),
+        "note": note + a.note,
+    }
+
+
 def fit_table(gpu_gb: float = 32.0, base: Settings = TABLE_BASE) -> list[dict]:
     """One row per model x method (same recipe `base` for all): verdict, breakdown in GiB, settings."""
-    rows = []
-    for name in MODELS:
-        for method in METHODS:
-            s = dataclasses.replace(base, method=method)
-            L = ledger(name, s, gpu_gb)
-            a = assess(L)
-            rows.append(
-                {
-                    "model": name,
-                    "method": method,
-                    "verdict": a.verdict,
-                    "total_gb": L.total / GiB,
-                    "usage": L.usage,
-                    "peak_phase": L.peak_phase,
-                    "breakdown": {k: line.nbytes / GiB for k, line in L.lines.items()},
-                    "overheads": {
-                        "allocator_slack": L.slack / GiB,
-                        "cuda_context": L.context / GiB,
-                    },
-                    "settings": dataclasses.asdict(s),
-                    "max_new_tokens_fit": a.answer_limit,
-                    "max_prompts_fit": max_prompts_that_fit(name, s, gpu_gb),
-                    "note": a.note,
-                }
-            )
-    return rows
+    return [
+        _row(name, dataclasses.replace(base, method=method), gpu_gb, method)
+        for name in MODELS
+        for method in METHODS
+    ]
+
+
+# L1.04's lab: Qwen3-1.7B full-parameter GRPO on 32 GB. Not the table's colocate recipe: the policy
+# generates itself (fast rollout, gradients hosted in its buffers), 8-bit AdamW states, beta = 0 (no
+# reference copy), log-probs from hidden states. Measured on the H200 at these settings (L1.04 §7.1).
+LAB_ROWS: tuple[tuple[str, Settings], ...] = (
+    (
+        "Qwen3-1.7B",
+        Settings(
+            layout="policy",
+            rollout_backend="fast",
+            precision="fp32",
+            beta=0.0,
+            micro_batch=8,
+            logprobs="hidden",
+            optimizer="adamw8bit",
+            host_grads=True,
+        ),
+    ),
+)
+
+
+def lab_rows(gpu_gb: float = 32.0) -> list[dict]:
+    """The LAB_ROWS as fit-table rows (method shown as "full8": full fine-tune, 8-bit AdamW)."""
+    note = "实验：8-bit AdamW、β=0、hidden log-prob、快速 rollout（不是上面的 colocate 配方）；"
+    return [_row(name, s, gpu_gb, "full8", note) for name, s in LAB_ROWS]

@@ -69,7 +69,9 @@ COMPUTE_BYTES = 2  # activations, logits and KV cache in bf16 (fp32 weights run 
 #   chunked_ckpt the course's solutions.l2_02 token_logprobs (chunks under activation checkpointing):
 #                logits 2 + bf16 copy 2 + grad buffer 2 + one full-size slice grad in flight 2
 #                + out-of-place accumulation 2 = 10; no full fp32 tensor at any time
-LOGPROB_BYTES = {"naive": 14, "chunked": 11.5, "chunked_ckpt": 10}
+#   hidden       solutions.l2_02 hidden_token_logprobs (L2.02 section 6; grpo_train.py): no per-element
+#                term at all, the (B, T, V) logits never exist; see HIDDEN_CHUNK_ROWS below
+LOGPROB_BYTES = {"naive": 14, "chunked": 11.5, "chunked_ckpt": 10, "hidden": 0}
 # No-grad log-probs (old/reference, and the entropy): logits 2 + bf16 copy 2 per element, plus
 # fp32 temporaries of one chunk of rows (upcast, log-softmax, exp, ...: ~12 bytes per element).
 NOGRAD_LOGPROB_BYTES = 4
@@ -77,6 +79,17 @@ NOGRAD_LOGPROB_BYTES = 4
 LOGPROB_CHUNK_ROWS = 128
 NOGRAD_CHUNK_BYTES = 12
 CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x - lse, exp, grad
+# The hidden-state path: rows per chunk on the GPU (= HIDDEN_CHUNK_ROWS in measure_vram.py and the
+# chunk_rows in grpo_train.py; tests/common/test_vram_hidden.py ties them). Its backward peak is one
+# recomputed chunk (CHUNK_BACKWARD_BYTES per element) plus that chunk's fp32 gradient of the lm_head
+# weight (V x H x 4) before it is added to the rest.
+HIDDEN_CHUNK_ROWS = 256
+# torchao.optim.AdamW8bit (optimizer="adamw8bit"): m and v as 8-bit codes, one fp32 scale per block of
+# 256 values each (torchao/optim/subclass_8bit.py); replaces the 8 bytes of fp32 m + v. Its step runs
+# one parameter at a time and holds that tensor's m and v dequantised to fp32 meanwhile: 8 bytes per
+# value of the largest trainable tensor (the embedding; measured on the H200: +2.3 GiB for Qwen3-1.7B).
+ADAMW8BIT_STATE_BYTES = 2 + 2 * 4 / 256
+ADAMW8BIT_TEMP_BYTES = 8
 
 # While one decoder layer runs its backward, the gradients of its intermediates add about a quarter
 # of its saved activations on top (counted on CPU with a live-tensor tracker, tests/common/test_vram.py).
@@ -117,7 +130,9 @@ class Settings:
     checkpointing: bool = True  # gradient checkpointing of every decoder layer
     logprobs: str = "chunked_ckpt"  # naive | chunked | chunked_ckpt (see LOGPROB_BYTES)
     logits_over: str = "completion"  # completion (logits_to_keep) | all (every position)
-    optimizer: str = "foreach"  # foreach (torch default) | fused
+    optimizer: str = (
+        "foreach"  # foreach (torch default) | fused | adamw8bit (torchao, 8-bit m and v)
+    )
     # policy: the policy model generates (our script) | colocate: + a vLLM engine
     layout: str = "policy"
     # colocate: the engine's share in GiB (None: exactly what it needs)
@@ -126,6 +141,9 @@ class Settings:
     rollout_backend: str = "eager"
     # reference weights: 2 = frozen bf16 copy (grpo_train.py), 4 = fp32 (TRL: the policy's dtype)
     ref_bytes: int = 2
+    # fast rollout only: gradients live in the decoder's KV buffer and weight copies between rollouts
+    # (common.fast_decode.host_gradients, as grpo_train.py does)
+    host_grads: bool = False
 
     def __post_init__(self):
         checks = {
@@ -133,7 +151,7 @@ class Settings:
             "precision": (self.precision, tuple(PRECISIONS)),
             "logprobs": (self.logprobs, tuple(LOGPROB_BYTES)),
             "logits_over": (self.logits_over, ("completion", "all")),
-            "optimizer": (self.optimizer, ("foreach", "fused")),
+            "optimizer": (self.optimizer, ("foreach", "fused", "adamw8bit")),
             "layout": (self.layout, ("policy", "colocate")),
             "rollout_backend": (self.rollout_backend, ("eager", "fast")),
         }
@@ -356,6 +374,18 @@ def _training_state_lines(m: ModelShape, s: Settings) -> list[Line]:
     million = f"{trainable / 1e6:.1f}M"
     opt_what = {12: "fp32 主权重 + m + v", 8: "fp32 m + v", 4: "bf16 m + v"}[ob]
     temp = trainable * tb if s.optimizer == "foreach" else 0
+    temp_what = f"foreach 一次算出全部 sqrt(v)：{million} × {tb} B" if temp else "fused：无"
+    if s.optimizer == "adamw8bit":  # only m and v shrink; an fp32 master copy ("mixed") stays
+        ob = ob - 8 + ADAMW8BIT_STATE_BYTES
+        opt_what = (
+            "fp32 主权重 + 8-bit m + v" if ob > 8 else "8-bit m + v，每 256 个一个 fp32 scale"
+        )
+        # one tensor's m and v in fp32 at a time; the largest one counts
+        largest = m.vocab * m.hidden if s.method == "full" else s.lora_rank * m.intermediate
+        temp = largest * ADAMW8BIT_TEMP_BYTES
+        temp_what = (
+            f"逐个参数反量化 m、v：最大的张量 {largest / 1e6:.1f}M × {ADAMW8BIT_TEMP_BYTES} B"
+        )
     return [
         _weights_line(m, s),
         Line("gradients", "梯度", float(trainable * gb), f"可训练 {million} × {gb} B"),
@@ -363,13 +393,13 @@ def _training_state_lines(m: ModelShape, s: Settings) -> list[Line]:
             "optimizer",
             "AdamW 状态",
             float(trainable * ob),
-            f"可训练 {million} × {ob} B（{opt_what}）",
+            f"可训练 {million} × {ob:g} B（{opt_what}）",
         ),
         Line(
             "optimizer_temp",
             "AdamW step 临时量",
             float(temp),
-            f"foreach 一次算出全部 sqrt(v)：{million} × {tb} B" if temp else "fused：无",
+            temp_what,
         ),
     ]
 
@@ -450,6 +480,15 @@ def _logits_line(m: ModelShape, s: Settings) -> Line:
     per = LOGPROB_BYTES[s.logprobs]
     logits = elems * per
     formula = f"{mb}×{positions} 位置 × {m.vocab} 词表 × {per:g} B（{s.logprobs}）"
+    if (
+        s.logprobs == "hidden"
+    ):  # no (B, T, V) tensor: one recomputed chunk + its lm_head weight grad
+        rows = min(HIDDEN_CHUNK_ROWS, mb * positions)
+        lm_grad = m.vocab * m.hidden * 4 if s.method == "full" else 0
+        logits = CHUNK_BACKWARD_BYTES * rows * m.vocab + lm_grad
+        formula = f"不出现 (B,T,V)：一块 {rows} 行 × {m.vocab} × {CHUNK_BACKWARD_BYTES} B" + (
+            f" + 这块给 lm_head 的 fp32 梯度 {m.vocab}×{m.hidden}×4 B" if lm_grad else ""
+        )
     if s.logprobs == "chunked_ckpt":
         # before the grads pile up, the first recomputed chunk's fp32 temporaries sit on top of
         # logits + copy + one slice grad (6 B per element); with few chunks that moment is the peak
@@ -462,10 +501,19 @@ def _logits_line(m: ModelShape, s: Settings) -> Line:
 def _nograd_forward_line(m: ModelShape, s: Settings) -> Line:
     """No-grad forward of one micro-batch for old (and reference) log-probs and the entropy."""
     mb, positions = s.mb, _logit_positions(s)
+    layer = mb * s.seq_len * nograd_layer_bytes_per_token(m)
+    if s.logprobs == "hidden":
+        rows = min(HIDDEN_CHUNK_ROWS, mb * positions)
+        return Line(
+            "nograd_forward",
+            "旧/参考 log-prob 前向（no_grad）",
+            float(NOGRAD_CHUNK_BYTES * rows * m.vocab + layer),
+            f"一块 fp32 临时量 {rows}×{m.vocab}×{NOGRAD_CHUNK_BYTES} B + 一层的中间量",
+        )
     nograd = (
         mb * positions * m.vocab * NOGRAD_LOGPROB_BYTES
         + NOGRAD_CHUNK_BYTES * min(LOGPROB_CHUNK_ROWS, mb * positions) * m.vocab
-        + mb * s.seq_len * nograd_layer_bytes_per_token(m)
+        + layer
     )
     return Line(
         "nograd_forward",
@@ -579,11 +627,21 @@ def _phases(m: ModelShape, s: Settings, lines: dict[str, Line]) -> dict[str, flo
     autocast = get("autocast_copies")
     # resident for the whole step (after the first rollout)
     engine = get("engine") + get("fast_decoder")
+    # the fast decoder's prefill runs with the autocast weight cache off (common.fast_decode)
+    rollout_autocast = 0.0 if "fast_decoder" in lines else autocast
+    # hosted gradients sit inside the decoder's buffers: no memory of their own
+    if s.host_grads and "fast_decoder" in lines:
+        grads = max(0.0, grads - get("fast_decoder"))
     # the logits' backward runs first and is freed before the layers' backward starts: max, not sum
     backward_top = max(get("logits") + _autocast_in_backward(m, s), get("recompute"))
     return {
         "loaded": loaded + get("engine"),
-        "rollout": loaded + opt + engine + autocast + get("kv_cache") + get("rollout_workspace"),
+        "rollout": loaded
+        + opt
+        + engine
+        + rollout_autocast
+        + get("kv_cache")
+        + get("rollout_workspace"),
         "ref_forward": loaded + opt + engine + autocast + get("nograd_forward"),
         "backward": loaded + opt + engine + grads + get("activations") + backward_top,
         "optimizer": loaded + opt + engine + grads + get("optimizer_temp"),

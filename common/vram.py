@@ -22,6 +22,7 @@ from common.fit import (
     TABLE_BASE,
     assess,
     fit_table,
+    lab_rows,
 )
 from common.ledger import (
     ALLOCATOR_SLACK,
@@ -163,7 +164,16 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--logits-over", choices=("completion", "all"), help="只算回答位置的 logits，还是全部位置"
     )
-    p.add_argument("--optimizer", choices=("foreach", "fused"), help="torch AdamW 的实现")
+    p.add_argument(
+        "--optimizer",
+        choices=("foreach", "fused", "adamw8bit"),
+        help="foreach / fused：torch AdamW 的两种实现；adamw8bit：torchao 的 8-bit 状态",
+    )
+    p.add_argument(
+        "--host-grads",
+        action=argparse.BooleanOptionalAction,
+        help="快速 rollout 时梯度借住解码器的 KV cache 和权重副本（grpo_train.py 的做法）",
+    )
     p.add_argument(
         "--layout",
         choices=("policy", "colocate"),
@@ -198,6 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--model", help=f"模型：{', '.join(MODELS)}")
     p.add_argument(
+        "--lab",
+        action="store_true",
+        help="装箱表末尾加上 L1.04 的实验行（1.7B 全参 + 8-bit AdamW）",
+    )
+    p.add_argument(
         "--gpu-gb", type=float, default=32.0, help="显卡显存（GiB），默认 32（RTX 5090）"
     )
     add_settings_args(p)
@@ -207,7 +222,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         base = settings_from_args(a, TABLE_BASE)
         if a.model is None:
-            print(format_table(fit_table(a.gpu_gb, base), a.gpu_gb, base))
+            rows = fit_table(a.gpu_gb, base) + (lab_rows(a.gpu_gb) if a.lab else [])
+            print(format_table(rows, a.gpu_gb, base))
         else:
             print(explain(ledger(get_model(a.model), base, a.gpu_gb)))
     except ValueError as e:

@@ -31,6 +31,7 @@ import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
 from common.cuda_memory import cap_to_gpu_gb, peak_memory  # noqa: E402
+from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
 from common.ledger import ALLOCATOR_SLACK, CUDA_CONTEXT_GIB, GiB, Settings, ledger  # noqa: E402
 from common.models import (  # noqa: E402
     PresetError,
@@ -39,11 +40,14 @@ from common.models import (  # noqa: E402
     resolve_device,
     validate_model_dir,
 )
+from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
 from common.qwen3_shapes import ModelShape  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 from common.vram import cell  # noqa: E402
 
+# GPU 上每块的行数（grpo_train.py 用同一个数）：256 行 × 151,936 × 4 B ≈ 0.15 GiB 一块
+HIDDEN_CHUNK_ROWS = 256
 PHASES = ("loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step")
 LABELS = {
     "loaded": "加载后",
@@ -97,6 +101,26 @@ def parse_args(argv=None):
         help="把 PyTorch 能用的显存限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）",
     )
     ap.add_argument("--steps", type=int, default=2, help="跑几步，报告最后一步（默认 2）")
+    ap.add_argument(
+        "--logprobs",
+        choices=["hidden", "logits"],
+        default="hidden",
+        help="hidden（默认，同 grpo_train.py）：从 hidden state 分块算，不出现 logits；"
+        "logits：先算出 (B,T,V) logits 再 token_logprobs（L2.02 第 3 节的写法）",
+    )
+    ap.add_argument(
+        "--rollout-memory",
+        choices=["host", "keep", "release"],
+        default="host",
+        help="快速解码器的 KV cache 和权重副本在训练时：host（默认，同 grpo_train.py）= 借给梯度；"
+        "keep = 闲置；release = 每次生成完释放、下次重新分配并重新捕获 CUDA graph",
+    )
+    ap.add_argument("--optimizer", choices=OPTIMIZERS, help="默认取预设的推荐值（没有就是 adamw）")
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="LoRA 预设改成全参数微调（同一个基座，不加 adapter）：L1.04 的 1.7B 全参实验",
+    )
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -113,11 +137,14 @@ def parse_args(argv=None):
     except PresetError as err:
         ap.error(str(err))
     a.init = a.init or "random"
+    if a.full and preset.lora_rank:  # 同一个基座，不加 adapter：全部参数可训练
+        preset = dataclasses.replace(preset, name=preset.name.removesuffix("-lora"), lora_rank=None)
     d = preset.defaults
     a.prompts = a.prompts or d.get("prompts_per_step", 8)
     a.group = a.group or d.get("group_size", 8)
     a.max_new_tokens = a.max_new_tokens or d.get("max_new_tokens", 512)
     a.beta = d.get("beta", 0.0) if a.beta is None else a.beta
+    a.optimizer = a.optimizer or d.get("optimizer", "adamw")
     bad = [
         msg
         for cond, msg in [
@@ -206,8 +233,10 @@ def main(argv=None) -> int:
         )
         for p in model.parameters():
             p.data = p.data.float() if p.requires_grad else p.data
+        if cuda:  # 与 grpo_train.py 相同：log-prob 块的 fp32 矩阵乘走 TF32 tensor core
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+        opt = make_optimizer(params, a.optimizer, lr=a.lr, weight_decay=0.0)
     amp = (
         (lambda: torch.autocast(device.type, dtype=preset.dtype))
         if preset.dtype != torch.float32
@@ -227,17 +256,27 @@ def main(argv=None) -> int:
 
     def logprobs(net, ro, rows, entropy=False):
         T = ro.completion_ids.shape[1]
+        inputs = dict(
+            input_ids=ro.sequences[rows],
+            attention_mask=ro.attention_mask[rows],
+            position_ids=ro.position_ids[rows],
+        )
+        if a.logprobs == "hidden":  # 与 grpo_train.py 相同的路径（L2.02 第 6 节）
+            base = net.get_base_model() if preset.lora_rank else net
+            with amp():
+                h = base.model(**inputs).last_hidden_state[:, -(T + 1) :]
+            rows_per_chunk = HIDDEN_CHUNK_ROWS if cuda else LM.CHUNK_ROWS
+            logp, ent = LM.hidden_token_logprobs(
+                h, base.lm_head.weight, ro.completion_ids[rows], 1.0, rows_per_chunk
+            )
+            return logp, ent if entropy else None
         with amp():
-            logits = net(
-                input_ids=ro.sequences[rows],
-                attention_mask=ro.attention_mask[rows],
-                position_ids=ro.position_ids[rows],
-                logits_to_keep=T + 1,
-            ).logits[:, :-1]
+            logits = net(**inputs, logits_to_keep=T + 1).logits[:, :-1]
         return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(
             logits
         ) if entropy else None
 
+    hosted = 0  # 梯度借住 rollout 显存的字节数（--rollout-memory host）
     for step in range(a.steps):
         batch = problems[step * a.prompts : (step + 1) * a.prompts]
         model.eval()  # 生成时关掉训练模式：开了 gradient checkpointing 的训练模式下 HF 不建 KV cache
@@ -252,6 +291,8 @@ def main(argv=None) -> int:
                 generator=gen,
                 backend=a.backend,
             )
+            if a.rollout_memory == "release":
+                free_rollout_memory(model)
         model.train()
         texts = [
             tok.decode(ids[:n], skip_special_tokens=True)
@@ -274,6 +315,8 @@ def main(argv=None) -> int:
                         [logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs]
                     )
         with phase("backward"):
+            if cuda and a.rollout_memory == "host":  # 梯度借住 KV cache 和权重副本的显存
+                hosted = host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, _ = logprobs(model, ro, mb)
                 loss, _ = LOSS.grpo_loss(
@@ -318,7 +361,9 @@ def main(argv=None) -> int:
         beta=a.beta,
         precision="fp32",
         checkpointing=a.checkpointing,
-        logprobs="chunked_ckpt",
+        logprobs="hidden" if a.logprobs == "hidden" else "chunked_ckpt",
+        optimizer="adamw8bit" if a.optimizer == "adamw8bit" else ("fused" if cuda else "foreach"),
+        host_grads=cuda and backend == "fast" and a.rollout_memory == "host",
         logits_over="completion",
         layout="policy",
         rollout_backend=backend,
@@ -327,7 +372,11 @@ def main(argv=None) -> int:
     led = ledger(shape, settings, gpu_gb)
     pred = dict(led.phases)
 
-    print(f"\n账本设定：{settings.short()}，rollout={backend}")
+    print(
+        f"\n账本设定：{settings.short()}，rollout={backend}，log-prob={a.logprobs}，"
+        f"优化器 {a.optimizer}，rollout 显存 {a.rollout_memory}"
+        + (f"（梯度借住 {hosted / GiB:.2f} GiB）" if hosted else "")
+    )
     if preset.dtype == torch.float32:
         print(
             "注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。"
@@ -372,6 +421,11 @@ def main(argv=None) -> int:
         "cap_gb": a.cap_gb,
         "phases": rows,
         "torch": torch.__version__,
+        "rollout_memory": a.rollout_memory,
+        "logprobs": a.logprobs,
+        "optimizer": a.optimizer,
+        "hosted_grad_gib": hosted / GiB,
+        "last_step_s": {k: timings[k] for k in PHASES[1:5]},
     }
     if cuda:
         peak = max(r["measured_gib"] for r in rows if r["phase"] not in END_OF_PHASE)
@@ -414,5 +468,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except NotImplementedError as err:  # --impl exercises 而练习还没写完
         sys.exit(f"还没实现：{err} 先让 pytest --impl exercises tests/L2 通过再来测显存。")
-    except (D.DataError, PresetError) as err:
+    except (D.DataError, PresetError, OptimizerError) as err:
         sys.exit(f"错误：{err}")

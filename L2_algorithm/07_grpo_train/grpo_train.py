@@ -22,20 +22,17 @@ from train_config import parse_config, use_exercises
 from common import data as D
 from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
 from common.evaluate import evaluate
+from common.fast_decode import host_gradients, rollout_buffers
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
+from common.optim import OptimizerError, make_optimizer
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
 from common.vllm_rollout import logp_mismatch, training_engine
 
 # 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
 from solutions.l2_01_advantages import group_advantages
-from solutions.l2_02_logprobs_and_masks import (
-    completion_mask,
-    masked_mean,
-    token_entropy,
-    token_logprobs,
-)
+from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
 from solutions.l2_05_grpo_loss import grpo_loss
 from solutions.l2_06_sampling import process_logits
 from solutions.l2_07_grpo_train import microbatch_weight
@@ -74,6 +71,7 @@ CONFIG = dict(
     micro_batch=32,  # 每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新
     grad_clip=1.0,  # 梯度范数上限：一批异常样本不至于把模型一步推飞
     weight_decay=0.0,  # advantage 全为 0 时 weight decay 照样改权重，RL 里关掉
+    optimizer="adamw",  # adamw | adamw8bit（m、v 存 8 bit，要 torchao；L1.04 的 1.7B 全参实验）
     # -- 评估、保存、运行
     eval_every=10,  # 每隔几步做一次 held-out 评估（第 1、2、3、5 步另加几次只评贪心的）
     pass_k=8,  # 评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）
@@ -92,21 +90,20 @@ def main(cfg):
     preset = get_preset(cfg.preset)
     device = resolve_device(preset)
     cuda = device.type == "cuda"
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
     if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
     model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
-    ref = None
-    if cfg.beta > 0 and not preset.lora_rank:
-        ref = copy.deepcopy(model).eval().requires_grad_(False)
-    # 可训练参数用 fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。
-    # 计算仍走 bf16 autocast。
+    frozen_copy = cfg.beta > 0 and not preset.lora_rank
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
+    # fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。计算仍走 bf16 autocast。
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.data = p.data.float()
     half = preset.dtype != torch.float32
     amp = lambda: torch.autocast(device.type, dtype=preset.dtype) if half else nullcontext()
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.99), weight_decay=cfg.weight_decay)
+    opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
     train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
                                    difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
@@ -132,13 +129,14 @@ def main(cfg):
 
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
-        T = ro.completion_ids.shape[1]  # 位置编码用 rollout 时的（左填充的 pad 不占位置）
-        with amp():  # 只要最后 T+1 个位置的 logits：位置 t 预测第 t+1 个 token，prompt 部分用不上
-            logits = net(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                         position_ids=ro.position_ids[rows], logits_to_keep=T + 1).logits[:, :-1]
-        if cfg.temperature != 1.0:  # 优化的是真正采样用的分布：和 rollout 一样除以温度（TRL 同）
-            logits = logits / cfg.temperature
-        return token_logprobs(logits, ro.completion_ids[rows]), token_entropy(logits.detach())
+        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里
+        with amp():  # 只跑到最后一层 hidden state（位置编码用 rollout 时的：左填充的 pad 不占位置）
+            h = base.model(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
+                           position_ids=ro.position_ids[rows]).last_hidden_state
+        # 从 hidden 分块算，完整的 (M, T, V) logits 从不出现（L2.02 第 6 节）；位置 t 预测第 t+1 个
+        # token，所以用回答前一位起的 T 个 hidden。温度：优化的是真正采样用的分布（TRL 同）
+        return hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows],
+                                     cfg.temperature, chunk_rows=256)
 
     # ---- 运行目录：新开，或从 checkpoint 续跑 ----
     out, start = Path(cfg.out), 0
@@ -193,6 +191,8 @@ def main(cfg):
         # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
         stats, ents, lps = [], [], []  # 熵、训练端的 logp：取采样时的策略（it = 0，参数还没动）
         for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
+            if cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
+                host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
                 ents, lps = (ents + [ent], lps + [logp.detach()]) if it == 0 else (ents, lps)
@@ -256,5 +256,5 @@ def main(cfg):
 if __name__ == "__main__":
     try:
         main(parse_config())
-    except (D.DataError, PresetError, CheckpointError) as err:
+    except (D.DataError, PresetError, CheckpointError, OptimizerError) as err:
         sys.exit(f"错误：{err}")

@@ -30,6 +30,7 @@ AGGREGATIONS = (
 )  # = solutions/l2_05_grpo_loss.py（测试核对）
 ROLLOUTS = ("auto", "eager", "fast", "vllm")
 TIS_LEVELS = ("none", "token", "sequence")  # = solutions/l2_09 的 LEVELS，加上「不修正」
+OPTIMIZERS = ("adamw", "adamw8bit")  # = common/optim.py 的 OPTIMIZERS（测试核对）
 FLOAT_OR_NONE = ("eps_high",)  # 默认 None、给了就是浮点数的旋钮
 _LINE = re.compile(r"^\s+(\w+)=(.+?),\s+#\s*(.+)$")
 
@@ -124,6 +125,7 @@ def validate(c: argparse.Namespace) -> list[str]:
             c.tis != "none" and c.rollout != "vllm",
             "--tis 修正的是推理引擎与训练端的 logp 差，只在 --rollout vllm 时有意义",
         ),
+        (c.optimizer not in OPTIMIZERS, f"--optimizer 只能是 {' | '.join(OPTIMIZERS)}"),
         (c.impl not in ("solutions", "exercises"), "--impl 只能是 solutions | exercises"),
         (
             c.data not in DATA_SOURCES and not Path(c.data).is_file(),
