@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -33,7 +32,6 @@ def test_plain_adamw_on_cpu_is_torch_foreach():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(importlib.util.find_spec("torchao") is None, reason="没装 torchao（可选依赖）")
 def test_8bit_states_are_the_bytes_the_ledger_counts_and_still_descend():
     torch.manual_seed(0)
     w = torch.nn.Parameter(torch.randn(64, 256))  # 16384 个值：>= 4096 且是 256 的倍数，会被量化
