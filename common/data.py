@@ -242,6 +242,12 @@ def split_train_heldout(
     return train, heldout
 
 
+# Prompt length in tokens of the longest shipped GSM8K question (train and test), rendered with the
+# Qwen3 tokenizer and build_prompt (thinking off); measured by L1_concepts/04_vram_ledger/
+# prompt_lengths.py (p95: 129 train / 133 test; a test re-measures it). The VRAM ledger sizes a
+# GSM8K batch with it: left padding makes every row as long as the batch's longest prompt.
+GSM8K_PROMPT_TOKENS_MAX = 240
+
 DATA_SOURCES = (
     "synthetic",
     "gsm8k",

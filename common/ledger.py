@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from common.data import GSM8K_PROMPT_TOKENS_MAX
 from common.fast_decode import static_shape
 from common.qwen3_shapes import ModelShape, get_model
 
@@ -120,7 +121,8 @@ class Settings:
     method: str = "full"  # full | lora | qlora
     prompts: int = 8  # P prompts per step
     group: int = 8  # G completions per prompt
-    prompt_len: int = 256  # padded prompt tokens (chat template + GSM8K question)
+    # padded prompt tokens: the longest GSM8K prompt with the chat template (measured, common.data)
+    prompt_len: int = GSM8K_PROMPT_TOKENS_MAX
     max_new_tokens: int = 512  # completion budget (the KV cache and the logits are sized by it)
     rollout_batch: int | None = None  # sequences generated at once (None: all P*G)
     micro_batch: int = 4  # sequences per forward/backward (gradient accumulation over P*G)

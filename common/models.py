@@ -19,6 +19,7 @@ from pathlib import Path
 
 import torch
 
+from common.data import GSM8K_PROMPT_TOKENS_MAX
 from common.ledger import Settings
 from common.qwen3_shapes import ModelShape, shape_for_hub_id
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
@@ -161,7 +162,9 @@ def ledger_settings(preset: str | Preset) -> tuple[ModelShape, Settings] | None:
     """The VRAM ledger's (model shape, settings) for a preset as the training script runs it on a GPU.
 
     The policy generates its own rollouts (common.fast_decode; LoRA adapters are merged into its
-    decode weights), fp32 master weights under bf16 autocast, checkpointing as `load_model` sets it;
+    decode weights, gradients borrow its buffers between rollouts), fp32 master weights under bf16
+    autocast, log-probs from the hidden states, checkpointing as `load_model` sets it, prompts as long
+    as the longest GSM8K prompt (measured, common.data.GSM8K_PROMPT_TOKENS_MAX);
     P, G, answer length, beta and micro-batch from `preset.defaults` (else the ledger's defaults).
     None for a preset the ledger has no shape for (tiny: it is built in code and runs on the CPU).
     """
@@ -182,6 +185,10 @@ def ledger_settings(preset: str | Preset) -> tuple[ModelShape, Settings] | None:
         precision="fp32",
         layout="policy",
         rollout_backend="fast",
+        prompt_len=GSM8K_PROMPT_TOKENS_MAX,  # the longest GSM8K prompt: the batch is padded to it
+        logprobs="hidden",  # log-probs straight from the hidden states (L2.02 section 6)
+        optimizer="fused",  # common.optim: torch's fused AdamW on CUDA
+        host_grads=True,  # gradients live in the rollout buffers between rollouts
     )
 
 

@@ -204,12 +204,16 @@ def test_lines_lora_and_qlora_by_hand():
     d, hq, hkv, inter, layers, r = 4096, 4096, 1024, 12288, 36, 16
     adapters = r * layers * ((d + hq) + 2 * (d + hkv) + (hq + d) + 3 * (d + inter))
     n = 8_190_735_360
-    lora = ledger("Qwen3-8B", Settings(method="lora", lora_rank=r, layout="colocate"))
+    lora = ledger(
+        "Qwen3-8B", Settings(method="lora", lora_rank=r, layout="colocate", prompt_len=256)
+    )
     assert lora.lines["weights"].nbytes == n * 2 + adapters * 4
     assert lora.lines["gradients"].nbytes == adapters * 4
     assert lora.lines["optimizer"].nbytes == adapters * 8
     assert lora.lines["reference"].nbytes == 0  # 关掉 adapter 就是参考模型
-    qlora = ledger("Qwen3-8B", Settings(method="qlora", lora_rank=r, layout="colocate"))
+    qlora = ledger(
+        "Qwen3-8B", Settings(method="qlora", lora_rank=r, layout="colocate", prompt_len=256)
+    )
     linear = layers * (d * hq + 2 * d * hkv + hq * d + 3 * d * inter)
     nf4 = (4 + 8 / 64 + 32 / (64 * 256)) / 8  # QLoRA 论文：4 bit + 双重量化的块常数
     assert qlora.lines["weights"].nbytes == pytest.approx(
@@ -504,7 +508,10 @@ def test_fast_decoder_line_uses_the_decoders_own_buckets():
     # common.fast_decode 的桶：行数按 16 取整；槽数 = prompt + 1 + ⌈(回答-1)/16⌉·16 + 1，按 128 取整
     assert static_shape(64, 256, 512) == (64, 896)  # 256 + 1 + 32·16 + 1 = 770 -> 896
     assert static_shape(5, 10, 1) == (16, 128)
-    L = ledger("Qwen3-0.6B", Settings(layout="policy", rollout_backend="fast", precision="fp32"))
+    L = ledger(
+        "Qwen3-0.6B",
+        Settings(layout="policy", rollout_backend="fast", precision="fp32", prompt_len=256),
+    )
     kv = 64 * 896 * 28 * 2 * 8 * 128 * 2  # 64 行 × 896 槽 × 28 层 × (K,V) × 8 头 × 128 × bf16
     copies = 596_049_920 * 2  # fp32 主权重的 bf16 解码副本
     pool = 16 * 64 * 151936  # CUDA graph 内存池的估计
