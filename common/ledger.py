@@ -203,7 +203,11 @@ class Settings:
         if self.layout == "colocate":
             extras.append("colocate")
         elif self.rollout_backend == "fast":
-            extras.append("fast rollout")
+            extras.append("fast rollout" + ("+hosted grads" if self.host_grads else ""))
+        if self.logprobs == "hidden":
+            extras.append("hidden logp")
+        if self.optimizer != "foreach":
+            extras.append(self.optimizer)
         return (
             f"P{self.prompts}×G{self.group}{roll}，prompt {self.prompt_len} + 回答 {self.max_new_tokens}，"
             f"micro-batch {self.mb}，β={self.beta:g}，{'/'.join(extras)}"
