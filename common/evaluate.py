@@ -3,6 +3,8 @@
     ev = evaluate(complete, problems, k=8, device=device)
     ev["accuracy"]        # greedy decoding: what the model answers when it must commit to one answer
     ev["pass_at"]["8"]    # chance that at least one of 8 samples (T = the run's temperature) is right
+    ev["zero_std_frac"]   # problems whose 8 samples are all right or all wrong: a GRPO group of 8
+                          # on such a problem has reward std 0, so it carries no gradient
 
 `complete(problems, greedy, generator) -> list[str]` is the caller's generation function (it owns the
 model, tokenizer, prompt format and rollout backend). Evaluation is deterministic and never touches the
@@ -57,6 +59,7 @@ def evaluate(
     """Greedy accuracy / format rate and, when k >= 1, pass@1 and pass@k from k samples per problem.
 
     Returns {"accuracy", "format_rate", "n", "pass_at": {"1": ..., str(k): ...} (absent when k == 0),
+    "zero_std_frac" (k >= 2: share of problems whose k samples all got the same correctness),
     "examples": the first N_EXAMPLES greedy answers with their reward}.
     """
     if not problems:
@@ -85,6 +88,8 @@ def evaluate(
             str(kk): sum(pass_at_k(k, int(c), kk) for c in correct) / len(problems)
             for kk in sorted({1, k})
         }
+        if k >= 2:
+            result["zero_std_frac"] = sum(c in (0, k) for c in correct) / len(problems)
     result["examples"] = [
         {"question": p.question, "gold": p.gold, "completion": t, "reward": r}
         for p, t, r in list(zip(problems, greedy, right))[:N_EXAMPLES]
