@@ -1,18 +1,32 @@
 """Environment check: this machine's GPU, VRAM, bandwidth class and library versions, and which
-course presets and fit-table rows (common.vram) it can run.
+course presets and fit-table rows (common.fit) it can run.
 
     python -m common.env_check
 
-On a machine without CUDA it says so and points to the no-GPU route.
+The README runs it before installing anything: if torch or transformers cannot be imported it
+says which, prints the install commands and exits with 1. On a machine without CUDA it says so and
+points to the no-GPU route. Only the standard library is imported at module level.
 """
 
 from __future__ import annotations
 
+import importlib
 import importlib.metadata
 import platform
 import sys
 
-from common import vram
+# What the report itself needs; everything else is listed by version (LIBRARIES).
+REQUIRED_MODULES = ("torch", "transformers")
+# The README's installation, in order. The CPU-only torch wheel comes from PyTorch's own index
+# (on Linux, PyPI's torch==2.13.0 is the CUDA build with several GB of CUDA libraries).
+INSTALL_STEPS = (
+    ("在仓库根目录建一个虚拟环境并激活", "python3 -m venv .venv && source .venv/bin/activate"),
+    (
+        "只走「没有 GPU」路线的 Linux 机器：先从 PyTorch 的 CPU 索引装 torch（有 NVIDIA GPU 就跳过）",
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+    ),
+    ("装课程和它锁定的依赖", 'pip install -e ".[dev]"'),
+)
 
 # Memory bandwidth from the vendors' spec sheets (TB/s). Decoding a rollout reads every weight and
 # the whole KV cache once per token, so bandwidth sets the rollout speed more than compute does.
@@ -81,10 +95,10 @@ def bandwidth_class(tbs: float | None) -> str:
 
 def gpu_info() -> dict | None:
     """Name, memory (GiB), compute capability and bandwidth of CUDA device 0; None without CUDA."""
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is a hard dependency
-        return None
+    import torch
+
+    from common.ledger import GiB
+
     if not torch.cuda.is_available():
         return None
     props = torch.cuda.get_device_properties(0)
@@ -93,7 +107,7 @@ def gpu_info() -> dict | None:
     return {
         "name": name,
         "count": torch.cuda.device_count(),
-        "total_gib": props.total_memory / vram.GiB,
+        "total_gib": props.total_memory / GiB,
         "capability": f"{props.major}.{props.minor}",
         "bandwidth_tbs": tbs,
         "bandwidth_class": bandwidth_class(tbs),
@@ -112,51 +126,26 @@ def library_versions() -> dict[str, str | None]:
     return out
 
 
-def preset_settings(preset) -> tuple[vram.ModelShape | None, vram.Settings | None]:
-    """The ledger's model and settings for a course preset (common.models), as grpo_train.py runs it on a
-    GPU: the policy generates its own rollouts (common.fast_decode, LoRA adapters merged into its decode
-    weights), fp32 master weights under bf16 autocast; P/G/answer length/β from the preset's defaults,
-    micro-batch and checkpointing from them when given, else the ledger's."""
-    if preset.hub_id is None:
-        return None, None
-    shape = next((m for m in vram.QWEN3.values() if m.hub_id == preset.hub_id), None)
-    if shape is None:
-        return None, None
-    d = preset.defaults
-    base = vram.Settings()
-    s = vram.Settings(
-        method="lora" if preset.lora_rank else "full",
-        lora_rank=preset.lora_rank or base.lora_rank,
-        prompts=d.get("prompts_per_step", base.prompts),
-        group=d.get("group_size", base.group),
-        max_new_tokens=d.get("max_new_tokens", base.max_new_tokens),
-        beta=d.get("beta", base.beta),
-        micro_batch=d.get("micro_batch", base.micro_batch),
-        checkpointing=d.get("gradient_checkpointing", base.checkpointing),
-        precision="fp32",
-        layout="policy",
-        rollout_backend="fast",  # LoRA too: common.fast_decode merges the adapters into its decode weights
-    )
-    return shape, s
-
-
 def preset_report(gpu: dict | None) -> list[dict]:
     """For each course preset: can this machine run it, and why (the ledger's usage for GPU presets)."""
-    from common.models import PRESETS
+    from common.fit import assess
+    from common.ledger import GiB, ledger
+    from common.models import PRESETS, ledger_settings
 
     rows = []
     for preset in PRESETS.values():
-        shape, s = preset_settings(preset)
         if not preset.needs_cuda:
             rows.append({"preset": preset.name, "ok": True, "why": "CPU 就能跑（几分钟）"})
             continue
-        if shape is None:
+        shape_and_settings = ledger_settings(preset)
+        if shape_and_settings is None:
             rows.append(
                 {"preset": preset.name, "ok": gpu is not None, "why": "账本里没有这个模型的形状"}
             )
             continue
-        L = vram.ledger(shape, s, gpu["total_gib"] if gpu else 32.0)
-        where = f"{L.total / vram.GiB:.1f} GiB / {L.gpu_gb:.0f} GiB = {L.usage:.0%}（{s.short()}）"
+        shape, s = shape_and_settings
+        L = ledger(shape, s, gpu["total_gib"] if gpu else 32.0)
+        where = f"{L.total / GiB:.1f} GiB / {L.gpu_gb:.0f} GiB = {L.usage:.0%}（{s.short()}）"
         if gpu is None:
             rows.append(
                 {
@@ -166,16 +155,19 @@ def preset_report(gpu: dict | None) -> list[dict]:
                 }
             )
         else:
+            verdict = assess(L).verdict
             rows.append(
-                {"preset": preset.name, "ok": L.verdict != "no", "verdict": L.verdict, "why": where}
+                {"preset": preset.name, "ok": verdict != "no", "verdict": verdict, "why": where}
             )
     return rows
 
 
 def runnable_rows(gpu_gib: float) -> dict[str, list[str]]:
     """The fit table for a card of gpu_gib GiB, grouped by verdict: {"fits": ["Qwen3-0.6B full", ...], ...}."""
+    from common.fit import fit_table
+
     out: dict[str, list[str]] = {"fits": [], "tight": [], "no": []}
-    for r in vram.fit_table(gpu_gib):
+    for r in fit_table(gpu_gib):
         out[r["verdict"]].append(f"{r['model']} {r['method']}")
     return out
 
@@ -224,10 +216,36 @@ def report() -> str:
     return "\n".join(lines)
 
 
+def missing_modules(names: tuple[str, ...] = REQUIRED_MODULES) -> dict[str, str]:
+    """{module: why it cannot be imported} for each of `names` that fails to import."""
+    missing = {}
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except (ImportError, OSError) as err:  # OSError: a wheel whose shared libraries do not load
+            missing[name] = f"{type(err).__name__}: {err}"
+    return missing
+
+
+def install_hint(missing: dict[str, str]) -> str:
+    """What is missing, and the README's installation commands."""
+    lines = [f"还不能检查这台机器：缺少 {'、'.join(missing)}（课程的依赖还没装好）。"]
+    lines += [f"  import {name} 失败：{why}" for name, why in missing.items()]
+    lines.append("按 README「安装与测试」安装（需要 Python ≥ 3.11）：")
+    for i, (what, command) in enumerate(INSTALL_STEPS, 1):
+        lines += [f"  {i}. {what}：", f"       {command}"]
+    lines.append("装好后在虚拟环境里重新运行：python -m common.env_check")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     if argv:
         print("用法：python -m common.env_check（不接受参数）", file=sys.stderr)
         return 2
+    missing = missing_modules()
+    if missing:
+        print(install_hint(missing), file=sys.stderr)
+        return 1
     print(report())
     return 0
 

@@ -16,6 +16,10 @@ This is the "why vLLM exists" path of L2.06. Each trick removes one kind of wast
 5. **Bucketed shapes.** Batch and cache length are rounded up to buckets, so a run compiles and
    captures once per bucket rather than once per step; the host checks "all rows finished" once per
    graph replay and exits early.
+6. **Rollout-only memory is not held.** The static KV cache, the bf16 weight copies and the graphs'
+   memory pools are needed only while generating. ``fast_generate`` frees them before it returns
+   (``release=True``), so the training step that follows has that memory; the next rollout allocates
+   them again and re-captures its graph (one warm-up plus a capture, no recompilation).
 
 The prefill runs through the HF model itself (variable prompt lengths, once per rollout) and its cache
 is copied into the static buffers. The decoder reads the model's parameter tensors directly, so
@@ -24,6 +28,7 @@ in-place optimizer updates are visible to the next rollout with no weight copy (
 
 from __future__ import annotations
 
+import contextlib
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -66,11 +71,15 @@ def _layer_step(
     valid,
     eps: float,
     scale: float,
+    attention: str = "reduce",
 ):
     """One decoder layer for one new token per row.
 
     h (B, D); kc/vc (B, KV, S, hd) written in place at ``slot`` (a (1,) long tensor);
     cos/sin (B, 1, hd); valid (B, S) bool — which cache slots this row may attend to.
+    ``attention``: "einsum" (batched matmuls: with 2 query heads per kv head they are (2 × hd)·(hd × S)
+    products that cuBLAS runs far below bandwidth) or "reduce" (the same sums written as multiply +
+    sum, which inductor fuses into reductions that read the cache once; fp32 accumulation either way).
     """
     B = h.shape[0]
     KV, hd = kc.shape[1], kc.shape[3]
@@ -81,18 +90,58 @@ def _layer_step(
     q, k = _rope(q, cos, sin), _rope(k, cos, sin)
     kc.index_copy_(2, slot, k.unsqueeze(2))
     vc.index_copy_(2, slot, v.unsqueeze(2))
+    if attention == "sdpa":  # PyTorch's fused attention kernel; True in the mask = may attend
+        attn = F.scaled_dot_product_attention(
+            q.unsqueeze(2), kc, vc, attn_mask=valid[:, None, None, :], scale=scale, enable_gqa=True
+        ).reshape(B, -1)
+        h = h + F.linear(attn, wo)
+        x = _rms(h, ln2, eps)
+        return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
     qg = q.view(B, KV, -1, hd)  # grouped-query attention: G query heads share one kv head
-    scores = torch.einsum("bkgd,bksd->bkgs", qg, kc).float() * scale
+    if attention == "einsum":
+        scores = torch.einsum("bkgd,bksd->bkgs", qg, kc).float() * scale
+    else:  # (B, KV, G, 1, hd) * (B, KV, 1, S, hd) summed over hd, in fp32
+        scores = (qg.float().unsqueeze(3) * kc.float().unsqueeze(2)).sum(-1) * scale
     scores = scores.masked_fill(~valid[:, None, None, :], float("-inf"))
-    probs = torch.softmax(scores, dim=-1).to(h.dtype)
-    attn = torch.einsum("bkgs,bksd->bkgd", probs, vc).reshape(B, -1)
+    probs = torch.softmax(scores, dim=-1)
+    if attention == "einsum":
+        attn = torch.einsum("bkgs,bksd->bkgd", probs.to(h.dtype), vc)
+    else:  # (B, KV, G, S, 1) * (B, KV, 1, S, hd) summed over S, in fp32
+        attn = (probs.unsqueeze(-1) * vc.float().unsqueeze(2)).sum(3).to(h.dtype)
+    attn = attn.reshape(B, -1)
     h = h + F.linear(attn, wo)
     x = _rms(h, ln2, eps)
     return h + F.linear(F.silu(F.linear(x, wg)) * F.linear(x, wu), wd)
 
 
+# Default attention of the decode step (see `_layer_step`), chosen by L2.06's bench_rollout.py on the H200.
+ATTENTION = "einsum"
+# Bucket sizes (trick 5) and tokens per captured graph (trick 3). The VRAM ledger (common.ledger)
+# sizes the resident decoder with `static_shape`, so it reads these very numbers.
+BATCH_BUCKET = 16  # rows are padded up to a multiple of this
+LEN_BUCKET = 128  # cache slots are padded up to a multiple of this
+STEPS_PER_GRAPH = 16  # decode steps captured in one CUDA graph
+
+
 def _bucket(n: int, size: int) -> int:
     return max(size, math.ceil(n / size) * size)
+
+
+def static_shape(
+    batch: int,
+    prompt_len: int,
+    max_new_tokens: int,
+    steps_per_graph: int = STEPS_PER_GRAPH,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
+) -> tuple[int, int]:
+    """(rows, cache slots) of the StaticDecoder that serves `batch` prompts of `prompt_len` tokens.
+
+    The decoder runs whole graphs of `steps_per_graph` steps after the prefill token, so the cache
+    must hold prompt + 1 + ceil((max_new_tokens - 1) / steps_per_graph) * steps_per_graph + 1 slots.
+    """
+    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
+    return _bucket(batch, batch_bucket), _bucket(prompt_len + steps + 1, len_bucket)
 
 
 def _base_model(model):
@@ -105,15 +154,22 @@ class DecodeWeights:
 
     A plain linear whose parameter already has the decode dtype is used as is (zero copy: in-place
     optimizer updates are seen at once). Otherwise — fp32 master weights decoded in bf16, or a LoRA
-    layer whose decode weight is W + scaling * B @ A — a copy at a fixed address is kept and
-    refreshed by `sync()` before every generation: a tiny "weight sync" (L3 scales this up).
+    layer whose decode weight is W + scaling * B @ A — a copy is made from the live parameters by
+    `sync()` before every generation: a tiny "weight sync" (L3 scales this up). The copies are
+    rollout-only memory: `release()` frees them (the next `sync()` makes them again, same cost as a
+    sync), and `version` changes whenever they move, so a CUDA graph captured on old copies is redone.
     """
 
     def __init__(self, model, dtype: torch.dtype):
-        self._sources: list[tuple[Callable[[], torch.Tensor], torch.Tensor]] = []
-        seen: dict[int, torch.Tensor] = {}
+        self.dtype, self.version = dtype, 0
+        self._device = next(model.parameters()).device
+        self.flat: torch.Tensor | None = None  # the one buffer the copies view
+        self._sources: list[Callable[[], torch.Tensor]] = []  # one per copy, in creation order
+        self._copies: list[torch.Tensor] | None = None
+        seen: dict[int, object] = {}
 
-        def w(module_or_param) -> torch.Tensor:
+        def w(module_or_param):
+            """A zero-copy tensor, or the index (int) of a copy made by `sync()`."""
             lora = hasattr(module_or_param, "lora_A") and module_or_param.active_adapters
             t = (
                 module_or_param.base_layer.weight
@@ -128,12 +184,12 @@ class DecodeWeights:
                     if lora
                     else (lambda t=t: t.detach())
                 )
-                seen[id(module_or_param)] = src().to(dtype)
-                self._sources.append((src, seen[id(module_or_param)]))
+                seen[id(module_or_param)] = len(self._sources)
+                self._sources.append(src)
             return seen[id(module_or_param)]
 
         m = _base_model(model)
-        self.layers = [
+        self._layers = [
             tuple(
                 w(x)
                 for x in (
@@ -153,13 +209,55 @@ class DecodeWeights:
             for l in m.model.layers
         ]
         tied = m.lm_head.weight is m.model.embed_tokens.weight
-        self.embed, self.norm = w(m.model.embed_tokens.weight), w(m.model.norm.weight)
-        self.lm_head = self.embed if tied else w(m.lm_head)
+        self._embed, self._norm = w(m.model.embed_tokens.weight), w(m.model.norm.weight)
+        self._lm_head = self._embed if tied else w(m.lm_head)
+        self.sync()
+
+    def _get(self, ref) -> torch.Tensor:
+        return self._copies[ref] if isinstance(ref, int) else ref
+
+    @property
+    def layers(self) -> list[tuple[torch.Tensor, ...]]:
+        return [tuple(self._get(r) for r in layer) for layer in self._layers]
+
+    @property
+    def embed(self) -> torch.Tensor:
+        return self._get(self._embed)
+
+    @property
+    def norm(self) -> torch.Tensor:
+        return self._get(self._norm)
+
+    @property
+    def lm_head(self) -> torch.Tensor:
+        return self._get(self._lm_head)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the copies right now (0 after `release()` or when every weight is zero-copy)."""
+        return 0 if self.flat is None else self.flat.numel() * self.flat.element_size()
 
     @torch.no_grad()
     def sync(self) -> None:
-        for src, dst in self._sources:
-            dst.copy_(src())
+        """Refresh the copies from the live parameters (in place, same addresses), or make them anew."""
+        if self._copies is None:
+            # one buffer for all copies (like the KV cache): between rollouts it can host large gradients
+            srcs = [src() for src in self._sources]
+            flat = torch.empty(sum(t.numel() for t in srcs), dtype=self.dtype, device=self._device)
+            self._copies, offset = [], 0
+            for t in srcs:
+                self._copies.append(flat[offset : offset + t.numel()].view(t.shape).copy_(t))
+                offset += t.numel()
+            self.flat = flat
+            self.version += 1
+        else:
+            for src, dst in zip(self._sources, self._copies):
+                dst.copy_(src())
+
+    def release(self) -> None:
+        """Free the copies (zero-copy weights are the model's own and stay)."""
+        if self._copies:
+            self._copies = self.flat = None
 
 
 @torch.no_grad()
@@ -194,9 +292,8 @@ class Sampling:
     greedy: bool = False
     temperature: float = 1.0
     top_p: float = 1.0
-    process_logits: Callable | None = (
-        None  # (B, V) logits, temperature, top_p -> (B, V); traceable torch
-    )
+    # (B, V) logits, temperature, top_p -> (B, V); traceable torch
+    process_logits: Callable | None = None
 
 
 class StaticDecoder:
@@ -204,6 +301,9 @@ class StaticDecoder:
 
     Greedy evaluation and sampled rollouts of the same bucket share the KV buffers and weight copies,
     so the cache memory is paid once. See the module docstring for the tricks.
+    The static KV cache is rollout-only memory: `release()` frees it together with the captured
+    graphs (their private memory pools too); the next `generate` allocates it again and re-captures
+    (no recompilation: the compiled layer step is kept).
     """
 
     def __init__(
@@ -213,9 +313,10 @@ class StaticDecoder:
         cache_len: int,
         eos_token_ids: Sequence[int],
         pad_token_id: int,
-        steps_per_graph: int = 16,
+        steps_per_graph: int = STEPS_PER_GRAPH,
         compile: bool = True,
         dtype: torch.dtype | None = None,
+        attention: str | None = None,
     ):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
@@ -225,22 +326,18 @@ class StaticDecoder:
         self.pad = pad_token_id
         B, S, KV, hd = batch, cache_len, cfg.num_key_value_heads, cfg.head_dim
         self.batch, self.cache_len = B, S
-        weights = decode_weights(model, dt)
-        self.weights = weights
-        self.layers, self.embed, self.norm, self.lm_head = (
-            weights.layers,
-            weights.embed,
-            weights.norm,
-            weights.lm_head,
-        )
-        self.k = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
-        self.v = [torch.zeros(B, KV, S, hd, device=dev, dtype=dt) for _ in self.layers]
+        self.weights = decode_weights(model, dt)
+        self.kv_shape, self.n_layers, self.dtype = (B, KV, S, hd), cfg.num_hidden_layers, dt
+        self.k: list[torch.Tensor] | None = None  # static KV cache, made by _allocate()
+        self.v: list[torch.Tensor] | None = None
+        self.kv_flat: torch.Tensor | None = None  # the one buffer that self.k and self.v view
         pos = torch.arange(S, device=dev)[None]
         cos, sin = model.model.rotary_emb(torch.zeros(1, device=dev, dtype=dt), pos)
+        # (S, hd), computed exactly as the HF forward does
         self.cos_table, self.sin_table = (
             cos[0],
             sin[0],
-        )  # (S, hd), computed exactly as the HF forward does
+        )
         # Per-row decode state; every tensor keeps its address so a captured graph can replay on it.
         self.token = torch.full((B,), pad_token_id, device=dev, dtype=torch.long)
         self.pos = torch.zeros(B, device=dev, dtype=torch.long)  # RoPE position of `token`
@@ -248,13 +345,42 @@ class StaticDecoder:
         self.valid = torch.zeros(B, S, device=dev, dtype=torch.bool)
         self.done = torch.zeros(B, device=dev, dtype=torch.bool)
         self.eos = torch.tensor(list(eos_token_ids) or [-1], device=dev, dtype=torch.long)
-        self.out = torch.full(
-            (B, S), pad_token_id, device=dev, dtype=torch.long
-        )  # generated tokens by column
+        # generated tokens by column
+        self.out = torch.full((B, S), pad_token_id, device=dev, dtype=torch.long)
+        self.attention = attention or ATTENTION
+        if self.attention not in ("reduce", "einsum", "sdpa"):
+            raise ValueError(f"attention={attention!r}：只能是 einsum、reduce 或 sdpa")
         self.layer_fn = (
             torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
         )
         self.graphs: dict[Sampling, torch.cuda.CUDAGraph] = {}
+        self.graph_version = None  # DecodeWeights.version the graphs were captured on
+        self.captures = 0  # how many graphs were captured so far (re-captures after release() too)
+
+    # the decode weights (shared `DecodeWeights`; copies may be re-made after a release)
+    layers = property(lambda self: self.weights.layers)
+    embed = property(lambda self: self.weights.embed)
+    norm = property(lambda self: self.weights.norm)
+    lm_head = property(lambda self: self.weights.lm_head)
+
+    def _allocate(self) -> None:
+        # One allocation for the whole cache, viewed per layer: a single contiguous buffer can later
+        # host even the largest gradient (the embedding's) while no rollout is running.
+        n, layers = math.prod(self.kv_shape), self.n_layers
+        self.kv_flat = torch.zeros(2 * layers * n, device=self.token.device, dtype=self.dtype)
+        views = [self.kv_flat[i * n : (i + 1) * n].view(self.kv_shape) for i in range(2 * layers)]
+        self.k, self.v = views[:layers], views[layers:]
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the static KV cache right now (0 after `release()`)."""
+        kv = self.kv_flat
+        return 0 if kv is None else kv.numel() * kv.element_size()
+
+    def release(self) -> None:
+        """Free the static KV cache and the CUDA graphs (graphs point at the freed addresses)."""
+        self.k = self.v = self.kv_flat = None
+        self.graphs.clear()
 
     # -- one token for every row ------------------------------------------------------------------
     @staticmethod
@@ -279,20 +405,22 @@ class StaticDecoder:
     def _step(self, how: Sampling) -> None:
         """Feed ``token`` (at column ``slot``, position ``pos``) through the model and emit the next one."""
         self.valid.index_fill_(1, self.slot, True)  # the new token attends to itself
-        h = F.embedding(self.token, self.embed)
+        W = self.weights
+        h = F.embedding(self.token, W.embed)
         cos, sin = self.cos_table[self.pos][:, None], self.sin_table[self.pos][:, None]
-        for w, kc, vc in zip(self.layers, self.k, self.v):
-            h = self.layer_fn(h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale)
-        logits = F.linear(_rms(h, self.norm, self.eps), self.lm_head).float()
+        for w, kc, vc in zip(W.layers, self.k, self.v):
+            h = self.layer_fn(
+                h, *w, kc, vc, self.slot, cos, sin, self.valid, self.eps, self.scale, self.attention
+            )
+        logits = F.linear(_rms(h, W.norm, self.eps), W.lm_head).float()
         nxt = self.sample(logits, how)
         self.slot += 1
         self.pos += 1
         self._emit(nxt)
 
     def _run(self, how: Sampling) -> None:
-        with torch.autocast(
-            "cuda", enabled=False
-        ):  # the decode dtype is explicit; autocast must not re-cast it
+        # the decode dtype is explicit; autocast must not re-cast it
+        with torch.autocast("cuda", enabled=False):
             for _ in range(self.k_steps):
                 self._step(how)
 
@@ -305,7 +433,9 @@ class StaticDecoder:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            for _ in range(2):
+            for _ in range(
+                2 if self.captures == 0 else 1
+            ):  # compiled already: one warm-up is enough
                 self.slot.zero_()
                 self._run(how)
         torch.cuda.current_stream().wait_stream(side)
@@ -314,6 +444,7 @@ class StaticDecoder:
         with torch.cuda.graph(graph):
             self._run(how)
         self.graphs[how] = graph
+        self.captures += 1
 
     # -- a whole generation -------------------------------------------------------------------------
     @torch.no_grad()
@@ -327,18 +458,29 @@ class StaticDecoder:
     ) -> torch.Tensor:
         """prompt_ids/prompt_mask (b, Tp) left-padded, b <= bucket batch -> (b, max_new_tokens), pad after EOS."""
         b, tp = prompt_ids.shape
+        self.sync_weights()  # after a release this makes the copies anew (new addresses, new version)
+        if self.graph_version != self.weights.version:
+            self.graphs.clear()  # captured on weight copies that no longer exist
+            self.graph_version = self.weights.version
+        if self.k is None:
+            self._allocate()
         if cuda_graph and how not in self.graphs:
             self.capture(how)
-        self.sync_weights()
         mask = prompt_mask.bool()
         positions = (mask.long().cumsum(-1) - 1).clamp(min=0)
-        out = self.model(
-            input_ids=prompt_ids,
-            attention_mask=mask.long(),
-            position_ids=positions,
-            use_cache=True,
-            logits_to_keep=1,
-        )
+        # HF prefill. Under an outer autocast with fp32 master weights, autocast would cache a bf16 copy of
+        # every weight until that region ends (the whole rollout): cache off, each cast lives one matmul.
+        no_cache = contextlib.nullcontext()
+        if torch.is_autocast_enabled("cuda"):
+            no_cache = torch.autocast("cuda", torch.get_autocast_dtype("cuda"), cache_enabled=False)
+        with no_cache:
+            out = self.model(
+                input_ids=prompt_ids,
+                attention_mask=mask.long(),
+                position_ids=positions,
+                use_cache=True,
+                logits_to_keep=1,
+            )
         for i, (kc, vc) in enumerate(zip(self.k, self.v)):
             kc.zero_()
             vc.zero_()
@@ -348,9 +490,8 @@ class StaticDecoder:
         del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
-        self.valid[b:, 0] = (
-            True  # filler rows of the bucket attend to one dummy slot (no NaN) and are done
-        )
+        # filler rows of the bucket attend to one dummy slot (no NaN) and are done
+        self.valid[b:, 0] = True
         self.done.zero_()
         self.done[b:] = True
         self.pos.zero_()
@@ -367,9 +508,8 @@ class StaticDecoder:
             else:
                 self._run(how)
             emitted += self.k_steps
-            if bool(
-                self.done[:b].all()
-            ):  # one host sync per replay: early exit once every row hit EOS
+            # one host sync per replay: early exit once every row hit EOS
+            if bool(self.done[:b].all()):
                 break
         return self.out[:b, tp : tp + max_new_tokens].clone()
 
@@ -386,12 +526,14 @@ def fast_generate(
     top_p: float = 1.0,
     greedy: bool = False,
     process_logits: Callable | None = None,
-    steps_per_graph: int = 16,
+    steps_per_graph: int = STEPS_PER_GRAPH,
     cuda_graph: bool = True,
     compile: bool = True,
-    batch_bucket: int = 16,
-    len_bucket: int = 128,
+    batch_bucket: int = BATCH_BUCKET,
+    len_bucket: int = LEN_BUCKET,
     dtype: torch.dtype | None = None,
+    attention: str | None = None,
+    release: bool = False,
 ) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
 
@@ -400,6 +542,11 @@ def fast_generate(
     compiles and captures (seconds); later calls only replay.
     ``dtype``: decode dtype; default: the autocast dtype if CUDA autocast is on (fp32 master weights trained
     under bf16 autocast decode in bf16), else the model's dtype.
+    ``attention``: "reduce" (default when compiled) or "einsum" (see `_layer_step`).
+    ``release``: free the rollout-only memory (static KV caches, weight copies, CUDA graphs) before
+    returning; the next call makes it again and re-captures its graph (no recompilation, but a
+    warm-up and a capture: measured in L2.06). The default keeps it, and the training step borrows
+    it instead (`host_gradients`).
     """
     if not prompt_ids.is_cuda:
         raise ValueError("fast_generate 只在 CUDA 上可用；CPU 上请用 common.rollout 的 eager 路径")
@@ -408,23 +555,85 @@ def fast_generate(
             torch.get_autocast_dtype("cuda") if torch.is_autocast_enabled("cuda") else model.dtype
         )
     b, tp = prompt_ids.shape
-    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
     key = (
-        _bucket(b, batch_bucket),
-        _bucket(tp + steps + 1, len_bucket),
+        *static_shape(b, tp, max_new_tokens, steps_per_graph, batch_bucket, len_bucket),
         tuple(eos_token_ids),
         pad_token_id,
         steps_per_graph,
         compile,
         dtype,
+        attention,
     )
     cache = _DECODERS.setdefault(model, {})
     if key not in cache:
         cache[key] = StaticDecoder(
-            model, key[0], key[1], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype
+            model,
+            key[0],
+            key[1],
+            eos_token_ids,
+            pad_token_id,
+            steps_per_graph,
+            compile,
+            dtype,
+            attention,
         )
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
-    return cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
+    out = cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
+    if release:
+        free_rollout_memory(model)
+    return out
+
+
+def free_rollout_memory(model) -> None:
+    """Free what only the rollout uses: every decoder's static KV cache and graphs, and the decode-weight
+    copies. Compiled code and the small per-row state stay, so the next generation only re-allocates."""
+    for decoder in _DECODERS.get(model, {}).values():
+        decoder.release()
+    for weights in _WEIGHTS.get(_base_model(model), {}).values():
+        weights.release()
+
+
+def rollout_buffers(model) -> list[torch.Tensor]:
+    """The tensors that only the rollout needs, at fixed addresses: every decoder's static KV cache and
+    the decode-weight copies (empty before the first fast generation and after `free_rollout_memory`)."""
+    kv = [d.kv_flat for d in _DECODERS.get(model, {}).values() if d.kv_flat is not None]
+    copies = [w.flat for w in _WEIGHTS.get(_base_model(model), {}).values() if w.flat is not None]
+    return kv + copies
+
+
+def host_gradients(params, buffers: Sequence[torch.Tensor], align: int = 256) -> int:
+    """Lend rollout-only memory to the gradients: give each parameter (in order, as long as room is
+    left) a zeroed ``.grad`` that is a view into ``buffers``; backward then accumulates into it in place.
+
+    Between the end of a rollout and the next one, the KV cache and the decode-weight copies hold
+    nothing anyone reads (the next generation rewrites the cache from the prompt and re-syncs the
+    copies), yet they must keep their addresses for the captured CUDA graphs. Gradients live exactly
+    in that window (created by backward, dropped by ``zero_grad(set_to_none=True)``), so they can use
+    it. Call after the rollout, before the first backward of the step; never generate while these
+    gradients are still needed. Parameters that get no room keep ordinary gradients. Returns the bytes
+    hosted.
+    """
+    pools = [b.view(-1).view(torch.uint8) for b in buffers if b.is_contiguous() and b.numel()]
+    used = [0] * len(pools)  # bytes handed out from each buffer so far
+    hosted = 0
+    for p in params:
+        if not p.requires_grad or p.grad is not None:
+            continue
+        need = p.numel() * p.element_size()
+        for i, pool in enumerate(pools):  # first fit
+            if pool.device == p.device and used[i] + need <= pool.numel():
+                view = pool[used[i] : used[i] + need].view(p.dtype).view(p.shape)
+                p.grad = view.zero_()
+                used[i] += -(-need // align) * align
+                hosted += need
+                break
+    return hosted
+
+
+def rollout_memory_bytes(model) -> int:
+    """Bytes the fast decoders of ``model`` hold right now (static KV caches + decode-weight copies)."""
+    kv = sum(d.nbytes for d in _DECODERS.get(model, {}).values())
+    return kv + sum(w.nbytes for w in _WEIGHTS.get(_base_model(model), {}).values())
 
 
 def supports_fast_decode(model) -> bool:

@@ -19,6 +19,8 @@ from pathlib import Path
 
 import torch
 
+from common.ledger import Settings
+from common.qwen3_shapes import ModelShape, shape_for_hub_id
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
 
 # Where the tiny warm-start checkpoint lives (made by L2_algorithm/07_grpo_train/make_warmstart.py).
@@ -140,12 +142,8 @@ def model_config(preset: str | Preset):
     preset = get_preset(preset)
     if preset.hub_id is None:
         arch = dict(TINY_ARCH, vocab_size=_tiny_vocab_size())
-    else:  # exact shapes: the hub's config.json values, kept once in common.vram
-        from common.vram import QWEN3
-
-        arch = next(
-            shape for shape in QWEN3.values() if shape.hub_id == preset.hub_id
-        ).config_dict()
+    else:  # exact shapes: the hub's config.json values, kept once in common.qwen3_shapes
+        arch = shape_for_hub_id(preset.hub_id).config_dict()
     rope_theta = arch.pop("rope_theta")
     return Qwen3Config(
         **arch,
@@ -157,6 +155,34 @@ def model_config(preset: str | Preset):
         eos_token_id=list(preset.eos_token_ids),
         bos_token_id=None,
         dtype=preset.dtype,
+    )
+
+
+def ledger_settings(preset: str | Preset) -> tuple[ModelShape, Settings] | None:
+    """The VRAM ledger's (model shape, settings) for a preset as the training script runs it on a GPU.
+
+    The policy generates its own rollouts (common.fast_decode; LoRA adapters are merged into its
+    decode weights), fp32 master weights under bf16 autocast, checkpointing as `load_model` sets it;
+    P, G, answer length, beta and micro-batch from `preset.defaults` (else the ledger's defaults).
+    None for a preset the ledger has no shape for (tiny: it is built in code and runs on the CPU).
+    """
+    preset = get_preset(preset)
+    shape = shape_for_hub_id(preset.hub_id) if preset.hub_id else None
+    if shape is None:
+        return None
+    d, base = preset.defaults, Settings()
+    return shape, Settings(
+        method="lora" if preset.lora_rank else "full",
+        lora_rank=preset.lora_rank or base.lora_rank,
+        prompts=d.get("prompts_per_step", base.prompts),
+        group=d.get("group_size", base.group),
+        max_new_tokens=d.get("max_new_tokens", base.max_new_tokens),
+        beta=d.get("beta", base.beta),
+        micro_batch=d.get("micro_batch", base.micro_batch),
+        checkpointing=uses_gradient_checkpointing(preset),
+        precision="fp32",
+        layout="policy",
+        rollout_backend="fast",
     )
 
 
@@ -188,7 +214,19 @@ def resolve_device(preset: str | Preset, device=None) -> torch.device:
     return device
 
 
-def load_model(preset: str | Preset, init: str = "pretrained", device=None, model_path=None):
+def uses_gradient_checkpointing(preset: str | Preset) -> bool:
+    """Whether `load_model` turns gradient checkpointing on for this preset by default: the GPU presets
+    keep only each layer's input for backward and recompute the rest (L1.04: ~10 GiB -> <1 GiB)."""
+    return get_preset(preset).needs_cuda
+
+
+def load_model(
+    preset: str | Preset,
+    init: str = "pretrained",
+    device=None,
+    model_path=None,
+    gradient_checkpointing: bool | None = None,
+):
     """Build the preset's model and tokenizer -> `(model, tokenizer)`; the model is on `device`, in train mode.
 
     - `init="pretrained"`: tiny = the warm-start checkpoint (TINY_WARMSTART_DIR); GPU presets = the hub
@@ -196,9 +234,13 @@ def load_model(preset: str | Preset, init: str = "pretrained", device=None, mode
     - `init="random"`: the same architecture, random weights (seed 0, global RNG untouched), no download;
       GPU presets use the offline Qwen3 tokenizer.
     - `qwen3-1.7b-lora` returns a peft model (LoRA on every linear layer of the blocks; base weights frozen).
+    - `gradient_checkpointing`: None = the preset's default (`uses_gradient_checkpointing`); the one
+      place in the course that turns it on (non-reentrant, so it works with frozen inputs and LoRA).
     The tokenizer pads on the left (what batched generation needs).
     """
     preset = get_preset(preset)
+    if gradient_checkpointing is None:
+        gradient_checkpointing = uses_gradient_checkpointing(preset)
     if init not in INITS:
         raise PresetError(f"未知的 init {init!r}；可选：{', '.join(INITS)}")
     if model_path is not None:
@@ -216,9 +258,7 @@ def load_model(preset: str | Preset, init: str = "pretrained", device=None, mode
     if preset.lora_rank is not None:
         model = _add_lora(model, preset.lora_rank)
     model.to(device)
-    if (
-        preset.needs_cuda
-    ):  # keep only each layer's input for backward, recompute the rest (L1.04: ~10 GiB -> <1 GiB)
+    if gradient_checkpointing:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model.train()
     tokenizer.padding_side = "left"

@@ -1,7 +1,8 @@
 """Rollout: batched generation from a causal LM with a KV cache, left padding and a per-row EOS stop.
 
     out = generate(model, prompt_ids, max_new_tokens=40, eos_token_ids=preset.eos_token_ids,
-                   pad_token_id=preset.pad_token_id, temperature=1.0, generator=gen)
+                   pad_token_id=preset.pad_token_id, temperature=1.0,
+                   process_logits=process_logits, generator=gen)  # e.g. L2.06's process_logits
     out.completion_ids  # (B, T): pad after each row's first EOS
     out.completion_mask # (B, T) float: 1 up to and including the first EOS (all ones if truncated)
 
@@ -11,8 +12,9 @@ How it works (the "correct path"; a fast GPU path plugs into the same `generate`
    The attention mask hides the pads; position ids count only real tokens (pads do not shift RoPE).
 2. Prefill: one forward over the padded prompts fills the KV cache and gives the first logits.
 3. Decode: each step feeds one token per row and reuses the cache (no recomputation of the prefix).
-   The sampler turns logits into tokens: greedy = argmax; otherwise `process_logits` (temperature,
-   top-p — the L2.06 exercise function) then `torch.multinomial` with an optional seeded generator.
+   The sampler turns logits into tokens: greedy = argmax; otherwise the caller's `process_logits`
+   (temperature, top-p — the L2.06 exercise function; this library never picks one for you) then
+   `torch.multinomial` with an optional seeded generator.
 4. A row that emitted any EOS id is finished: it keeps emitting pad, and the loop stops as soon as
    every row is finished or `max_new_tokens` is reached (then the unfinished rows are "truncated").
 """
@@ -34,6 +36,8 @@ class Rollout:
     completion_mask (B, T) float32: 1 up to and including the first EOS, 0 after; all ones if truncated
       (same semantics as L2.02 `completion_mask`, never inferred from the pad id).
     lengths (B,) long = completion_mask.sum(1); truncated (B,) bool: no EOS within max_new_tokens.
+    engine_logp (B, T) float32 or None: the sampling engine's own log-probs of the sampled tokens
+      (0 after the end) when an engine (vLLM, `common.vllm_rollout`) sampled; None when the model did.
     """
 
     prompt_ids: torch.Tensor
@@ -42,6 +46,7 @@ class Rollout:
     completion_mask: torch.Tensor
     lengths: torch.Tensor
     truncated: torch.Tensor
+    engine_logp: torch.Tensor | None = None
 
     @property
     def sequences(self) -> torch.Tensor:
@@ -149,12 +154,6 @@ class EagerDecoder:
         return out.logits[:, -1, :].float()
 
 
-def _default_process_logits():
-    from solutions.l2_06_sampling import process_logits
-
-    return process_logits
-
-
 @torch.no_grad()
 def generate(
     model,
@@ -168,13 +167,13 @@ def generate(
     greedy: bool = False,
     process_logits: Callable | None = None,
     generator: torch.Generator | None = None,
-    backend: str = "auto",
+    backend="auto",
 ) -> Rollout:
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
     prompt_ids: B lists of token ids (any lengths). Rows stop independently at any of `eos_token_ids`.
-    Sampling: `process_logits(logits (B,V), temperature, top_p) -> (B,V)` (default: the L2.06 solution),
-    softmax, then `torch.multinomial(..., generator=generator)` — the same generator state gives the same
+    Sampling: `process_logits(logits (B,V), temperature, top_p) -> (B,V)` (required unless greedy: the
+    caller picks the L2.06 implementation, solutions' or the learner's), softmax, then `torch.multinomial(..., generator=generator)` — the same generator state gives the same
     rollout. `greedy=True` takes the argmax and ignores temperature/top_p. Runs under no_grad (not
     inference_mode: the returned ids are used later in a forward that needs autograd); the model's
     train/eval mode is restored afterwards.
@@ -182,6 +181,8 @@ def generate(
     backend: "eager" (this file, any device), "fast" (`common.fast_decode`: static cache + compiled step +
     CUDA graphs, sampling on the GPU with the global CUDA RNG, so `generator` is not used), or "auto" =
     fast for a plain Qwen3 model on CUDA, eager otherwise (CPU, LoRA). Both return the same `Rollout`.
+    backend may also be a sampling engine (`common.vllm_rollout.VLLMEngine`): it samples with its own
+    sampler and RNG (`process_logits`, `generator` unused) and fills `Rollout.engine_logp`.
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens 必须 >= 1，得到 {max_new_tokens}")
@@ -191,8 +192,24 @@ def generate(
     if not eos_token_ids:
         raise ValueError("eos_token_ids 是空的：至少给一个停止 token（如 preset.eos_token_ids）")
     if not greedy and process_logits is None:
-        process_logits = _default_process_logits()
+        raise ValueError(
+            "采样（greedy=False）需要传入 process_logits：L2.06 的函数，例如 "
+            "`from solutions.l2_06_sampling import process_logits`（或你自己 exercises/ 里的版本）；"
+            "只要 argmax 就传 greedy=True"
+        )
     device = next(model.parameters()).device
+    if not isinstance(backend, str):  # an inference engine (vLLM) holding a copy of the weights
+        ro, ro.engine_logp = backend.generate(
+            prompt_ids,
+            max_new_tokens=max_new_tokens,
+            eos_token_ids=eos_token_ids,
+            pad_token_id=pad_token_id,
+            temperature=temperature,
+            top_p=top_p,
+            greedy=greedy,
+            device=device,
+        )
+        return ro
     ids, mask = left_pad(prompt_ids, pad_token_id, device)
     if backend not in ("auto", "eager", "fast"):
         raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")

@@ -20,10 +20,11 @@ def group_advantages(
       "group" -> (r - mean_g) / (std_g + eps)
       "batch" -> (r - mean_g) / (std_all + eps)
       "none"  -> r - mean_g
-    std 用无偏的 torch.std（除以 n-1）。
+    均值永远按组求；std 用无偏的 torch.std（除以 n-1）："group" 每组一个，"batch" 是整批原始 reward 的一个。
+    组内 G 个 reward 全相等（==）的组，advantage 规定为精确的 0（三种 scale、任何浮点 dtype）。
     非法输入（rewards 不是一维、group_size < 2、N 不能被 group_size 整除、未知 scale）抛 ValueError。
-    返回 (N,) 浮点张量。
+    返回 (N,) 浮点张量：浮点 rewards 保持原 dtype，整数 rewards 先转成 float32。
     """
     raise NotImplementedError(
-        "提示：先 reshape(-1, group_size) 得到 (P, G)，沿 dim=1 求均值和 std；eps 加在 std 上。"
+        "规格、手算例子和分级提示在 L2_algorithm/01_advantages/README.md 第 3 节。"
     )

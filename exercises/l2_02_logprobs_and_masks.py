@@ -22,11 +22,11 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     要求：
       - 任何时刻都不能存在完整的 float32 (B, T, V)：展平成 (B*T, V) 后每 CHUNK_ROWS 行算一块，
         每块用 x[y] - logsumexp(x) 得到 log 概率；
-      - 能反向传播，而且 backward 也不能为所有块攒下 float32 副本（见 README「只分块还不够」）；
-      - logits 与 tokens 形状对不上时抛 ValueError。
+      - 能反向传播，而且 backward 也不能为所有块攒下 float32 副本（见 README 3.2 节「只分块还不够」）；
+      - logits 与 tokens 形状对不上时抛 ValueError；B*T == 0 时返回 (B, T) 的空 float32 张量。
     """
     raise NotImplementedError(
-        "提示：展平后按 CHUNK_ROWS 行切块，每块 .float() 后算 gather - logsumexp；需要梯度时用 torch.utils.checkpoint 包住每一块。"
+        "规格、手算例子和分级提示在 L2_algorithm/02_logprobs_and_masks/README.md 3.1、3.6、3.7 节。"
     )
 
 
@@ -36,7 +36,7 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     H = -Σ_v p_v · log p_v，p = softmax(logits.float())。与 token_logprobs 一样按 CHUNK_ROWS 行分块。
     """
     raise NotImplementedError(
-        "提示：每块先 log_softmax 得到 logp，再算 -(logp.exp() * logp).sum(-1)；分块的写法和 token_logprobs 共用。"
+        "规格见 L2_algorithm/02_logprobs_and_masks/README.md 3.3 节，提示在 3.7 节。"
     )
 
 
@@ -46,12 +46,12 @@ def completion_mask(
     """哪些 completion token 参与 loss。
 
     completion_ids: (B, T)，只含生成部分（不含 prompt）。
-    eos_token_ids: 一个 id 或多个 id（Qwen3 有两个：151645 与 151643）。
+    eos_token_ids: 一个 id 或多个 id（Qwen3 有两个：151645 与 151643）；空列表抛 ValueError。
     返回 (B, T) float32：每行第一个 EOS 之前（含这个 EOS）为 1，之后为 0；没有 EOS 的行（被截断）全 1。
     只看 EOS，不要用 pad id 推断（pad == eos 很常见）。不许对 token 写 Python 循环。
     """
     raise NotImplementedError(
-        "提示：用 torch.isin 找出 EOS，再用 cumsum 数「位置 t 之前出现过几个 EOS」，为 0 的位置就是 1。"
+        "规格见 L2_algorithm/02_logprobs_and_masks/README.md 3.4 节，提示在 3.7 节。"
     )
 
 
@@ -60,8 +60,35 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
 
     x, mask: 同形状（mask 可以是 bool 或 0/1 浮点）。
     dim=None：对所有被选中的元素求一个 0 维标量；dim=k：沿第 k 维求，返回去掉该维的张量。
-    某个切片上 mask 之和为 0 时，那里的结果为 0（不是 NaN）；被遮住的位置即使是 NaN/inf 也不能影响结果。
+    某个切片上 mask 之和为 0 时，那里的结果为 0（不是 NaN，梯度里也不能有 NaN）；
+    被遮住的位置即使是 NaN/inf 也不能影响结果。
     """
     raise NotImplementedError(
-        "提示：分子是 (x*mask).sum(dim)，但先用 torch.where 把 mask==0 处置 0；分母为 0 的地方用 torch.where 输出 0。"
+        "规格见 L2_algorithm/02_logprobs_and_masks/README.md 3.5 节，提示在 3.7 节。"
+    )
+
+
+def hidden_token_logprobs(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    tokens: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_rows: int = CHUNK_ROWS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """直接从最后一层 hidden state 和 lm_head 权重算逐 token 的 log-prob 和熵（README 第 6 节）。
+
+    hidden: (B, L, H)，模型最后一层（末层 RMSNorm 之后）的输出，L >= T + 1；位置 i 的 hidden 预测第 i+1 个 token。
+    lm_head_weight: (V, H)。
+    tokens: (B, T) 回答的 token id，是序列的最后 T 个 token，所以给它们打分的是 hidden[:, L-T-1 : L-1]。
+    temperature: 与采样时相同；logits 先除以它再求 softmax。
+    chunk_rows: B·T 个位置展平后每块多少行。
+    返回 (logp, entropy)，都是 (B, T) float32。logp 能对 hidden 和 lm_head_weight 反向传播；entropy 不带梯度。
+    要求：
+      - 每块内部全用 float32：先把这一块的 hidden 和权重升到 float32，再做矩阵乘（不是乘完再升）；
+      - forward 和 backward 里都不能出现 (B, T, V) 大小的张量：每块用 torch.utils.checkpoint 包住；
+      - hidden 的 L < T + 1、权重的 H 与 hidden 不一致、temperature <= 0 时抛 ValueError。
+    """
+    raise NotImplementedError(
+        "提示：先取 hidden[:, L-T-1:L-1] 展平成 (B·T, H)；每块 z = h.float() @ W.float().T / temperature，"
+        "logp = z[y] - logsumexp(z)；需要梯度时用 checkpoint 包住每一块。"
     )

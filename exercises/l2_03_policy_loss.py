@@ -16,7 +16,7 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
     返回 (B, T)：-A[:, None] * logp。
     """
     raise NotImplementedError(
-        "提示：advantages 是 (B,)，用 advantages[:, None] 变成 (B, 1) 才能和 (B, T) 的 logp 逐元素相乘；别忘了负号。"
+        "规格见 L2_algorithm/03_policy_loss/README.md 3.1 节，提示在 3.4 节。"
     )
 
 
@@ -29,12 +29,12 @@ def clipped_surrogate_loss(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """PPO/GRPO 的 clipped surrogate 逐 token 损失。
 
-    logp, old_logp: (B, T)；advantages: (B,)。
+    logp, old_logp: (B, T)；advantages: (B,)。old_logp 照原样用，函数里不要 detach（调用方的事，见 README 坑 2）。
     ratio = exp(logp - old_logp)；裁剪区间 [1 - eps_low, 1 + eps_high]，eps_high=None 表示等于 eps_low。
     返回 (loss, clipped)，都是 (B, T)：
       loss    = -min(ratio·A, clip(ratio, 1-eps_low, 1+eps_high)·A)
       clipped = bool，裁剪分支被 min 选中、且它与未裁剪分支不相等的位置。
     """
     raise NotImplementedError(
-        "提示：ratio 用 torch.exp(logp - old_logp)，裁剪用 torch.clamp，两个目标取 torch.minimum 再取负；clipped 就是「裁剪后的目标严格更小」。"
+        "规格和手算例子见 L2_algorithm/03_policy_loss/README.md 3.2、3.3 节，提示在 3.4 节。"
     )

@@ -50,7 +50,8 @@ def grpo_loss(
     token_weights: (B, T) 非负权重（L2.09 会用到），None = 全 1。它只乘逐 token 的 clipped surrogate 项，
       乘完再加 beta*k3（KL 项不乘）；不求导、不改变分母、不影响 clip 指标；形状不对或有效 token 上有负数/NaN -> ValueError。
     返回 (loss 0 维张量, metrics)：metrics 至少有 "clip_fraction"（clipped 在有效 token 上的平均，float），
-    "clip_low_fraction"（clipped 且 A<0）、"clip_high_fraction"（clipped 且 A>0）；给了 ref_logp 时还有 "kl"（k3 在有效 token 上的平均）。
+    "clip_low_fraction"（clipped 且 A<0）、"clip_high_fraction"（clipped 且 A>0），分母同样是全部有效 token（两者之和 = clip_fraction）；
+    给了 ref_logp 时还有 "kl"（k3 在有效 token 上的平均）。
     """
     raise NotImplementedError(
         "提示：先用 clipped_surrogate_loss 得到逐 token 损失，beta>0 时加 beta*kl_k3；三种聚合只差分母，用 masked_mean 处理空行。"

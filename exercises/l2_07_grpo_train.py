@@ -6,6 +6,7 @@ import torch
 
 CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
 
+# L2.05 的三种聚合方式（和 exercises/l2_05_grpo_loss.py 的 AGGREGATIONS 同名）
 AGGREGATIONS = ("sequence_mean", "token_mean", "constant")
 
 

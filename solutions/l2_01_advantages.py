@@ -21,6 +21,7 @@ def group_advantages(
       "batch" -> (r - mean_g) / (std_all + eps)    TRL scale_rewards="batch"
       "none"  -> r - mean_g                        Dr. GRPO，TRL scale_rewards="none"
     std 一律是无偏（Bessel，除以 n-1）的 torch.std，与 TRL、slime 一致。
+    组内 G 个 reward 全相等（==）的组，advantage 精确为 0（三种 scale、任何浮点 dtype 都是）。
     返回 (N,)，dtype 与 rewards 的浮点类型相同。
     """
     if rewards.dim() != 1:
@@ -36,10 +37,13 @@ def group_advantages(
     grouped = r.reshape(-1, group_size)  # (P, G)：每行是一个 prompt 的一组回答
     centered = grouped - grouped.mean(dim=1, keepdim=True)  # 组内基线：减去组均值
     if scale == "none":
-        return centered.reshape(-1)
-    if scale == "group":
-        std = grouped.std(dim=1, keepdim=True)  # 每组自己的 std，(P, 1)
+        adv = centered
     else:
-        std = r.std()  # 整个 batch 一个 std（标量）
-    # eps 加在 std 上（分母外面），全对/全错的组 std=0 -> advantage 精确为 0，不会出 NaN
-    return (centered / (std + eps)).reshape(-1)
+        # "group"：每组自己的 std，(P, 1)；"batch"：整个 batch 一个 std（标量）
+        std = grouped.std(dim=1, keepdim=True) if scale == "group" else r.std()
+        # eps 加在 std 上（分母外面）：std 很小的组不会被放大到无穷
+        adv = centered / (std + eps)
+    # 组内 reward 全相等 -> advantage 规定为精确的 0。不能指望 r - mean 自己等于 0：
+    # 12 个 fp32 的 1.1 求出的均值不是 1.1，残差 ~1e-7 除以 (std + eps) 会变成 -0.106。
+    flat = (grouped == grouped[:, :1]).all(dim=1, keepdim=True)
+    return torch.where(flat, torch.zeros_like(adv), adv).reshape(-1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 
 import torch
 from torch.utils.checkpoint import checkpoint
@@ -111,3 +112,79 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> 
     return torch.where(
         has, num / torch.where(has, den, torch.ones_like(den)), torch.zeros_like(num)
     )
+
+
+# ---------------------------------------------------------------- 再进一步：连 logits 都不要（README 第 6 节）
+
+
+def _chunk_hidden(h: torch.Tensor, w: torch.Tensor, tok: torch.Tensor, temperature: float):
+    """(n, H) + (V, H) + (n,) -> ((n,) log-prob, (n,) 熵)，都是 float32。
+
+    先把两个操作数升到 float32 再做矩阵乘：这一块的 logits 从一开始就是 float32，
+    不经过一次 bf16 舍入（GPU 上打开 TF32 时，bf16 的输入在 TF32 里是精确的，结果等于
+    「bf16 相乘、float32 累加」）。
+    """
+    # 外层若开着 autocast，它会把这次矩阵乘改回 bf16：这里关掉（meta 设备没有 autocast，数字节时用）
+    dev = h.device.type
+    no_autocast = torch.autocast(dev, enabled=False) if dev != "meta" else nullcontext()
+    with no_autocast:
+        z = (h.float() @ w.float().T) / temperature  # (n, V) float32：只有这一块
+        lse = torch.logsumexp(z, dim=-1)
+        logp = z.gather(-1, tok.unsqueeze(-1)).squeeze(-1) - lse
+        # 熵只用来看曲线，不求导；backward 重算这一块时 checkpoint 会提前停下，不会再算它
+        with torch.no_grad():
+            logp_all = z - lse.unsqueeze(-1)  # 写成 -Σ p·log p：logits 很大时比 lse - Σ p·z 少抵消
+            ent = -(logp_all.exp() * logp_all).sum(-1)
+    return logp, ent
+
+
+def hidden_token_logprobs(
+    hidden: torch.Tensor,
+    lm_head_weight: torch.Tensor,
+    tokens: torch.Tensor,
+    temperature: float = 1.0,
+    chunk_rows: int = CHUNK_ROWS,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """直接从最后一层 hidden state 和 lm_head 权重算逐 token 的 log-prob 和熵，完整的 logits 从不存在。
+
+    hidden: (B, L, H)，模型最后一层（末层 RMSNorm 之后）的输出，L >= T + 1；位置 i 的 hidden 预测第 i+1 个 token。
+    lm_head_weight: (V, H)，lm_head 的权重（Qwen3 小模型里与 embedding 共享）。
+    tokens: (B, T) 回答的 token id，是序列的最后 T 个 token，所以给它们打分的是 hidden[:, L-T-1 : L-1]。
+    temperature: 与采样时相同；logits 先除以它再求 softmax。
+    chunk_rows: 每块多少行（B·T 个位置展平后）；每块的 logits 是 (chunk_rows, V) float32。
+    返回 (logp, entropy)，都是 (B, T) float32。logp 可以对 hidden 和 lm_head_weight 反向传播；entropy 不带梯度。
+    数值上等于 token_logprobs(hidden[:, L-T-1:L-1].float() @ W.float().T / temperature, tokens)，
+    但 forward 和 backward 里都不会出现 (B, T, V) 大小的张量：每块在 checkpoint 下算，backward 时逐块重算。
+    """
+    B, T = tokens.shape
+    if hidden.dim() != 3 or hidden.shape[0] != B or hidden.shape[1] < T + 1:
+        raise ValueError(
+            f"hidden 形状 {tuple(hidden.shape)} 与 tokens 形状 {tuple(tokens.shape)} 对不上："
+            "hidden 应为 (B, L, H) 且 L >= T + 1（最后一个位置的 hidden 不预测回答里的任何 token）"
+        )
+    if lm_head_weight.dim() != 2 or lm_head_weight.shape[1] != hidden.shape[2]:
+        raise ValueError(
+            f"lm_head_weight 形状 {tuple(lm_head_weight.shape)} 应为 (V, H={hidden.shape[2]})"
+        )
+    if not temperature > 0 or chunk_rows < 1:
+        raise ValueError(
+            f"temperature 必须 > 0、chunk_rows 必须 >= 1（得到 {temperature}、{chunk_rows}）"
+        )
+    L = hidden.shape[1]
+    flat = hidden[:, L - T - 1 : L - 1].reshape(B * T, -1)  # (B·T, H)：错一位，再展平
+    tok = tokens.reshape(-1).long()
+    need_grad = torch.is_grad_enabled() and (hidden.requires_grad or lm_head_weight.requires_grad)
+    logps, ents = [], []
+    for s in range(0, B * T, chunk_rows):
+        args = (flat[s : s + chunk_rows], lm_head_weight, tok[s : s + chunk_rows], temperature)
+        lp, ent = (
+            checkpoint(_chunk_hidden, *args, use_reentrant=False)
+            if need_grad
+            else _chunk_hidden(*args)
+        )
+        logps.append(lp)
+        ents.append(ent.detach())
+    if not logps:  # T == 0 或 B == 0
+        empty = torch.zeros(B, T, dtype=torch.float32, device=hidden.device)
+        return empty, empty.clone()
+    return torch.cat(logps).reshape(B, T), torch.cat(ents).reshape(B, T)

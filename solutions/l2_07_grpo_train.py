@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import torch
 
+from solutions import l2_05_grpo_loss as _loss
+
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "C", "Q4": "BD"}
 
-AGGREGATIONS = ("sequence_mean", "token_mean", "constant")
+# L2.05 的三种聚合（名字只在 solutions/l2_05_grpo_loss.py 定义一次；exercises/ 的副本由 tests/test_lockstep.py 核对）
+AGGREGATIONS = tuple(_loss.AGGREGATIONS)
 
 
 def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:

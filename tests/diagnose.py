@@ -13,16 +13,22 @@
 - 输出和某个典型错误的输出一致 -> 「看起来是 <错误>：回看 <课文章节>」；
 - 否则 -> 哪里不对：形状 / dtype / NaN / inf / 第一个不一致的位置和两边的值。
 永远不只给一个原始的张量 diff。
+
+课文章节写成 `L2.01「<标题开头>」`（后面可以再跟「坑 1」之类的补充）：`section_heading` 找出它指向的标题，
+测试用它保证每个诊断指向的章节在课文里真的存在。
+诊断本身也要测：`diagnosis_line` 把一个已知错误的输出送进 `check`，返回失败信息的第一行，应等于 `named(错误)`。
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
+from quiz import ROOT, find_heading
 
 
 @dataclass(frozen=True)
@@ -42,6 +48,15 @@ def _index(flat_i: int, shape: torch.Size) -> tuple[int, ...]:
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
+
+
+def _fmt_pair(got: float, want: float) -> tuple[str, str]:
+    """两个数的文字形式：6 位有效数字分不开时（例如只差 float32 的舍入）加位数，直到看得出差别。"""
+    for digits in (6, 9, 12, 17):
+        g, w = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        if g != w:
+            break
+    return g, w
 
 
 def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: float) -> str | None:
@@ -69,16 +84,16 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
                 f"输出里有 {name}：共 {int(unexpected.sum())} 处，第一处在位置 {_index(i, want.shape)}"
                 f"（应为 {_fmt(w[i].item())}）"
             )
-    both_nan = torch.isnan(g) & torch.isnan(w)
-    same_inf = torch.isinf(g) & (g == w)
-    # 应为 ±inf 而得到有限值时，rtol·|w| = inf 会让任何值都「在容差内」：只在 w 有限处比较差值
-    close = both_nan | same_inf | (torch.isfinite(w) & ((g - w).abs() <= atol + rtol * w.abs()))
+    # 期望值本身是 NaN / ±inf 的位置要求一模一样（否则 rtol·|inf| 会让任何值都算「接近」）
+    exact = torch.isnan(g) & torch.isnan(w) | (g == w)
+    close = torch.where(torch.isfinite(w), (g - w).abs() <= atol + rtol * w.abs(), exact)
     if close.all():
         return None
     far = ~close
     i = int(far.nonzero()[0])
+    g_s, w_s = _fmt_pair(g[i].item(), w[i].item())
     return (
-        f"位置 {_index(i, want.shape)} 上得到 {_fmt(g[i].item())}，应为 {_fmt(w[i].item())}"
+        f"位置 {_index(i, want.shape)} 上得到 {g_s}，应为 {w_s}"
         f"（共 {int(far.sum())}/{far.numel()} 处超出容差 atol={atol:g}、rtol={rtol:g}）"
     )
 
@@ -109,16 +124,27 @@ def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-
     if isinstance(want, float):
         try:
             g = float(got.item() if isinstance(got, torch.Tensor) else got)
-        except (TypeError, ValueError):
-            return f"应为数字，得到 {type(got).__name__}"
+        except (TypeError, ValueError, RuntimeError):  # RuntimeError：多于一个元素的张量
+            return f"应为一个数，得到{_kind(got)}"
         if g != g and want != want:
             return None
         if g != g:
             return f"得到 NaN，应为 {_fmt(want)}"
         if abs(g - want) <= atol + rtol * abs(want):
             return None
-        return f"得到 {_fmt(g)}，应为 {_fmt(want)}"
+        g_s, w_s = _fmt_pair(g, want)
+        return f"得到 {g_s}，应为 {w_s}"
+    if isinstance(got, torch.Tensor):
+        if got.numel() != 1:
+            return f"应为 {want!r}，得到{_kind(got)}"
+        got = got.item()
     return None if got == want else f"得到 {got!r}，应为 {want!r}"
+
+
+def _kind(x: Any) -> str:
+    if isinstance(x, torch.Tensor):
+        return f"形状 {tuple(x.shape)} 的张量"
+    return f" {type(x).__name__}"
 
 
 def which_mistake(
@@ -155,5 +181,86 @@ def check(
     if msg is None:
         return
     if inputs is not None and (m := which_mistake(got, inputs, mistakes, rtol, atol)):
-        pytest.fail(f"看起来是{m.what}：回看 {m.section}。\n（{where}：{msg}）", pytrace=False)
+        pytest.fail(f"{named(m)}\n（{where}：{msg}）", pytrace=False)
     pytest.fail(f"{where}不对：{msg}。对照 {section}。", pytrace=False)
+
+
+def make_checker(
+    want: Mapping[str, Callable[..., Any]],
+    mistakes: Mapping[str, list[Mistake]],
+    spec: Mapping[str, str],
+    tol: Mapping[str, Mapping[str, float]] | None = None,
+) -> Callable[..., None]:
+    """一个模块里几个函数共用的 `check`：按函数名取参考实现、典型错误、课文章节和容差。
+
+    返回 `check_fn(name, got, inputs, *, where=None, section=None, want=None, **tol)`：
+    `got` 是函数 `name` 在 `inputs` 上的输出；`want` 不给时用 `want[name](**inputs)`。
+    """
+
+    def check_fn(name, got, inputs, *, where=None, section=None, want=None, **override):
+        check(
+            got,
+            want_fns[name](**inputs) if want is None else want,
+            inputs=inputs,
+            mistakes=mistakes[name],
+            where=where or f"{name} 的输出",
+            section=section or spec[name],
+            **{**(tol or {}).get(name, {}), **override},
+        )
+
+    want_fns = want
+    return check_fn
+
+
+def named(m: Mistake) -> str:
+    """识别出 `m` 时，失败信息的第一行。"""
+    return f"看起来是{m.what}：回看 {m.section}。"
+
+
+def diagnosis_line(got: Any, want: Any, **kwargs: Any) -> str | None:
+    """`check(got, want, **kwargs)` 失败时返回失败信息的第一行，通过时返回 None。"""
+    try:
+        check(got, want, **kwargs)
+    except pytest.fail.Exception as e:
+        return str(e.msg).splitlines()[0]
+    return None
+
+
+def assert_named(
+    mistake: Mistake, inputs: Mapping[str, Any], want: Any, mistakes, **kwargs: Any
+) -> None:
+    """测诊断本身：已知错误 `mistake` 在 `inputs` 上的输出送进 `check`，失败信息的第一行必须点名它。"""
+    line = diagnosis_line(mistake.fn(**inputs), want, inputs=inputs, mistakes=mistakes, **kwargs)
+    assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
+
+
+def assert_sections_exist(sections) -> None:
+    """每个 `L2.01「标题开头」` 形式的章节指向，在课文里都要有对应的标题。"""
+    missing = sorted(s for s in set(sections) if section_heading(s) is None)
+    assert not missing, f"这些章节在课文里找不到对应的标题：{missing}"
+
+
+def expect_value_error(call: Callable[[], Any], what: str) -> None:
+    """`call()` 必须抛 ValueError；`what` 用一句中文说明是哪种非法输入。"""
+    try:
+        call()
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise  # 还是空桩：交给 common/pytest_plugin.py 给出「还没实现」的提示
+    except Exception as e:  # noqa: BLE001  任何别的异常都要说清楚
+        pytest.fail(f"{what}：应当抛 ValueError，实际抛了 {type(e).__name__}：{e}", pytrace=False)
+    pytest.fail(f"{what}：应当抛 ValueError（并说明要改什么），但什么也没抛", pytrace=False)
+
+
+_SECTION = re.compile(r"^L([123])\.(\d\d)「([^」]+)」")
+_LEVELS = {"1": "L1_concepts", "2": "L2_algorithm", "3": "L3_frameworks"}
+
+
+def section_heading(section: str) -> str | None:
+    """`"L2.01「坑 1」"` -> 课文 L2_algorithm/01_*/README.md 里以「坑 1」开头的标题；找不到返回 None。"""
+    m = _SECTION.match(section)
+    if m is None:
+        return None
+    readmes = sorted((ROOT / _LEVELS[m.group(1)]).glob(f"{m.group(2)}_*/README.md"))
+    return find_heading(readmes[0], m.group(3)) if readmes else None

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
 import torch
+from diagnose import describe_mismatch
 
 SNAPSHOT_DIR = Path(__file__).resolve().parent / "snapshots"
 
@@ -54,36 +56,10 @@ def run(case: Case, package: str) -> Any:
 
 
 def assert_same(got: Any, want: Any, rtol: float, atol: float, where: str = "输出") -> None:
-    """递归比较张量 / 元组 / 字典 / 数字。"""
-    if isinstance(want, torch.Tensor):
-        assert isinstance(got, torch.Tensor), f"{where}: 应该是张量，得到 {type(got).__name__}"
-        assert got.shape == want.shape, (
-            f"{where}: 形状 {tuple(got.shape)} != 期望 {tuple(want.shape)}"
-        )
-        assert got.dtype == want.dtype, f"{where}: dtype {got.dtype} != 期望 {want.dtype}"
-        if want.dtype == torch.bool:
-            assert torch.equal(got, want), f"{where}: 布尔张量不一致"
-        else:
-            torch.testing.assert_close(
-                got.detach(), want, rtol=rtol, atol=atol, msg=lambda m: f"{where}: {m}"
-            )
-    elif isinstance(want, (tuple, list)):
-        assert isinstance(got, (tuple, list)) and len(got) == len(want), (
-            f"{where}: 应该返回 {len(want)} 个值"
-        )
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, rtol, atol, f"{where}[{i}]")
-    elif isinstance(want, dict):
-        assert isinstance(got, dict), f"{where}: 应该是 dict"
-        missing = set(want) - set(got)
-        assert not missing, f"{where}: 缺少键 {sorted(missing)}"
-        for k in want:
-            assert_same(got[k], want[k], rtol, atol, f"{where}[{k!r}]")
-    elif isinstance(want, float):
-        g = float(got.item() if isinstance(got, torch.Tensor) else got)
-        assert abs(g - want) <= atol + rtol * abs(want), f"{where}: {g} != 期望 {want}"
-    else:
-        assert got == want, f"{where}: {got!r} != 期望 {want!r}"
+    """递归比较张量 / 元组 / 字典 / 数字；不一致时用一句中文失败（tests/diagnose.py 的 describe_mismatch）。"""
+    msg = describe_mismatch(got, want, rtol=rtol, atol=atol)
+    if msg is not None:
+        pytest.fail(f"{where}与参考实现的快照不一致：{msg}。", pytrace=False)
 
 
 def to_saveable(x: Any) -> Any:

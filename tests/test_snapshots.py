@@ -19,4 +19,5 @@ def test_snapshot(case, impl_name):
     # 输入造法改了却没重新生成快照，会让比较失去意义
     assert_same(inputs, saved["inputs"], 0, 0, where="快照输入")
     fn = getattr(importlib.import_module(f"{impl_name}.{case.module}"), case.func)
-    assert_same(fn(**inputs), saved["output"], case.rtol, case.atol)
+    where = f"{impl_name}.{case.module}.{case.func} 在快照 {case.name} 上的输出"
+    assert_same(fn(**inputs), saved["output"], case.rtol, case.atol, where=where)

@@ -3,7 +3,7 @@
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py            # tiny 预设（warm-start 模型），CPU 几秒
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py --problem-seed 7 --group 8
 
-用的全是训练脚本里的同一套函数：common.rollout.generate 采样，L2.02 的 token_logprobs 算 log π，
+用的全是训练脚本里的同一套函数：common.rollout.generate 采样（L2.06 的 process_logits 处理 temperature），L2.02 的 token_logprobs 算 log π，
 common.reward 判分，L2.01 的 group_advantages 算 advantage。
 """
 
@@ -25,6 +25,7 @@ from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import token_logprobs  # noqa: E402
+from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 
 def main(argv=None) -> int:
@@ -52,6 +53,7 @@ def main(argv=None) -> int:
         eos_token_ids=preset.eos_token_ids,
         pad_token_id=preset.pad_token_id,
         temperature=a.temperature,
+        process_logits=process_logits,  # temperature（和 top-p）怎么作用在 logits 上：L2.06
         generator=gen,
     )
     with torch.no_grad():  # 与训练时同样的前向：只取回答位置的 logits

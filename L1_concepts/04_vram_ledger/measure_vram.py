@@ -7,7 +7,7 @@
 
 一步 GRPO 分成五个阶段，每个阶段用 torch.cuda.max_memory_allocated 量峰值：
   加载后 → rollout → 旧/参考 log-prob 前向（no_grad）→ 反向（逐个 micro-batch）→ 优化器 step。
-账本（common/vram.py）按同样的形状预测每个阶段。默认跑 2 步、报告最后一步：第一步里 AdamW 的 m、v
+账本（common/ledger.py）按同样的形状预测每个阶段。默认跑 2 步、报告最后一步：第一步里 AdamW 的 m、v
 才被创建、快速解码器才被编译，第二步才是「稳态」，账本算的也是稳态。
 --init random（默认）：随机权重几乎不会采到 EOS，每条回答都写满 max_new_tokens——正好是账本假设的最坏情况。
 --model 目录（真权重）：回答可能在 EOS 处提前停下、不写满 max_new_tokens，而账本按写满算。
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import importlib
 import json
 import sys
@@ -24,13 +25,14 @@ import time
 from contextlib import nullcontext
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 没 pip install -e 也能从仓库根目录运行
+# 没 pip install -e 也能从仓库根目录运行
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
-from common import vram  # noqa: E402
+from common.cuda_memory import cap_to_gpu_gb, peak_memory  # noqa: E402
+from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
+from common.ledger import ALLOCATOR_SLACK, CUDA_CONTEXT_GIB, GiB, Settings, ledger  # noqa: E402
 from common.models import (  # noqa: E402
     PresetError,
     get_preset,
@@ -38,9 +40,14 @@ from common.models import (  # noqa: E402
     resolve_device,
     validate_model_dir,
 )
+from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
+from common.qwen3_shapes import ModelShape  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
+from common.vram import cell  # noqa: E402
 
+# GPU 上每块的行数（grpo_train.py 用同一个数）：256 行 × 151,936 × 4 B ≈ 0.15 GiB 一块
+HIDDEN_CHUNK_ROWS = 256
 PHASES = ("loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step")
 LABELS = {
     "loaded": "加载后",
@@ -55,7 +62,9 @@ END_OF_PHASE = ("loaded", "after_step")
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description="跑几步 GRPO，逐阶段对照实测显存与 common.vram 的预测")
+    ap = argparse.ArgumentParser(
+        description="跑几步 GRPO，逐阶段对照实测显存与 common.ledger 的预测"
+    )
     ap.add_argument(
         "--preset", default="tiny", help="tiny（默认，CPU）| qwen3-0.6b | qwen3-1.7b-lora"
     )
@@ -92,6 +101,26 @@ def parse_args(argv=None):
         help="把 PyTorch 能用的显存限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）",
     )
     ap.add_argument("--steps", type=int, default=2, help="跑几步，报告最后一步（默认 2）")
+    ap.add_argument(
+        "--logprobs",
+        choices=["hidden", "logits"],
+        default="hidden",
+        help="hidden（默认，同 grpo_train.py）：从 hidden state 分块算，不出现 logits；"
+        "logits：先算出 (B,T,V) logits 再 token_logprobs（L2.02 第 3 节的写法）",
+    )
+    ap.add_argument(
+        "--rollout-memory",
+        choices=["host", "keep", "release"],
+        default="host",
+        help="快速解码器的 KV cache 和权重副本在训练时：host（默认，同 grpo_train.py）= 借给梯度；"
+        "keep = 闲置；release = 每次生成完释放、下次重新分配并重新捕获 CUDA graph",
+    )
+    ap.add_argument("--optimizer", choices=OPTIMIZERS, help="默认取预设的推荐值（没有就是 adamw）")
+    ap.add_argument(
+        "--full",
+        action="store_true",
+        help="LoRA 预设改成全参数微调（同一个基座，不加 adapter）：L1.04 的 1.7B 全参实验",
+    )
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -108,11 +137,14 @@ def parse_args(argv=None):
     except PresetError as err:
         ap.error(str(err))
     a.init = a.init or "random"
+    if a.full and preset.lora_rank:  # 同一个基座，不加 adapter：全部参数可训练
+        preset = dataclasses.replace(preset, name=preset.name.removesuffix("-lora"), lora_rank=None)
     d = preset.defaults
     a.prompts = a.prompts or d.get("prompts_per_step", 8)
     a.group = a.group or d.get("group_size", 8)
     a.max_new_tokens = a.max_new_tokens or d.get("max_new_tokens", 512)
     a.beta = d.get("beta", 0.0) if a.beta is None else a.beta
+    a.optimizer = a.optimizer or d.get("optimizer", "adamw")
     bad = [
         msg
         for cond, msg in [
@@ -148,7 +180,7 @@ def main(argv=None) -> int:
             "这台机器没有 CUDA：照样跑完整的 GRPO 步（同一条代码路径），但不测显存，只打印账本的预测。"
         )
     if a.cap_gb:
-        frac = vram.cap_to_gpu_gb(a.cap_gb)
+        frac = cap_to_gpu_gb(a.cap_gb)
         if frac is not None:
             print(f"显存上限：{a.cap_gb:g} GiB（set_per_process_memory_fraction({frac:.3f})）")
     torch.manual_seed(a.seed)
@@ -173,7 +205,7 @@ def main(argv=None) -> int:
         class _Phase:
             def __enter__(self):
                 self.t0 = time.time()
-                self.cm = vram.peak_memory(name)
+                self.cm = peak_memory(name)
                 self.result = self.cm.__enter__()
                 return self
 
@@ -187,7 +219,13 @@ def main(argv=None) -> int:
 
     # ---- 加载：与 grpo_train.py 相同（参考模型 = 起点的 bf16 冻结副本；可训练参数转 fp32；bf16 autocast）----
     with phase("loaded"):
-        model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
+        model, tok = load_model(
+            preset,
+            init=a.init,
+            device=device,
+            model_path=a.model,
+            gradient_checkpointing=a.checkpointing,
+        )
         ref = (
             None
             if a.beta == 0 or preset.lora_rank
@@ -195,10 +233,10 @@ def main(argv=None) -> int:
         )
         for p in model.parameters():
             p.data = p.data.float() if p.requires_grad else p.data
-        if a.checkpointing:
-            model.gradient_checkpointing_enable()
+        if cuda:  # 与 grpo_train.py 相同：log-prob 块的 fp32 矩阵乘走 TF32 tensor core
+            torch.backends.cuda.matmul.fp32_precision = "tf32"
         params = [p for p in model.parameters() if p.requires_grad]
-        opt = torch.optim.AdamW(params, lr=a.lr, betas=(0.9, 0.99), weight_decay=0.0)
+        opt = make_optimizer(params, a.optimizer, lr=a.lr, weight_decay=0.0)
     amp = (
         (lambda: torch.autocast(device.type, dtype=preset.dtype))
         if preset.dtype != torch.float32
@@ -218,17 +256,27 @@ def main(argv=None) -> int:
 
     def logprobs(net, ro, rows, entropy=False):
         T = ro.completion_ids.shape[1]
+        inputs = dict(
+            input_ids=ro.sequences[rows],
+            attention_mask=ro.attention_mask[rows],
+            position_ids=ro.position_ids[rows],
+        )
+        if a.logprobs == "hidden":  # 与 grpo_train.py 相同的路径（L2.02 第 6 节）
+            base = net.get_base_model() if preset.lora_rank else net
+            with amp():
+                h = base.model(**inputs).last_hidden_state[:, -(T + 1) :]
+            rows_per_chunk = HIDDEN_CHUNK_ROWS if cuda else LM.CHUNK_ROWS
+            logp, ent = LM.hidden_token_logprobs(
+                h, base.lm_head.weight, ro.completion_ids[rows], 1.0, rows_per_chunk
+            )
+            return logp, ent if entropy else None
         with amp():
-            logits = net(
-                input_ids=ro.sequences[rows],
-                attention_mask=ro.attention_mask[rows],
-                position_ids=ro.position_ids[rows],
-                logits_to_keep=T + 1,
-            ).logits[:, :-1]
+            logits = net(**inputs, logits_to_keep=T + 1).logits[:, :-1]
         return LM.token_logprobs(logits, ro.completion_ids[rows]), LM.token_entropy(
             logits
         ) if entropy else None
 
+    hosted = 0  # 梯度借住 rollout 显存的字节数（--rollout-memory host）
     for step in range(a.steps):
         batch = problems[step * a.prompts : (step + 1) * a.prompts]
         model.eval()  # 生成时关掉训练模式：开了 gradient checkpointing 的训练模式下 HF 不建 KV cache
@@ -243,6 +291,8 @@ def main(argv=None) -> int:
                 generator=gen,
                 backend=a.backend,
             )
+            if a.rollout_memory == "release":
+                free_rollout_memory(model)
         model.train()
         texts = [
             tok.decode(ids[:n], skip_special_tokens=True)
@@ -265,6 +315,8 @@ def main(argv=None) -> int:
                         [logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs]
                     )
         with phase("backward"):
+            if cuda and a.rollout_memory == "host":  # 梯度借住 KV cache 和权重副本的显存
+                hosted = host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, _ = logprobs(model, ro, mb)
                 loss, _ = LOSS.grpo_loss(
@@ -282,11 +334,12 @@ def main(argv=None) -> int:
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)  # 梯度在 rollout 期间不占显存
+        # 计时只供参考，CPU 上没有意义
         print(
             f"第 {step + 1}/{a.steps} 步：prompt {ro.prompt_ids.shape[1]} token，回答最长 {ro.completion_ids.shape[1]} token，"
             f"截断率 {ro.truncated.float().mean().item():.2f}；用时 "
             + "，".join(f"{LABELS[k]} {timings[k]:.1f}s" for k in PHASES[1:5])
-        )  # 计时只供参考，CPU 上没有意义
+        )
 
     # ---- 账本：同样的形状 ----
     from common.fast_decode import supports_fast_decode
@@ -296,8 +349,8 @@ def main(argv=None) -> int:
         if a.backend != "auto"
         else ("fast" if cuda and supports_fast_decode(model) else "eager")
     )
-    shape = vram.ModelShape.from_config(model.config, name=preset.name, hub_id=preset.hub_id or "")
-    settings = vram.Settings(
+    shape = ModelShape.from_config(model.config, name=preset.name, hub_id=preset.hub_id or "")
+    settings = Settings(
         method="lora" if preset.lora_rank else "full",
         lora_rank=preset.lora_rank or 16,
         prompts=a.prompts,
@@ -308,23 +361,27 @@ def main(argv=None) -> int:
         beta=a.beta,
         precision="fp32",
         checkpointing=a.checkpointing,
-        logprobs="chunked_ckpt",
+        logprobs="hidden" if a.logprobs == "hidden" else "chunked_ckpt",
+        optimizer="adamw8bit" if a.optimizer == "adamw8bit" else ("fused" if cuda else "foreach"),
+        host_grads=cuda and backend == "fast" and a.rollout_memory == "host",
         logits_over="completion",
         layout="policy",
         rollout_backend=backend,
     )
-    gpu_gb = a.cap_gb or (
-        torch.cuda.get_device_properties(0).total_memory / vram.GiB if cuda else 32.0
-    )
-    led = vram.ledger(shape, settings, gpu_gb)
+    gpu_gb = a.cap_gb or (torch.cuda.get_device_properties(0).total_memory / GiB if cuda else 32.0)
+    led = ledger(shape, settings, gpu_gb)
     pred = dict(led.phases)
 
-    print(f"\n账本设定：{settings.short()}，rollout={backend}")
+    print(
+        f"\n账本设定：{settings.short()}，rollout={backend}，log-prob={a.logprobs}，"
+        f"优化器 {a.optimizer}，rollout 显存 {a.rollout_memory}"
+        + (f"（梯度借住 {hosted / GiB:.2f} GiB）" if hosted else "")
+    )
     if preset.dtype == torch.float32:
         print(
             "注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。"
         )
-    unit, scale = ("GiB", vram.GiB) if max(pred.values()) >= vram.GiB else ("MiB", 2**20)
+    unit, scale = ("GiB", GiB) if max(pred.values()) >= GiB else ("MiB", 2**20)
     cols = [
         ("阶段", 24, False),
         (f"实测({unit})", 12, True),
@@ -334,62 +391,67 @@ def main(argv=None) -> int:
     if not cuda:
         cols = [cols[0], cols[2]]
     print(
-        "".join(vram.cell(name, w, right) for name, w, right in cols)
+        "".join(cell(name, w, right) for name, w, right in cols)
         + ("  实测 = 阶段内峰值；加载后、step 之后 = 阶段末" if cuda else "")
     )
     rows = []
     for ph in PHASES:
-        row = {"phase": ph, "predicted_gib": pred[ph] / vram.GiB}
-        cells = [vram.cell(LABELS[ph], 24)]
+        row = {"phase": ph, "predicted_gib": pred[ph] / GiB}
+        cells = [cell(LABELS[ph], 24)]
         if cuda:
             m = measured["optimizer" if ph == "after_step" else ph]
             meas = m["allocated"] if ph in END_OF_PHASE else m["peak"]
             row.update(
-                measured_gib=meas / vram.GiB,
-                peak_reserved_gib=m["peak_reserved"] / vram.GiB,
+                measured_gib=meas / GiB,
+                peak_reserved_gib=m["peak_reserved"] / GiB,
                 error=(pred[ph] - meas) / meas,
             )
-            cells.append(vram.cell(f"{meas / scale:.2f}", 12, True))
-        cells.append(vram.cell(f"{pred[ph] / scale:.2f}", 12, True))
+            cells.append(cell(f"{meas / scale:.2f}", 12, True))
+        cells.append(cell(f"{pred[ph] / scale:.2f}", 12, True))
         if cuda:
-            cells.append(vram.cell(f"{row['error']:+.0%}", 8, True))
+            cells.append(cell(f"{row['error']:+.0%}", 8, True))
         print("".join(cells))
         rows.append(row)
     summary = {
         "preset": preset.name,
         "init": a.init,
         "model": None if a.model is None else str(a.model),
-        "settings": vram.dataclasses.asdict(settings),
+        "settings": dataclasses.asdict(settings),
         "device": torch.cuda.get_device_name(0) if cuda else "cpu",
         "cap_gb": a.cap_gb,
         "phases": rows,
         "torch": torch.__version__,
+        "rollout_memory": a.rollout_memory,
+        "logprobs": a.logprobs,
+        "optimizer": a.optimizer,
+        "hosted_grad_gib": hosted / GiB,
+        "last_step_s": {k: timings[k] for k in PHASES[1:5]},
     }
     if cuda:
         peak = max(r["measured_gib"] for r in rows if r["phase"] not in END_OF_PHASE)
         reserved = max(r["peak_reserved_gib"] for r in rows)
         free, total = torch.cuda.mem_get_info()
-        used = (total - free) / vram.GiB
+        used = (total - free) / GiB
         summary.update(
             peak_gib=peak,
-            predicted_peak_gib=led.peak_allocated / vram.GiB,
+            predicted_peak_gib=led.peak_allocated / GiB,
             max_reserved_gib=reserved,
             device_used_gib=used,
         )
         print(
-            f"\n整步峰值（allocated）：实测 {peak:.2f} GiB，账本 {led.peak_allocated / vram.GiB:.2f} GiB"
-            f"（{(led.peak_allocated / vram.GiB - peak) / peak:+.0%}）"
+            f"\n整步峰值（allocated）：实测 {peak:.2f} GiB，账本 {led.peak_allocated / GiB:.2f} GiB"
+            f"（{(led.peak_allocated / GiB - peak) / peak:+.0%}）"
         )
         print(
             f"分配器：reserved 最高 {reserved:.2f} GiB，比峰值 allocated 多 {reserved - peak:.2f} GiB"
-            f"（账本按 {vram.ALLOCATOR_SLACK:.0%} = {vram.ALLOCATOR_SLACK * peak:.2f} GiB 记）"
+            f"（账本按 {ALLOCATOR_SLACK:.0%} = {ALLOCATOR_SLACK * peak:.2f} GiB 记）"
         )
         print(
             f"整张卡已用（mem_get_info，含 CUDA 上下文，也含别的进程）：{used:.2f} GiB；减去此刻的 reserved "
-            f"{torch.cuda.memory_reserved() / vram.GiB:.2f} GiB 约等于上下文（账本按 {vram.CUDA_CONTEXT_GIB:g} GiB 记）"
+            f"{torch.cuda.memory_reserved() / GiB:.2f} GiB 约等于上下文（账本按 {CUDA_CONTEXT_GIB:g} GiB 记）"
         )
         print(
-            f"账本合计（含余量和上下文）：{led.total / vram.GiB:.2f} GiB / {gpu_gb:g} GiB = {led.usage:.0%}"
+            f"账本合计（含余量和上下文）：{led.total / GiB:.2f} GiB / {gpu_gb:g} GiB = {led.usage:.0%}"
         )
     else:
         print(
@@ -406,5 +468,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except NotImplementedError as err:  # --impl exercises 而练习还没写完
         sys.exit(f"还没实现：{err} 先让 pytest --impl exercises tests/L2 通过再来测显存。")
-    except (D.DataError, PresetError) as err:
+    except (D.DataError, PresetError, OptimizerError) as err:
         sys.exit(f"错误：{err}")

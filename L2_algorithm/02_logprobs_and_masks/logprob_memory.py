@@ -10,9 +10,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
+from pathlib import Path
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
+
+# 让 --impl 导入的是本仓库（这个脚本所在的仓库）里的 exercises/、solutions/，而不是别处装过的同名包
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 QWEN3_VOCAB = (
     151_936  # Qwen3 的 lm_head 行数（embedding 补齐到 151,936；tokenizer 实际 151,669 个 token）

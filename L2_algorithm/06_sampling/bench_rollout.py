@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from common.fast_decode import fast_generate, release_fast_decoders  # noqa: E402
+from common.fast_decode import ATTENTION, fast_generate, release_fast_decoders  # noqa: E402
 from common.models import load_model  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 
@@ -96,6 +96,9 @@ def main() -> int:
         action="store_true",
         help="跳过 HF static cache + compile（它的编译较慢）",
     )
+    p.add_argument(
+        "--skip-eager", action="store_true", help="跳过我们的 eager 路径（它和 HF 默认一样慢）"
+    )
     args = p.parse_args()
     if not torch.cuda.is_available():
         print(
@@ -164,13 +167,8 @@ def main() -> int:
             backend="eager",
         )
 
-    def ours_fast():
-        fast_generate(
-            model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True
-        )
-
-    def ours_fast_no_graph():  # 消融：只有静态 cache + compile，不用 CUDA graph
-        fast_generate(
+    def fast(**ablation):  # 快速路径：贪心、长度固定；ablation 改一个开关（消融）
+        return lambda: fast_generate(
             model,
             ids,
             mask,
@@ -178,20 +176,14 @@ def main() -> int:
             eos_token_ids=never,
             pad_token_id=pad,
             greedy=True,
-            cuda_graph=False,
+            **ablation,
         )
 
-    def ours_fast_no_compile():  # 消融：CUDA graph，但 layer step 不编译
-        fast_generate(
-            model,
-            ids,
-            mask,
-            max_new_tokens=N,
-            eos_token_ids=never,
-            pad_token_id=pad,
-            greedy=True,
-            compile=False,
-        )
+    ours_fast = fast()
+    ours_fast_no_graph = fast(cuda_graph=False)  # 只有静态 cache + compile，不用 CUDA graph
+    ours_fast_no_compile = fast(compile=False)  # CUDA graph，但 layer step 不编译
+    # 每次生成完释放 KV cache 和 CUDA graph，下次重新分配、重新捕获
+    ours_fast_release = fast(release=True)
 
     def ours_fast_sample():
         fast_generate(
@@ -212,9 +204,17 @@ def main() -> int:
         ("我们的 eager 路径 (common.rollout)", ours_eager),
         ("快速路径，去掉 CUDA graph", ours_fast_no_graph),
         ("快速路径，去掉 compile", ours_fast_no_compile),
-        ("我们的快速路径 (贪心)", ours_fast),
+        *[
+            (f"快速路径，attention={kind}", fast(attention=kind))
+            for kind in ("einsum", "reduce", "sdpa")
+            if kind != ATTENTION
+        ],
+        ("快速路径，每次释放再重建", ours_fast_release),
+        (f"我们的快速路径 (贪心，{ATTENTION})", ours_fast),
         ("我们的快速路径 (采样 T=1)", ours_fast_sample),
     ]
+    if args.skip_eager:
+        cases.pop(2)
     if args.skip_hf_static:
         cases.pop(1)
     with torch.no_grad():
@@ -236,9 +236,87 @@ def main() -> int:
     print(
         "（ms/step = 整次生成（含 prefill）的时间 / 新 token 数；首次调用包含编译和 CUDA graph 捕获）"
     )
+    floor_report(
+        model, ids, mask, never, pad, B, tp, N, runs[f"我们的快速路径 (贪心，{ATTENTION})"][1]
+    )
     if not ok:
         print("贪心输出与 HF generate 不一致！")
     return 0 if ok else 1
+
+
+def copy_bandwidth() -> float:
+    """设备内拷贝的实测带宽（字节/秒，读 + 写都算）：2 GiB 的 bf16 缓冲区拷 10 次取中位数。"""
+    src = torch.randn(2**30, device="cuda", dtype=torch.bfloat16)
+    dst = torch.empty_like(src)
+    times = []
+    for _ in range(12):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        dst.copy_(src)
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    return 2 * 2**31 / statistics.median(times[2:])
+
+
+def floor_report(model, ids, mask, never, pad, B, tp, N, seconds) -> None:
+    """带宽下限：每步至少读一遍 bf16 权重（嵌入表只读 B 行）和有效的 KV；实测的每步时间离它多远，时间花在哪。"""
+    from torch.profiler import ProfilerActivity, profile
+
+    cfg = model.config
+    n_params = sum(p.numel() for p in model.parameters())
+    weights = (n_params - cfg.vocab_size * cfg.hidden_size * (not cfg.tie_word_embeddings)) * 2
+    kv_token = cfg.num_hidden_layers * 2 * cfg.num_key_value_heads * cfg.head_dim * 2
+    kv = B * (tp + N / 2) * kv_token  # 平均每步读到的有效 KV（缓存从 tp 长到 tp + N）
+    bw = copy_bandwidth()
+    per_step = seconds / N
+    floor = (weights + kv) / bw
+    print(
+        f"\n带宽下限（实测拷贝带宽 {bw / 1e12:.2f} TB/s）：权重 {weights / 1e9:.2f} GB + 平均 KV {kv / 1e9:.2f} GB"
+        f" = 每步 {floor * 1e3:.2f} ms；快速路径每步 {per_step * 1e3:.2f} ms，达到下限的 {floor / per_step:.0%}"
+    )
+
+    def run():
+        fast_generate(
+            model, ids, mask, max_new_tokens=N, eos_token_ids=never, pad_token_id=pad, greedy=True
+        )
+
+    run()
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        run()
+        torch.cuda.synchronize()
+    kernels: dict[str, float] = {}
+    for e in prof.key_averages():
+        if e.self_device_time_total > 0:
+            kernels[e.key] = kernels.get(e.key, 0.0) + e.self_device_time_total / 1e3  # ms
+    busy = sum(kernels.values())
+    groups = {
+        "矩阵乘（投影、lm_head）": 0.0,
+        "attention（打分、softmax、加权和）": 0.0,
+        "采样与其它": 0.0,
+    }
+    for name, ms in kernels.items():
+        low = name.lower()
+        if (
+            "softmax" in low
+            or "bmm" in low
+            or ("red_fused" in low and "sum" in low and "mean" not in low)
+        ):
+            groups["attention（打分、softmax、加权和）"] += ms
+        elif any(k in low for k in ("nvjet", "gemm", "cutlass", "sm90_xmma", "splitk")):
+            groups["矩阵乘（投影、lm_head）"] += ms
+        else:
+            groups["采样与其它"] += ms
+    print(f"一次生成（{N} 步）的 GPU 时间 {busy:.0f} ms，墙钟 {seconds * 1e3:.0f} ms：")
+    for label, ms in groups.items():
+        print(f"  {label:<28}{ms:8.1f} ms  {ms / (seconds * 1e3):6.1%}")
+    gap = seconds * 1e3 - busy
+    print(f"  {'GPU 空闲（发射间隙、host 同步）':<28}{gap:8.1f} ms  {gap / (seconds * 1e3):6.1%}")
+    print("  最耗时的 kernel：")
+    for name, ms in sorted(kernels.items(), key=lambda kv: -kv[1])[:8]:
+        print(f"    {ms:7.1f} ms  {name[:90]}")
 
 
 if __name__ == "__main__":

@@ -22,22 +22,21 @@ from train_config import parse_config, use_exercises
 from common import data as D
 from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
 from common.evaluate import evaluate
+from common.fast_decode import host_gradients, rollout_buffers
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
+from common.optim import OptimizerError, make_optimizer
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
+from common.vllm_rollout import logp_mismatch, training_engine
 
 # 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
 from solutions.l2_01_advantages import group_advantages
-from solutions.l2_02_logprobs_and_masks import (
-    completion_mask,
-    masked_mean,
-    token_entropy,
-    token_logprobs,
-)
+from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
 from solutions.l2_05_grpo_loss import grpo_loss
 from solutions.l2_06_sampling import process_logits
 from solutions.l2_07_grpo_train import microbatch_weight
+from solutions.l2_09_train_inference_mismatch import tis_weights
 
 # ----------------------------------------------------------------------------------- 配置 ----
 # 默认值 = tiny 在 CPU 上的默认运行；每行的注释就是 --help 里的说明。命令行 --名字 值 覆盖它。
@@ -58,7 +57,8 @@ CONFIG = dict(
     max_new_tokens=40,  # 回答最多多少 token，写不完算截断
     temperature=1.0,  # 采样温度；训练时的 log π 也按它算：优化的就是采样用的那个分布
     top_p=1.0,  # nucleus 采样的累计概率阈值，1 = 不截
-    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast
+    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast | vllm（推理引擎采样，L2.09）
+    tis="none",  # vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）：none | token | sequence
     reward="correctness",  # correctness | correctness_plus_format | format_only | shuffled（对照）
     # -- GRPO 损失（L2.01–L2.05）
     beta=0.0,  # KL 系数；0 = 不要参考模型（TRL 默认）
@@ -71,6 +71,7 @@ CONFIG = dict(
     micro_batch=32,  # 每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新
     grad_clip=1.0,  # 梯度范数上限：一批异常样本不至于把模型一步推飞
     weight_decay=0.0,  # advantage 全为 0 时 weight decay 照样改权重，RL 里关掉
+    optimizer="adamw",  # adamw | adamw8bit（m、v 存 8 bit，要 torchao；L1.04 的 1.7B 全参实验）
     # -- 评估、保存、运行
     eval_every=20,  # 每隔几步做一次 held-out 评估，含 pass@k（第 1、2、3、5、10 步只评贪心）
     pass_k=8,  # 评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）
@@ -84,33 +85,32 @@ EARLY_EVALS = (1, 2, 3, 5, 10)  # 前几步密集评估：看清行为是在哪�
 
 def main(cfg):
     if cfg.impl == "exercises":  # 换成你写的同名函数；先确认都写完了，再加载任何东西（fail fast）
-        use_exercises(globals())
+        use_exercises(globals(), skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
     preset = get_preset(cfg.preset)
     device = resolve_device(preset)
     cuda = device.type == "cuda"
+    torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
     if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
     model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
-    ref = None
-    if cfg.beta > 0 and not preset.lora_rank:
-        ref = copy.deepcopy(model).eval().requires_grad_(False)
-    # 可训练参数用 fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。
-    # 计算仍走 bf16 autocast。
+    frozen_copy = cfg.beta > 0 and not preset.lora_rank
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
+    # fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。计算仍走 bf16 autocast。
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.data = p.data.float()
     half = preset.dtype != torch.float32
     amp = lambda: torch.autocast(device.type, dtype=preset.dtype) if half else nullcontext()
-    opt = torch.optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.99), weight_decay=cfg.weight_decay)
+    opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
     train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
                                    difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
     eos, pad = list(preset.eos_token_ids), preset.pad_token_id
     train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
 
-    def rollout(problems, greedy=False, generator=gen):
+    def rollout(problems, greedy=False, generator=gen, engine=None):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
         prompts = [tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
                    for p in problems]
@@ -118,7 +118,7 @@ def main(cfg):
             ro = generate(model, prompts, max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos,
                           pad_token_id=pad, temperature=cfg.temperature, top_p=cfg.top_p,
                           greedy=greedy, process_logits=process_logits, generator=generator,
-                          backend=cfg.rollout)
+                          backend=engine or cfg.rollout.replace("vllm", "auto"))
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
@@ -129,13 +129,14 @@ def main(cfg):
 
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
-        T = ro.completion_ids.shape[1]  # 位置编码用 rollout 时的（左填充的 pad 不占位置）
-        with amp():  # 只要最后 T+1 个位置的 logits：位置 t 预测第 t+1 个 token，prompt 部分用不上
-            logits = net(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                         position_ids=ro.position_ids[rows], logits_to_keep=T + 1).logits[:, :-1]
-        if cfg.temperature != 1.0:  # 优化的是真正采样用的分布：和 rollout 一样除以温度（TRL 同）
-            logits = logits / cfg.temperature
-        return token_logprobs(logits, ro.completion_ids[rows]), token_entropy(logits.detach())
+        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里
+        with amp():  # 只跑到最后一层 hidden state（位置编码用 rollout 时的：左填充的 pad 不占位置）
+            h = base.model(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
+                           position_ids=ro.position_ids[rows]).last_hidden_state
+        # 从 hidden 分块算，完整的 (M, T, V) logits 从不出现（L2.02 第 6 节）；位置 t 预测第 t+1 个
+        # token，所以用回答前一位起的 T 个 hidden。温度：优化的是真正采样用的分布（TRL 同）
+        return hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows],
+                                     cfg.temperature, chunk_rows=256)
 
     # ---- 运行目录：新开，或从 checkpoint 续跑 ----
     out, start = Path(cfg.out), 0
@@ -148,6 +149,7 @@ def main(cfg):
         ev = heldout_eval()
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
+    engine = training_engine(model, preset, cfg) if cfg.rollout == "vllm" else None  # 评估不用它
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
     N, M, G = cfg.prompts_per_step * cfg.group_size, cfg.micro_batch, cfg.group_size
     mbs = [slice(i, i + M) for i in range(0, N, M)]
@@ -159,7 +161,7 @@ def main(cfg):
         t0 = time.time()
         pick = torch.randperm(len(train), generator=gen, device=device)[: cfg.prompts_per_step]
         problems = [train[i] for i in pick.tolist()]
-        ro, texts = rollout([p for p in problems for _ in range(G)])
+        ro, texts = rollout([p for p in problems for _ in range(G)], engine=engine)
         rollout_s = time.time() - t0
 
         # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
@@ -187,15 +189,19 @@ def main(cfg):
                     ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
 
         # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
-        stats, ents = [], []
+        stats, ents, lps = [], [], []  # 熵、训练端的 logp：取采样时的策略（it = 0，参数还没动）
         for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
+            if cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
+                host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
-                ents += [ent] if it == 0 else []  # 熵：采样时那个策略的（参数还没动）
+                ents, lps = (ents + [ent], lps + [logp.detach()]) if it == 0 else (ents, lps)
+                tw = None if cfg.tis == "none" else tis_weights(  # TIS：只乘策略项（L2.09）
+                    logp if old is None else old[mb], ro.engine_logp[mb], mask[mb], level=cfg.tis)
                 loss, m = grpo_loss(logp, logp.detach() if old is None else old[mb], adv[mb],
                                     mask[mb], ref_logp=None if ref_logp is None else ref_logp[mb],
                                     beta=cfg.beta, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                    aggregation=cfg.aggregation,
+                                    aggregation=cfg.aggregation, token_weights=tw,
                                     max_completion_length=cfg.max_new_tokens)
                 w = microbatch_weight(mask[mb], mask, cfg.aggregation)
                 (loss * w).backward()
@@ -204,7 +210,7 @@ def main(cfg):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
-        train_s = time.time() - t1
+        train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
 
         # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
         lens = ro.lengths.float()
@@ -221,7 +227,8 @@ def main(cfg):
             loss=mean_of("loss"), grad_norm=grad_norm, lr=opt.param_groups[0]["lr"],
             rollout_s=rollout_s, train_s=train_s, elapsed_s=time.time() - t_run,
             tokens_per_s=lens.sum().item() / max(rollout_s, 1e-9),
-            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None, sync_s=sync_s,
+            **(logp_mismatch(ro.engine_logp, torch.cat(lps), mask) if engine else {}),
         )
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         periodic = step % cfg.eval_every == 0
@@ -249,5 +256,5 @@ def main(cfg):
 if __name__ == "__main__":
     try:
         main(parse_config())
-    except (D.DataError, PresetError, CheckpointError) as err:
+    except (D.DataError, PresetError, CheckpointError, OptimizerError) as err:
         sys.exit(f"错误：{err}")

@@ -44,6 +44,7 @@ from common import data as D
 from common.evaluate import evaluate
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
 from common.rollout import generate
+from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
@@ -162,7 +163,8 @@ def measure(model, tok, heldout, group_size, max_new_tokens, temperature):
         prompts = [encode(tok, p)[0] for p in problems]
         ro = generate(model, prompts, max_new_tokens=max_new_tokens,
                       eos_token_ids=list(preset.eos_token_ids), pad_token_id=preset.pad_token_id,
-                      temperature=temperature, greedy=greedy, generator=generator)  # fmt: skip
+                      temperature=temperature, greedy=greedy, generator=generator,
+                      process_logits=process_logits)  # fmt: skip
         ids = zip(ro.completion_ids, ro.lengths)
         return [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 

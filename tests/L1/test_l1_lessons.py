@@ -1,4 +1,5 @@
-"""L1 的课文：贴出来的账本输出必须和 common.vram 现在打印的一字不差（改了账本就要重贴），结尾三节齐全。"""
+"""L1 的课文：贴出来的账本输出必须和 `python -m common.vram` 现在打印的一字不差（改了账本就要重贴）。
+课文结尾的三节由 tests/test_lessons.py 对所有课统一检查。"""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from common import vram
+from common.fit import fit_table
 
 ROOT = Path(__file__).resolve().parents[2]
 L1 = ROOT / "L1_concepts"
@@ -57,18 +59,11 @@ def test_knob_table_in_the_ledger_lesson_is_current():
         assert f"{total.group(1)} GiB（{total.group(2)}%" in readme, extra
 
 
-@pytest.mark.parametrize("lesson", sorted(p.parent.name for p in L1.glob("[0-9][0-9]_*/README.md")))
-def test_lesson_ends_with_the_three_sections(lesson):
-    text = (L1 / lesson / "README.md").read_text(encoding="utf-8")
-    heads = [line for line in text.splitlines() if line.startswith("## ")]
-    assert heads[-3:] == ["## 学完这节你能做到", "## 检查点", "## 练习"], lesson
-
-
 def test_numbers_quoted_in_the_first_lesson_are_current():
     from common import env_check
 
     readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
-    row = next(r for r in vram.fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
+    row = next(r for r in fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
     assert f"占 {row['usage']:.0%}，回答上限 {row['max_new_tokens_fit']} token" in readme
     for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
         assert r["why"] in readme, r["preset"]
@@ -90,7 +85,7 @@ def test_the_three_vram_figures_in_the_first_lesson_are_current():
         "第二行要等于 env_check 里 qwen3-0.6b 的账本数字"
     )
 
-    fit = next(r for r in vram.fit_table(32) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
+    fit = next(r for r in fit_table(32) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
     assert f"**{fit['total_gb']:.1f} GiB（{fit['usage']:.0%}）**" in ledger_colocate, (
         "第三行要等于装箱表里 Qwen3-0.6B full 的合计和占比"
     )

@@ -1,4 +1,7 @@
-"""L2.01 group_advantages：性质、边界情况、与逐组朴素实现对照。"""
+"""L2.01 group_advantages：与逐组朴素实现对照、性质、全相等的组、非法输入；写错时点名是哪种典型错误。
+
+典型错误（故意写错的实现）在 tests/L2/mistakes_l2_01.py；失败信息的第一行是一句中文（tests/diagnose.py）。
+"""
 
 from __future__ import annotations
 
@@ -6,8 +9,10 @@ import statistics
 
 import pytest
 import torch
-from hypothesis import given, settings
+from diagnose import assert_named, assert_sections_exist, check, expect_value_error
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from mistakes_l2_01 import DIAGNOSIS_INPUTS, EXAMPLE, MISTAKES, SHOWN_BY, SPEC, WHY
 
 
 @pytest.fixture(scope="module")
@@ -16,30 +21,67 @@ def mod(impl):
 
 
 def _naive(rewards: list[float], g: int, eps: float, scale: str) -> list[float]:
-    """逐组 Python 循环的参考（statistics.stdev 即无偏 std）。"""
+    """逐组 Python 循环的参考（statistics.stdev 即无偏 std；全相等的组按规格直接给 0）。"""
     out = []
     std_all = statistics.stdev(rewards)
     for i in range(0, len(rewards), g):
         grp = rewards[i : i + g]
-        mean = sum(grp) / g
+        if len(set(grp)) == 1:
+            out += [0.0] * g
+            continue
+        mean = statistics.fmean(grp)
         std = {"group": statistics.stdev(grp), "batch": std_all, "none": None}[scale]
         out += [(r - mean) if std is None else (r - mean) / (std + eps) for r in grp]
     return out
 
 
+def _want(rewards, group_size, eps=1e-6, scale="group"):
+    dtype = rewards.dtype if rewards.is_floating_point() else torch.float32
+    return torch.tensor(_naive(rewards.tolist(), group_size, eps, scale), dtype=dtype)
+
+
+def _check(got, inputs, *, section=SPEC, **tol):
+    args = ", ".join(f"{k}={v!r}" for k, v in inputs.items() if k != "rewards")
+    where = f"group_advantages(rewards, {args}) 的输出"
+    check(
+        got, _want(**inputs), inputs=inputs, mistakes=MISTAKES, where=where, section=section, **tol
+    )
+
+
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 def test_matches_naive_loop(mod, scale):
     rewards = [1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 0.0, 1.0, 0.2, 0.5, 0.0, 0.4]
-    got = mod.group_advantages(torch.tensor(rewards, dtype=torch.float64), 4, scale=scale)
-    torch.testing.assert_close(
-        got, torch.tensor(_naive(rewards, 4, 1e-6, scale), dtype=torch.float64)
-    )
+    inputs = dict(rewards=torch.tensor(rewards, dtype=torch.float64), group_size=4, scale=scale)
+    _check(mod.group_advantages(**inputs), inputs)
+
+
+def test_worked_example_of_the_lesson(mod):
+    # 课文 3.3 节：[1, 0, 0, 0 | 1, 1, 1, 1]，三种 scale
+    for scale in ("group", "batch", "none"):
+        inputs = dict(rewards=torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 1]), group_size=4, scale=scale)
+        _check(mod.group_advantages(**inputs), inputs, section=EXAMPLE)
+
+
+@pytest.mark.parametrize("case", sorted(DIAGNOSIS_INPUTS))
+def test_typical_mistakes_are_caught(mod, case):
+    """这组输入让每种典型错误都给出不同的结果：有全相等的 0.1、有 std 恰好为 0 的组。"""
+    inputs = DIAGNOSIS_INPUTS[case]()
+    _check(mod.group_advantages(**inputs), inputs)
 
 
 def test_cs336_reference_example(mod):
     # stanford-cs336/assignment5-alignment 讲义里的例子：组 [0.2, 0.5, 0, 0.4] -> [-0.338, 1.015, -1.240, 0.564]
-    got = mod.group_advantages(torch.tensor([0.2, 0.5, 0.0, 0.4]), 4)
-    torch.testing.assert_close(got, torch.tensor([-0.338, 1.015, -1.240, 0.564]), atol=1e-3, rtol=0)
+    inputs = dict(rewards=torch.tensor([0.2, 0.5, 0.0, 0.4]), group_size=4)
+    check(
+        mod.group_advantages(**inputs),
+        torch.tensor([-0.338, 1.015, -1.240, 0.564]),
+        inputs=inputs,
+        mistakes=MISTAKES,
+        where="CS336 讲义的例子 [0.2, 0.5, 0, 0.4]",
+        section=SPEC,
+        atol=1e-3,
+        rtol=0,
+    )
 
 
 rewards_st = st.integers(2, 6).flatmap(
@@ -59,51 +101,99 @@ def test_properties(mod, gr, shift):
     r = torch.tensor(rewards, dtype=torch.float64)
     for scale in ("group", "none"):
         a = mod.group_advantages(r, g, scale=scale)
-        assert torch.isfinite(a).all()
         # 每组 advantage 之和为 0（组均值是基线）
-        torch.testing.assert_close(
-            a.view(-1, g).sum(1),
+        check(
+            a.reshape(-1, g).sum(1),
             torch.zeros(len(rewards) // g, dtype=torch.float64),
+            where=f"scale={scale!r} 时每组 advantage 之和（应为 0：组均值是基线）",
+            section="L2.01「2. 公式，以及它从哪来」",
             atol=1e-6,
             rtol=0,
         )
         # 所有 reward 加同一个常数，advantage 不变
-        torch.testing.assert_close(
-            mod.group_advantages(r + shift, g, scale=scale), a, atol=1e-6, rtol=1e-6
+        check(
+            mod.group_advantages(r + shift, g, scale=scale),
+            a,
+            where=f"scale={scale!r} 时所有 reward 加上 {shift} 之后的 advantage（应与加之前相同）",
+            section="L2.01「2. 公式，以及它从哪来」",
+            atol=1e-6,
+            rtol=1e-6,
         )
+
+
+DTYPES = [torch.float32, torch.float64, torch.bfloat16, torch.float16]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    values=st.lists(st.floats(-1e4, 1e4, allow_nan=False), min_size=1, max_size=4),
+    group_size=st.integers(2, 16),
+    dtype=st.sampled_from(DTYPES),
+    scale=st.sampled_from(["group", "batch", "none"]),
+)
+@example(values=[1.1], group_size=12, dtype=torch.float32, scale="group")  # 修之前得 −0.106
+@example(values=[0.1], group_size=8, dtype=torch.float32, scale="group")  # 修之前得 −0.0074
+@example(values=[0.1], group_size=3, dtype=torch.float64, scale="group")  # 修之前得 −1.4e-11
+def test_equal_rewards_give_exact_zeros(mod, values, group_size, dtype, scale):
+    """每组 G 个 reward 全相等（任意值、任意 G、任意浮点 dtype）：advantage 精确为 0，dtype 不变。"""
+    rewards = torch.tensor(values, dtype=torch.float64).repeat_interleave(group_size).to(dtype)
+    inputs = dict(rewards=rewards, group_size=group_size, scale=scale)
+    check(
+        mod.group_advantages(**inputs),
+        torch.zeros(len(values) * group_size, dtype=dtype),
+        inputs=inputs,
+        mistakes=MISTAKES,
+        where=f"每组 {group_size} 个 reward 全相等（{values}，{dtype}，scale={scale!r}）时的 advantage",
+        section=WHY,
+        atol=0,
+        rtol=0,
+    )
 
 
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 def test_zero_std_group_gives_zeros(mod, scale):
     r = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 1.0, 0.0])
-    a = mod.group_advantages(r, 4, scale=scale)
-    assert not torch.isnan(a).any()
-    assert torch.equal(a[:8], torch.zeros(8))
-    assert (a[8:] != 0).all()
+    inputs = dict(rewards=r, group_size=4, scale=scale)
+    got = mod.group_advantages(**inputs)
+    _check(got, inputs)
+    assert (got[8:] != 0).all(), f"scale={scale!r}：有对有错的组不该得到 0，得到 {got[8:].tolist()}"
 
 
 def test_integer_rewards_are_accepted(mod):
-    a = mod.group_advantages(torch.tensor([1, 0, 1, 0]), 2)
-    assert a.is_floating_point()
+    inputs = dict(rewards=torch.tensor([1, 0, 1, 0]), group_size=2)
+    _check(mod.group_advantages(**inputs), inputs)
 
 
 @pytest.mark.parametrize(
-    "rewards,g,scale",
+    "rewards, g, scale, what",
     [
-        (torch.zeros(6), 1, "group"),  # group_size < 2
-        (torch.zeros(7), 2, "group"),  # 不能整除
-        (torch.zeros(2, 4), 4, "group"),  # 不是一维
-        (torch.zeros(8), 4, "std"),  # 未知 scale
+        (torch.zeros(6), 1, "group", "group_size=1（组里只有一条回答）"),
+        (torch.zeros(7), 2, "group", "7 个 reward、group_size=2（不能整除）"),
+        (torch.zeros(2, 4), 4, "group", "rewards 是二维的 (2, 4)"),
+        (torch.zeros(8), 4, "std", "scale='std'（不是 group/batch/none 之一）"),
     ],
 )
-def test_bad_input_raises(mod, rewards, g, scale):
-    with pytest.raises(ValueError):
-        mod.group_advantages(rewards, g, scale=scale)
+def test_bad_input_raises(mod, rewards, g, scale, what):
+    expect_value_error(lambda: mod.group_advantages(rewards, g, scale=scale), what)
 
 
 def test_non_contiguous_rewards(mod):
     # 从更大的张量里切出来的 reward（步长不为 1）也要能用：reshape 可以，view 会报错
     full = torch.tensor([1.0, 9.0, 0.0, 9.0, 0.0, 9.0, 1.0, 9.0])
-    r = full[::2]
-    assert not r.is_contiguous()
-    torch.testing.assert_close(mod.group_advantages(r, 2), mod.group_advantages(r.contiguous(), 2))
+    inputs = dict(rewards=full[::2], group_size=2)
+    assert not inputs["rewards"].is_contiguous()
+    _check(mod.group_advantages(**inputs), inputs)
+
+
+# ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.what[:12])
+def test_each_typical_mistake_is_named(mistake):
+    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
+    inputs = DIAGNOSIS_INPUTS[SHOWN_BY[mistake]]()
+    assert_named(mistake, inputs, _want(**inputs), MISTAKES, where="输出", section=SPEC)
+
+
+def test_diagnoses_point_at_real_sections():
+    assert_sections_exist({m.section for m in MISTAKES} | {SPEC, WHY, EXAMPLE})

@@ -1,5 +1,8 @@
 """L2.02 token_logprobs / token_entropy / completion_mask / masked_mean：
-与朴素实现对照、边界情况，以及「不出现完整 float32 (B,T,V)」的内存性质。"""
+与朴素实现对照、边界情况，以及「不出现完整 float32 (B,T,V)」的内存性质；写错时点名是哪种典型错误。
+
+典型错误（故意写错的实现）在 tests/L2/mistakes_l2_02.py；失败信息的第一行是一句中文（tests/diagnose.py）。
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,27 @@ from pathlib import Path
 
 import pytest
 import torch
+from diagnose import assert_named, assert_sections_exist, check, expect_value_error, make_checker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mistakes_l2_02 import (
+    BF16,
+    CHUNKS,
+    DIAGNOSIS_INPUTS,
+    EMPTY_AND_NAN,
+    ENTROPY_SPEC,
+    EXAMPLE,
+    FORMULA,
+    LOGP_SPEC,
+    MASK_SPEC,
+    MEAN_SPEC,
+    MISTAKES,
+    PAD_IS_EOS,
+    SHIFT,
+    SHOWN_BY,
+    _logits,
+    _tokens,
+)
 
 
 @pytest.fixture(scope="module")
@@ -18,13 +40,7 @@ def mod(impl):
     return impl("l2_02_logprobs_and_masks")
 
 
-def _logits(b, t, v, dtype=torch.float32, seed=0, scale=3.0):
-    g = torch.Generator().manual_seed(seed)
-    return (torch.randn(b, t, v, generator=g) * scale).to(dtype)
-
-
-def _tokens(b, t, v, seed=1):
-    return torch.randint(0, v, (b, t), generator=torch.Generator().manual_seed(seed))
+# ---------------------------------------------------------------- 参考：朴素实现
 
 
 def _naive_logprobs(logits, tokens):
@@ -32,41 +48,125 @@ def _naive_logprobs(logits, tokens):
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
 
 
+def _naive_entropy(logits):
+    p = torch.softmax(logits.float(), -1)
+    return -(p * torch.log(p)).sum(-1)
+
+
+def _naive_mask(completion_ids, eos_token_ids):
+    eos = {eos_token_ids} if isinstance(eos_token_ids, int) else set(eos_token_ids)
+    out = []
+    for row in completion_ids.tolist():
+        m, seen = [], False
+        for tok in row:
+            m.append(0.0 if seen else 1.0)
+            seen = seen or tok in eos
+        out.append(m)
+    return torch.tensor(out).reshape(completion_ids.shape)
+
+
+def _naive_masked_mean(x, mask, dim=None):
+    """逐元素 Python 循环（只支持二维）：只看 mask 非 0 的元素，空切片给 0。"""
+
+    def mean(values, weights):
+        picked = [(v, w) for v, w in zip(values, weights) if w != 0]
+        total = sum(w for _, w in picked)
+        return sum(v * w for v, w in picked) / total if total else 0.0
+
+    xs, ms = x.tolist(), mask.float().tolist()
+    if dim is None:
+        return torch.tensor(mean(sum(xs, []), sum(ms, [])), dtype=x.dtype)
+    if dim in (0, -2):
+        xs, ms = [list(c) for c in zip(*xs)], [list(c) for c in zip(*ms)]
+    return torch.tensor([mean(xr, mr) for xr, mr in zip(xs, ms)], dtype=x.dtype)
+
+
+WANT = {
+    "token_logprobs": _naive_logprobs,
+    "token_entropy": _naive_entropy,
+    "completion_mask": _naive_mask,
+    "masked_mean": _naive_masked_mean,
+}
+# atol 1e-4：float32 的 logsumexp 在不同 CPU 内核路径上可差到 1e-5 量级；写错公式的误差是 O(1)
+TOL = {
+    "token_logprobs": dict(rtol=1e-5, atol=1e-4),
+    "token_entropy": dict(rtol=1e-5, atol=1e-4),
+    "completion_mask": dict(rtol=0, atol=0),
+    "masked_mean": dict(rtol=1e-5, atol=1e-6),
+}
+SPEC = {
+    "token_logprobs": LOGP_SPEC,
+    "token_entropy": ENTROPY_SPEC,
+    "completion_mask": MASK_SPEC,
+    "masked_mean": MEAN_SPEC,
+}
+
+
+_check = make_checker(WANT, MISTAKES, SPEC, TOL)
+
+
+def _run(mod, name, inputs, **kw):
+    _check(name, getattr(mod, name)(**inputs), inputs, **kw)
+
+
+@pytest.mark.parametrize(
+    "name, case", [(n, c) for n, cases in DIAGNOSIS_INPUTS.items() for c in sorted(cases)]
+)
+def test_typical_mistakes_are_caught(mod, name, case):
+    """这些输入让每种典型错误给出和参考答案不同、彼此也不同的结果。"""
+    _run(mod, name, DIAGNOSIS_INPUTS[name][case](), where=f"{name} 在诊断输入「{case}」上的输出")
+
+
 # ---------------------------------------------------------------- token_logprobs
 
 
 def test_logprobs_match_naive_float32(mod):
-    logits, tokens = _logits(2, 10, 100), _tokens(2, 10, 100)
-    got = mod.token_logprobs(logits, tokens)
-    assert got.shape == (2, 10) and got.dtype == torch.float32
-    # atol 1e-4：float32 的 logsumexp 在不同 CPU 内核路径上可差到 1e-5 量级；写错公式的误差是 O(1)
-    torch.testing.assert_close(got, _naive_logprobs(logits, tokens), rtol=1e-5, atol=1e-4)
-    assert (got <= 0).all(), "log 概率不可能为正"
+    inputs = dict(logits=_logits(2, 10, 100), tokens=_tokens(2, 10, 100))
+    got = mod.token_logprobs(**inputs)
+    _run(mod, "token_logprobs", inputs)
+    assert (got <= 0).all(), "token_logprobs 出现了正数：log 概率不可能为正。回看 " + FORMULA
+
+
+def test_worked_example_of_the_lesson(mod):
+    # 课文 3.6 节：logits [2, 0, −1] 采到 token 0 -> −0.1698；全 0 的 logits（均匀分布）-> −log 3
+    logits = torch.tensor([[[2.0, 0.0, -1.0], [0.0, 0.0, 0.0]]])
+    inputs = dict(logits=logits, tokens=torch.tensor([[0, 2]]))
+    want = torch.tensor([[-0.1698, -math.log(3)]])
+    _run(mod, "token_logprobs", inputs, want=want, section=EXAMPLE, atol=1e-4)
+    want_h = torch.tensor([[0.5243, math.log(3)]])
+    _run(mod, "token_entropy", dict(logits=logits), want=want_h, section=EXAMPLE, atol=1e-4)
 
 
 def test_logprobs_bf16_logits_match_float32_log_softmax(mod):
     # 训练时 logits 是 bf16：结果必须等于「先升到 float32 再 log_softmax」，而不是 bf16 里的 log_softmax
+    inputs = dict(logits=_logits(3, 50, 257, torch.bfloat16), tokens=_tokens(3, 50, 257))
+    _run(mod, "token_logprobs", inputs, section=BF16)
+
+
+def test_bf16_log_softmax_really_is_worse():
+    """对照（不测你的代码）：直接在 bf16 里做 log_softmax 的误差要大得多，这正是要升精度的原因。"""
     logits, tokens = _logits(3, 50, 257, torch.bfloat16), _tokens(3, 50, 257)
-    got = mod.token_logprobs(logits, tokens)
-    assert got.dtype == torch.float32, "返回值应为 float32（在 bf16 里算 log 概率会损失精度）"
-    want = _naive_logprobs(logits, tokens)
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
-    # 对照：直接在 bf16 里做 log_softmax 的误差要大得多，这正是要升精度的原因
-    bf16_err = (
-        (torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0].float() - want)
-        .abs()
-        .max()
-    )
-    assert bf16_err > 1e-3
+    in_bf16 = torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0].float()
+    err = (in_bf16 - _naive_logprobs(logits, tokens)).abs().max().item()
+    assert err > 1e-3, f"bf16 里 log_softmax 的最大误差只有 {err}，课文坑 3 的说法需要重新核对"
 
 
 def test_logprobs_more_rows_than_one_chunk(mod):
     # 行数不是 CHUNK_ROWS 的整数倍，检查切块的边界没有错位
     rows = 2 * getattr(mod, "CHUNK_ROWS", 128) + 7
-    logits, tokens = _logits(1, rows, 33), _tokens(1, rows, 33)
-    torch.testing.assert_close(
-        mod.token_logprobs(logits, tokens), _naive_logprobs(logits, tokens), rtol=1e-5, atol=1e-4
+    inputs = dict(logits=_logits(1, rows, 33), tokens=_tokens(1, rows, 33))
+    _run(
+        mod,
+        "token_logprobs",
+        inputs,
+        where=f"{rows} 行（多于两块）的 token_logprobs",
+        section=CHUNKS,
     )
+
+
+def test_logprobs_empty_input(mod):
+    inputs = dict(logits=torch.zeros(2, 0, 11), tokens=torch.zeros(2, 0, dtype=torch.long))
+    _run(mod, "token_logprobs", inputs, where="空输入（T = 0）时 token_logprobs 的输出")
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -78,14 +178,21 @@ def test_logprobs_gradient_matches_naive(mod, dtype):
     (mod.token_logprobs(a, tokens) * weights).sum().backward()
     b = base.clone().requires_grad_()
     (_naive_logprobs(b, tokens) * weights).sum().backward()
-    assert a.grad is not None and a.grad.dtype == dtype
+    if a.grad is None:
+        pytest.fail(
+            "token_logprobs 的输出对 logits 没有梯度（a.grad 是 None）：是不是用了 .detach()、"
+            f"torch.no_grad() 或 .item()？回看 {CHUNKS}",
+            pytrace=False,
+        )
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
-    torch.testing.assert_close(a.grad, b.grad, **tol)
+    check(a.grad, b.grad, where=f"{dtype} logits 的梯度", section=CHUNKS, **tol)
 
 
 def test_logprobs_shape_mismatch_raises(mod):
-    with pytest.raises(ValueError):
-        mod.token_logprobs(torch.zeros(2, 5, 10), torch.zeros(2, 4, dtype=torch.long))
+    expect_value_error(
+        lambda: mod.token_logprobs(torch.zeros(2, 5, 10), torch.zeros(2, 4, dtype=torch.long)),
+        "logits (2, 5, 10) 配 tokens (2, 4)（T 对不上）",
+    )
 
 
 def _load_memory_script():
@@ -109,12 +216,13 @@ def test_no_full_float32_tensor_in_forward_or_backward(mod):
     r = measure(mod.token_logprobs, _logits(b, t, v, torch.bfloat16), _tokens(b, t, v))
     # 1) 没有任何一个算子一次产出完整的 float32 (B,T,V)
     assert r["max_fp32_bytes"] <= full_bytes // 2, (
-        f"出现了 {r['max_fp32_bytes']} 字节的 float32 张量（完整的 (B,T,V) 是 {full_bytes}）：要按行分块，每块单独 .float()"
+        f"出现了 {r['max_fp32_bytes']} 字节的 float32 张量（完整的 (B,T,V) 是 {full_bytes}）："
+        f"要按行分块，每块单独 .float()。回看 {CHUNKS}"
     )
     # 2) 为 backward 存下的 float32 加起来也不能接近完整的 (B,T,V)
     assert r["saved_fp32_bytes"] <= full_bytes // 2, (
         f"autograd 为 backward 存了共 {r['saved_fp32_bytes']} 字节的 float32（完整的 (B,T,V) 是 {full_bytes}）："
-        "每块的 float32 中间结果都被留到了 backward。用 torch.utils.checkpoint 包住每一块的计算"
+        f"每块的 float32 中间结果都被留到了 backward。用 torch.utils.checkpoint 包住每一块的计算。回看 {CHUNKS}"
     )
 
 
@@ -128,48 +236,40 @@ def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
     out = capsys.readouterr().out
     full = 2 * 256 * 151_936 * 4 / 1e9  # 完整 float32 (B,T,V) 的 GB 数
     chunk = 128 * 151_936 * 4 / 1e9  # 一块 128 行
-    assert f"朴素 log_softmax + gather | {full:.3f} GB | {full:.3f} GB" in out
-    assert f"分块，不用 checkpoint | {chunk:.3f} GB | {full:.3f} GB" in out
+    for line in (
+        f"朴素 log_softmax + gather | {full:.3f} GB | {full:.3f} GB",
+        f"分块，不用 checkpoint | {chunk:.3f} GB | {full:.3f} GB",
+    ):
+        assert line in out, f"logprob_memory.py 的输出里缺这一行：{line!r}\n实际输出：\n{out}"
 
 
 # ---------------------------------------------------------------- token_entropy
 
 
 def test_entropy_matches_naive(mod):
-    logits = _logits(2, 300, 50, torch.bfloat16)
-    p = torch.softmax(logits.float(), -1)
-    want = -(p * torch.log(p)).sum(-1)
-    got = mod.token_entropy(logits)
-    assert got.shape == (2, 300) and got.dtype == torch.float32
-    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-4)
+    _run(mod, "token_entropy", dict(logits=_logits(2, 300, 50, torch.bfloat16)))
 
 
 def test_entropy_limits(mod):
     v = 1000
     uniform = torch.zeros(1, 2, v)
-    torch.testing.assert_close(mod.token_entropy(uniform), torch.full((1, 2), math.log(v)))
+    _run(
+        mod,
+        "token_entropy",
+        dict(logits=uniform),
+        want=torch.full((1, 2), math.log(v)),
+        where="均匀分布（V = 1000）的熵，应为 log V",
+    )
     peaked = torch.zeros(1, 1, v)
     peaked[..., 3] = 100.0  # 几乎全部概率在一个 token 上
-    assert mod.token_entropy(peaked).item() < 1e-3
+    h = mod.token_entropy(peaked).item()
+    assert 0 <= h < 1e-3, f"几乎确定的分布，熵应接近 0（且不为负），得到 {h}。回看 {ENTROPY_SPEC}"
 
 
 # ---------------------------------------------------------------- completion_mask
 
 
-def _naive_mask(ids, eos):
-    eos = {eos} if isinstance(eos, int) else set(eos)
-    out = []
-    for row in ids.tolist():
-        m, seen = [], False
-        for tok in row:
-            m.append(0.0 if seen else 1.0)
-            seen = seen or tok in eos
-        out.append(m)
-    return torch.tensor(out)
-
-
 def test_mask_edge_cases(mod):
-    eos = 2
     ids = torch.tensor(
         [
             [2, 5, 5, 5],  # EOS 在第 0 位：只保留 EOS 本身
@@ -178,23 +278,28 @@ def test_mask_edge_cases(mod):
             [5, 6, 7, 2],  # EOS 在最后一位：全 1
         ]
     )
-    want = torch.tensor(
-        [[1, 0, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1], [1, 1, 1, 1]], dtype=torch.float32
-    )
-    got = mod.completion_mask(ids, eos)
-    assert got.dtype == torch.float32
-    torch.testing.assert_close(got, want)
+    _run(mod, "completion_mask", dict(completion_ids=ids, eos_token_ids=2))
 
 
 def test_mask_several_eos_ids(mod):
     # Qwen3：<|im_end|>=151645 与 <|endoftext|>=151643 都结束生成；哪个先出现就停在哪
     im_end, eot, pad = 151645, 151643, 151643
     ids = torch.tensor([[10, im_end, pad, pad], [10, 11, eot, pad], [10, 11, 12, 13]])
-    want = torch.tensor([[1, 1, 0, 0], [1, 1, 1, 0], [1, 1, 1, 1]], dtype=torch.float32)
-    torch.testing.assert_close(mod.completion_mask(ids, [im_end, eot]), want)
-    torch.testing.assert_close(mod.completion_mask(ids, (im_end, eot)), want)
-    # 只给一个 id 时，另一个就是普通 token
-    torch.testing.assert_close(mod.completion_mask(ids, im_end)[1], torch.ones(4))
+    for eos in ([im_end, eot], (im_end, eot), im_end):
+        # 只给一个 id 时，另一个就是普通 token
+        _run(
+            mod,
+            "completion_mask",
+            dict(completion_ids=ids, eos_token_ids=eos),
+            where=f"eos_token_ids={eos!r} 时的 mask",
+            section=PAD_IS_EOS,
+        )
+
+
+def test_mask_empty_eos_list_raises(mod):
+    expect_value_error(
+        lambda: mod.completion_mask(torch.tensor([[1, 2]]), []), "eos_token_ids 是空列表"
+    )
 
 
 @settings(max_examples=80, deadline=None)
@@ -209,8 +314,7 @@ def test_mask_several_eos_ids(mod):
     st.one_of(st.integers(0, 5), st.lists(st.integers(0, 5), min_size=1, max_size=3)),
 )
 def test_mask_matches_naive_loop(mod, rows, eos):
-    ids = torch.tensor(rows)
-    torch.testing.assert_close(mod.completion_mask(ids, eos), _naive_mask(ids, eos))
+    _run(mod, "completion_mask", dict(completion_ids=torch.tensor(rows), eos_token_ids=eos))
 
 
 # ---------------------------------------------------------------- masked_mean
@@ -219,38 +323,46 @@ def test_mask_matches_naive_loop(mod, rows, eos):
 def test_masked_mean_all_and_per_row(mod):
     x = torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]])
     m = torch.tensor([[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]])
-    torch.testing.assert_close(mod.masked_mean(x, m), torch.tensor((1 + 2 + 10 + 20 + 30) / 5))
-    torch.testing.assert_close(mod.masked_mean(x, m, dim=1), torch.tensor([1.5, 20.0]))
-    torch.testing.assert_close(mod.masked_mean(x, m, dim=0), torch.tensor([5.5, 11.0, 30.0, 0.0]))
-    assert mod.masked_mean(x, m).dim() == 0
-    torch.testing.assert_close(mod.masked_mean(x, m.bool(), dim=1), torch.tensor([1.5, 20.0]))
+    for dim in (None, 1, 0):
+        _run(mod, "masked_mean", dict(x=x, mask=m, dim=dim), where=f"dim={dim} 的 masked_mean")
+    _run(
+        mod, "masked_mean", dict(x=x, mask=m.bool(), dim=1), where="bool mask、dim=1 的 masked_mean"
+    )
 
 
 def test_masked_mean_empty_slice_is_zero(mod):
-    x = torch.randn(3, 5)
+    x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
     m = torch.tensor([[1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
-    row = mod.masked_mean(x, m, dim=1)
-    assert not torch.isnan(row).any()
-    assert row[1].item() == 0.0
-    assert mod.masked_mean(x, torch.zeros_like(x)).item() == 0.0
+    _run(mod, "masked_mean", dict(x=x, mask=m, dim=1), section=EMPTY_AND_NAN)
+    _run(mod, "masked_mean", dict(x=x, mask=torch.zeros_like(x)), section=EMPTY_AND_NAN)
 
 
 def test_masked_positions_never_leak(mod):
     # pad 位置上的值可能是垃圾（NaN/inf）；0 * NaN = NaN，只靠乘 mask 是不够的
     x = torch.tensor([[1.0, float("nan")], [float("inf"), 3.0]], requires_grad=True)
     m = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
-    torch.testing.assert_close(mod.masked_mean(x, m), torch.tensor(2.0))
+    _run(mod, "masked_mean", dict(x=x, mask=m), section=EMPTY_AND_NAN)
     row = mod.masked_mean(x, m, dim=1)
-    torch.testing.assert_close(row, torch.tensor([1.0, 3.0]))
+    _check("masked_mean", row, dict(x=x, mask=m, dim=1), section=EMPTY_AND_NAN)
     row.sum().backward()
-    assert torch.isfinite(x.grad).all(), "被遮住的位置不应该让梯度变成 NaN"
+    check(
+        x.grad,
+        torch.tensor([[1.0, 0.0], [0.0, 1.0]]),
+        where="遮住的位置是 NaN/inf 时对 x 的梯度",
+        section=EMPTY_AND_NAN,
+    )
 
 
 def test_masked_mean_gradient_with_empty_slice(mod):
-    x = torch.randn(2, 3, requires_grad=True)
+    x = torch.randn(2, 3, requires_grad=True, generator=torch.Generator().manual_seed(0))
     m = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
     mod.masked_mean(x, m, dim=1).sum().backward()
-    torch.testing.assert_close(x.grad, torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]))
+    check(
+        x.grad,
+        torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]),
+        where="有一行 mask 全 0 时对 x 的梯度（那一行应为 0，不是 NaN）",
+        section=EMPTY_AND_NAN,
+    )
 
 
 @settings(max_examples=60, deadline=None)
@@ -260,17 +372,28 @@ def test_masked_mean_matches_naive(mod, b, t, seed):
     x = torch.randn(b, t, generator=g, dtype=torch.float64)
     m = (torch.rand(b, t, generator=g) > 0.5).double()
     for dim in (None, 0, 1):
-        got = mod.masked_mean(x, m, dim=dim)
-        if dim is None:
-            sel = [v for v, k in zip(x.flatten().tolist(), m.flatten().tolist()) if k]
-            want = torch.tensor(sum(sel) / len(sel) if sel else 0.0, dtype=torch.float64)
-        else:
-            xs, ms = (x, m) if dim == 1 else (x.T, m.T)
-            want = torch.tensor(
-                [
-                    (sum(v for v, k in zip(xr, mr) if k) / sum(mr)) if sum(mr) else 0.0
-                    for xr, mr in zip(xs.tolist(), ms.tolist())
-                ],
-                dtype=torch.float64,
-            )
-        torch.testing.assert_close(got, want)
+        _run(mod, "masked_mean", dict(x=x, mask=m, dim=dim), where=f"dim={dim} 的 masked_mean")
+
+
+# ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
+
+
+@pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
+def test_each_typical_mistake_is_named(name, mistake):
+    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
+    fn_name, case = SHOWN_BY[mistake]
+    inputs = DIAGNOSIS_INPUTS[name][case]()
+    want = WANT[name](**inputs)
+    assert fn_name == name
+    assert_named(
+        mistake, inputs, want, MISTAKES[name], where="输出", section=SPEC[name], **TOL[name]
+    )
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = {m.section for _, m in ALL} | set(SPEC.values())
+    assert_sections_exist(
+        sections | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN}
+    )

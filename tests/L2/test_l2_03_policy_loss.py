@@ -1,13 +1,40 @@
-"""L2.03 policy_gradient_loss / clipped_surrogate_loss：裁剪行为（正负 advantage、非对称 eps_high）、梯度、性质。"""
+"""L2.03 policy_gradient_loss / clipped_surrogate_loss：裁剪行为（正负 advantage、非对称 eps_high）、梯度、性质；
+写错时点名是哪种典型错误。另外核对课文里关于本课程训练脚本的说法（μ = 1 时从不裁剪，μ > 1 时第一轮也不裁剪）。
+
+典型错误（故意写错的实现）在 tests/L2/mistakes_l2_03.py；失败信息的第一行是一句中文（tests/diagnose.py）。
+"""
 
 from __future__ import annotations
 
+import importlib.util
 import math
+from pathlib import Path
 
 import pytest
 import torch
+from diagnose import assert_named, assert_sections_exist, check, make_checker
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from mistakes_l2_03 import (
+    CLIP_HIGHER,
+    CLIP_SPEC,
+    DETACHED_INSIDE,
+    DIAGNOSIS_INPUTS,
+    EXAMPLE,
+    FORMULA,
+    MISTAKES,
+    PG_SPEC,
+    PITFALL_DETACH,
+    RATIOS,
+    SHOWN_BY,
+    TABLE,
+    far_below_zero,
+    grad_when_caller_forgets_detach,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+PITFALL_ON_POLICY = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
+WHY_RATIO = "L2.03「为什么还要一个比值」"
 
 
 @pytest.fixture(scope="module")
@@ -15,10 +42,68 @@ def mod(impl):
     return impl("l2_03_policy_loss")
 
 
-def _logp_for_ratios(ratios):
+# ---------------------------------------------------------------- 参考：逐元素的朴素公式
+
+
+def _naive_pg(logp, advantages):
+    rows = [[-a * lp for lp in row] for row, a in zip(logp.tolist(), advantages.tolist())]
+    return torch.tensor(rows, dtype=logp.dtype).reshape(logp.shape)
+
+
+def _naive_clip_elem(r, a, eps_low, eps_high):
+    """一个 token：(loss, clipped, 对 logp 的梯度)。"""
+    rc = min(max(r, 1 - eps_low), 1 + eps_high)
+    clipped = rc * a < r * a
+    return -min(r * a, rc * a), clipped, (0.0 if clipped else -r * a)
+
+
+def _naive_clip(logp, old_logp, advantages, eps_low=0.2, eps_high=None, grad=False):
+    eps_high = eps_low if eps_high is None else eps_high
+    out = [
+        [_naive_clip_elem(math.exp(lp - olp), a, eps_low, eps_high) for lp, olp in zip(row, orow)]
+        for row, orow, a in zip(logp.tolist(), old_logp.tolist(), advantages.tolist())
+    ]
+    loss = torch.tensor([[e[0] for e in row] for row in out], dtype=logp.dtype)
+    flags = torch.tensor([[e[1] for e in row] for row in out], dtype=torch.bool)
+    grads = torch.tensor([[e[2] for e in row] for row in out], dtype=logp.dtype)
+    return grads if grad else (loss, flags)
+
+
+WANT = {"policy_gradient_loss": _naive_pg, "clipped_surrogate_loss": _naive_clip}
+SPEC = {"policy_gradient_loss": PG_SPEC, "clipped_surrogate_loss": CLIP_SPEC}
+
+
+_check = make_checker(WANT, MISTAKES, SPEC)
+
+
+def _logp_for_ratios(ratios, rows=1):
     """old_logp = 0 时，logp = log(ratio)：直接按想要的 ratio 构造输入。"""
-    logp = torch.log(torch.tensor([ratios], dtype=torch.float64)).requires_grad_()
+    logp = torch.log(torch.tensor([ratios] * rows, dtype=torch.float64)).requires_grad_()
     return logp, torch.zeros_like(logp)
+
+
+def _clip_case(mod, a, section, **eps):
+    """RATIOS 那一行、advantage = a：检查 (loss, clipped) 和梯度，返回 (loss, clipped)。"""
+    logp, old = _logp_for_ratios(RATIOS)
+    inputs = dict(logp=logp, old_logp=old, advantages=torch.tensor([a], dtype=torch.float64), **eps)
+    loss, clipped = mod.clipped_surrogate_loss(**inputs)
+    where = f"A={a:+g}、{eps or 'eps_low=0.2'}、ratio={RATIOS} 时的 (loss, clipped)"
+    _check("clipped_surrogate_loss", (loss, clipped), inputs, where=where, section=section)
+    loss.sum().backward()
+    check(
+        logp.grad,
+        _naive_clip(**inputs, grad=True),
+        where=f"A={a:+g} 时对 logp 的梯度（未裁剪处 −r·A，被裁剪处 0）",
+        section=section,
+    )
+    return loss, clipped
+
+
+@pytest.mark.parametrize("name", sorted(DIAGNOSIS_INPUTS))
+def test_typical_mistakes_are_caught(mod, name):
+    """这组输入让每种典型错误给出和参考答案不同、彼此也不同的结果。"""
+    inputs = DIAGNOSIS_INPUTS[name]()
+    _check(name, getattr(mod, name)(**inputs), inputs, where=f"{name} 在诊断输入上的输出")
 
 
 def test_policy_gradient_loss_value_and_grad(mod):
@@ -26,69 +111,58 @@ def test_policy_gradient_loss_value_and_grad(mod):
         [[-1.0, -2.0, -0.5], [-0.1, -3.0, -1.0]], dtype=torch.float64, requires_grad=True
     )
     adv = torch.tensor([2.0, -0.5], dtype=torch.float64)
-    loss = mod.policy_gradient_loss(logp, adv)
-    assert loss.shape == (2, 3)
-    want = torch.tensor([[2.0, 4.0, 1.0], [-0.05, -1.5, -0.5]], dtype=torch.float64)
-    torch.testing.assert_close(loss.detach(), want)
+    inputs = dict(logp=logp, advantages=adv)
+    loss = mod.policy_gradient_loss(**inputs)
+    _check("policy_gradient_loss", loss, inputs)
     loss.sum().backward()
     # d(-A·logp)/dlogp = -A：好回答（A>0）的梯度下降方向是提高 logp
-    torch.testing.assert_close(
-        logp.grad, torch.tensor([[-2.0] * 3, [0.5] * 3], dtype=torch.float64)
+    check(
+        logp.grad,
+        torch.tensor([[-2.0] * 3, [0.5] * 3], dtype=torch.float64),
+        where="policy_gradient_loss 对 logp 的梯度（应为 −A）",
+        section=FORMULA,
     )
-
-
-# ratio 依次为 0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5
-RATIOS = [0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5]
 
 
 def test_positive_advantage_clips_only_above(mod):
     """A > 0：ratio 超过 1+eps 的部分被裁掉（梯度为 0）；ratio 小于 1-eps 不裁（还要把概率拉回来）。"""
-    logp, old = _logp_for_ratios(RATIOS)
-    loss, clipped = mod.clipped_surrogate_loss(
-        logp, old, torch.tensor([2.0], dtype=torch.float64), eps_low=0.2
-    )
-    assert clipped.dtype == torch.bool
-    assert clipped.tolist() == [[False, False, False, False, False, True, True]]
-    want = [-2.0 * r for r in RATIOS[:5]] + [-2.0 * 1.2, -2.0 * 1.2]
-    torch.testing.assert_close(loss.detach(), torch.tensor([want], dtype=torch.float64))
-    loss.sum().backward()
-    # 未裁剪：d(-r·A)/dlogp = -r·A；被裁剪：0
-    want_grad = [-2.0 * r for r in RATIOS[:5]] + [0.0, 0.0]
-    torch.testing.assert_close(logp.grad, torch.tensor([want_grad], dtype=torch.float64))
+    _clip_case(mod, 2.0, TABLE, eps_low=0.2)
 
 
 def test_negative_advantage_clips_only_below(mod):
     """A < 0：ratio 低于 1-eps 的部分被裁掉；ratio 很大时不裁，loss = -r·A 随 r 无上界（坏回答概率涨了要全额惩罚）。"""
-    logp, old = _logp_for_ratios(RATIOS)
-    loss, clipped = mod.clipped_surrogate_loss(
-        logp, old, torch.tensor([-1.0], dtype=torch.float64), eps_low=0.2
-    )
-    assert clipped.tolist() == [[True, True, False, False, False, False, False]]
-    want = [0.8, 0.8] + list(RATIOS[2:])
-    torch.testing.assert_close(loss.detach(), torch.tensor([want], dtype=torch.float64))
-    loss.sum().backward()
-    torch.testing.assert_close(
-        logp.grad, torch.tensor([[0.0, 0.0] + list(RATIOS[2:])], dtype=torch.float64)
-    )
+    _clip_case(mod, -1.0, TABLE, eps_low=0.2)
 
 
-def test_asymmetric_eps_high(mod):
-    """DAPO clip-higher：eps_high=0.28 时 ratio=1.25 对 A>0 不再被裁，下界仍是 1-eps_low。"""
-    logp, old = _logp_for_ratios(RATIOS)
-    pos = torch.tensor([1.0], dtype=torch.float64)
-    _, sym = mod.clipped_surrogate_loss(logp, old, pos, eps_low=0.2)
-    loss, asym = mod.clipped_surrogate_loss(logp, old, pos, eps_low=0.2, eps_high=0.28)
-    assert sym[0, 5] and not asym[0, 5]  # 1.25：对称时被裁，非对称时不裁
-    assert asym[0, 6]  # 1.5 > 1.28 仍被裁
-    assert loss[0, 6].item() == pytest.approx(-1.28)
-    # 负 advantage 的下界只由 eps_low 决定，eps_high 不影响
-    neg = torch.tensor([-1.0], dtype=torch.float64)
-    loss_n, clip_n = mod.clipped_surrogate_loss(logp, old, neg, eps_low=0.2, eps_high=0.28)
-    assert clip_n.tolist() == [[True, True, False, False, False, False, False]]
-    assert loss_n[0, 0].item() == pytest.approx(0.8)
+@pytest.mark.parametrize("a", [1.0, -1.0])
+def test_asymmetric_eps_high(mod, a):
+    """DAPO clip-higher：eps_high=0.28 时 ratio=1.25 对 A>0 不再被裁，下界仍是 1-eps_low；A<0 一侧不受 eps_high 影响。"""
+    _clip_case(mod, a, CLIP_HIGHER, eps_low=0.2, eps_high=0.28)
     # 下界 1-eps_low=0.85：0.5、0.79 被裁，0.9 不裁；eps_high 再大也不影响 A<0 的一侧
-    _, c = mod.clipped_surrogate_loss(logp, old, neg, eps_low=0.15, eps_high=0.5)
-    assert c.tolist() == [[True, True, False, False, False, False, False]]
+    _clip_case(mod, a, CLIP_HIGHER, eps_low=0.15, eps_high=0.5)
+
+
+def test_worked_example_of_the_lesson(mod):
+    """课文 3.3 节的表：A = +1、−1、0 三行，eps_high=0.28。"""
+    inputs = DIAGNOSIS_INPUTS["clipped_surrogate_loss"]()
+    _check(
+        "clipped_surrogate_loss",
+        mod.clipped_surrogate_loss(**inputs),
+        inputs,
+        where="课文 3.3 节那张表（A = +1 / −1 / 0，eps_high=0.28）",
+        section=EXAMPLE,
+    )
+
+
+def test_ratio_in_log_space(mod):
+    """3.2 节：ratio 要在 log 空间相减再 exp。log 概率在 −120 附近（float32）时 exp 下溢成 0，先 exp 再除得 NaN。"""
+    inputs = far_below_zero()
+    _check(
+        "clipped_surrogate_loss",
+        mod.clipped_surrogate_loss(**inputs),
+        inputs,
+        where="3.3 节那张表平移到 log 概率 −120 附近（float32）时的 (loss, clipped)",
+    )
 
 
 def test_eps_high_none_means_eps_low(mod):
@@ -96,17 +170,26 @@ def test_eps_high_none_means_eps_low(mod):
     logp = torch.randn(3, 7, generator=g) * 0.3
     old = logp + torch.randn(3, 7, generator=g) * 0.3
     adv = torch.tensor([1.0, -1.0, 0.3])
-    a = mod.clipped_surrogate_loss(logp, old, adv, eps_low=0.15)
-    b = mod.clipped_surrogate_loss(logp, old, adv, eps_low=0.15, eps_high=0.15)
-    torch.testing.assert_close(a[0], b[0])
-    assert torch.equal(a[1], b[1])
+    inputs = dict(logp=logp, old_logp=old, advantages=adv, eps_low=0.15)
+    got = mod.clipped_surrogate_loss(**inputs)
+    check(
+        got,
+        mod.clipped_surrogate_loss(**inputs, eps_high=0.15),
+        where="eps_high=None 的结果（应与 eps_high=eps_low=0.15 完全相同）",
+        section=CLIP_SPEC,
+    )
+    _check("clipped_surrogate_loss", got, inputs, where="eps_high=None 时的 (loss, clipped)")
 
 
 def test_zero_advantage_never_clipped(mod):
     logp, old = _logp_for_ratios(RATIOS)
-    loss, clipped = mod.clipped_surrogate_loss(logp, old, torch.zeros(1, dtype=torch.float64))
-    assert not clipped.any()
-    assert torch.equal(loss.detach(), torch.zeros_like(loss))
+    inputs = dict(logp=logp, old_logp=old, advantages=torch.zeros(1, dtype=torch.float64))
+    _check(
+        "clipped_surrogate_loss",
+        mod.clipped_surrogate_loss(**inputs),
+        inputs,
+        where="A = 0 时的 (loss, clipped)（loss 全 0，从不算裁剪）",
+    )
 
 
 def test_on_policy_gradient_equals_policy_gradient(mod):
@@ -119,8 +202,36 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
     loss.sum().backward()
     b = base.clone().requires_grad_()
     mod.policy_gradient_loss(b, adv).sum().backward()
-    assert not clipped.any()
-    torch.testing.assert_close(a.grad, b.grad)
+    check(
+        clipped,
+        torch.zeros(4, 5, dtype=torch.bool),
+        where="old_logp == logp（ratio ≡ 1）时的 clipped",
+        section=PITFALL_ON_POLICY,
+    )
+    check(
+        a.grad,
+        b.grad,
+        where="ratio ≡ 1 时 clipped surrogate 的梯度（应等于 policy_gradient_loss 的梯度）",
+        section=WHY_RATIO,
+    )
+
+
+def test_old_logp_must_be_detached(mod):
+    """课文坑 2 的实测：old_logp 和 logp 在同一张图里时梯度恒为 0；detach 之后才是 −A。
+    函数本身不 detach old_logp（规格 3.2）：在函数里 detach 会把这个现象藏起来，诊断会点名。"""
+    section = PITFALL_DETACH
+    check(
+        grad_when_caller_forgets_detach(mod.clipped_surrogate_loss),
+        torch.zeros(1, 2),
+        where="old_logp 没 detach 时的梯度",
+        section=section,
+        inputs={},
+        mistakes=[DETACHED_INSIDE],
+    )
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    loss, _ = mod.clipped_surrogate_loss(logp, logp.detach(), torch.tensor([1.0]))
+    loss.sum().backward()
+    check(logp.grad, torch.full((1, 2), -1.0), where="detach 后的梯度", section=section)
 
 
 @settings(max_examples=80, deadline=None)
@@ -133,24 +244,121 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
 def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
     """对任意 ratio / advantage：clipped 恰好是「A>0 且 r>1+eps_high」或「A<0 且 r<1-eps_low」，
     loss 在这些位置等于 -clip(r)·A、其余位置等于 -r·A；被裁剪处梯度为 0。"""
-    lr = torch.tensor([log_ratios], dtype=torch.float64)
-    logp = lr.clone().requires_grad_()
-    adv = torch.tensor([a], dtype=torch.float64)
-    loss, clipped = mod.clipped_surrogate_loss(
-        logp, torch.zeros_like(lr), adv, eps_low=eps_low, eps_high=eps_high
+    logp = torch.tensor([log_ratios], dtype=torch.float64).requires_grad_()
+    inputs = dict(
+        logp=logp,
+        old_logp=torch.zeros_like(logp),
+        advantages=torch.tensor([a], dtype=torch.float64),
+        eps_low=eps_low,
+        eps_high=eps_high,
     )
+    loss, clipped = mod.clipped_surrogate_loss(**inputs)
     loss.sum().backward()
-    for j, x in enumerate(log_ratios):
-        r = math.exp(x)
-        if min(abs(r - (1 + eps_high)), abs(r - (1 - eps_low))) < 1e-9:
-            continue  # 恰好在边界上：两个分支相等，算不算「裁剪」取决于舍入，不检查
-        expect_clip = (a > 0 and r > 1 + eps_high) or (a < 0 and r < 1 - eps_low)
-        assert bool(clipped[0, j]) == expect_clip
-        rc = min(max(r, 1 - eps_low), 1 + eps_high)
-        assert loss[0, j].item() == pytest.approx(
-            -(rc if expect_clip else r) * a, rel=1e-9, abs=1e-12
-        )
-        if expect_clip:
-            assert logp.grad[0, j].item() == 0.0
-        else:
-            assert logp.grad[0, j].item() == pytest.approx(-r * a, rel=1e-9, abs=1e-12)
+    # 恰好在边界上（两个分支相等）的位置算不算「裁剪」取决于舍入，不检查
+    ratios = [math.exp(x) for x in log_ratios]
+    keep = torch.tensor(
+        [[min(abs(r - (1 + eps_high)), abs(r - (1 - eps_low))) >= 1e-9 for r in ratios]]
+    )
+    want_loss, want_flags = _naive_clip(**inputs)
+    where = f"ratio={[round(r, 4) for r in ratios]}、A={a}、eps_low={eps_low}、eps_high={eps_high}"
+    check(
+        (loss.detach()[keep], clipped[keep]),
+        (want_loss[keep], want_flags[keep]),
+        where=f"{where} 时的 (loss, clipped)",
+        section=CLIP_SPEC,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    check(
+        logp.grad[keep],
+        _naive_clip(**inputs, grad=True)[keep],
+        where=f"{where} 时对 logp 的梯度",
+        section=CLIP_SPEC,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+
+
+# ---------------------------------------------------------------- 课文对本课程训练脚本的说法
+
+SMALL = ["--n-heldout", "4", "--prompts-per-step", "4", "--group-size", "4", "--micro-batch", "8"]
+SMALL += ["--max-new-tokens", "16", "--n-train", "200", "--steps", "1"]
+
+
+def _run_script_and_record(tmp_path, monkeypatch, *argv):
+    """在进程内跑一步 grpo_train.py（tiny、solutions），记下每次 grpo_loss 调用的 clip_fraction 和 |logp − old|。"""
+    spec = importlib.util.spec_from_file_location(
+        "grpo_train_for_l2_03", ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    calls, original = [], script.grpo_loss
+
+    def recording(logp, old_logp, *args, **kwargs):
+        loss, metrics = original(logp, old_logp, *args, **kwargs)
+        calls.append((metrics["clip_fraction"], (logp.detach() - old_logp).abs().max().item()))
+        return loss, metrics
+
+    monkeypatch.setattr(script, "grpo_loss", recording)
+    cfg = script.parse_config(["--out", str(tmp_path), "--impl", "solutions", *SMALL, *argv])
+    threads = torch.get_num_threads()
+    try:
+        script.main(cfg)
+    finally:
+        torch.set_num_threads(threads)  # 脚本在 CPU 上切到单线程；别影响同一进程里后面的测试
+    return calls
+
+
+@pytest.mark.slow
+def test_course_script_clips_only_after_the_first_update(tmp_path, monkeypatch):
+    """课文坑 3：μ = 1 时 old_logp 就是 logp.detach()，从不裁剪；μ = 2 时第一轮 ratio 逐位为 1、不裁剪，第二轮才裁剪。"""
+    section = PITFALL_ON_POLICY
+    mu1 = _run_script_and_record(tmp_path / "mu1", monkeypatch, "--num-iterations", "1")
+    assert mu1 and all(c == 0.0 and d == 0.0 for c, d in mu1), (
+        f"μ = 1：每次 grpo_loss 的 (clip_fraction, max|logp − old|) 应全是 0，得到 {mu1}。回看 {section}"
+    )
+    # lr 1e-3：让第二轮的 ratio 明显偏离 1，证明 clip 在这里确实会起作用
+    mu2 = _run_script_and_record(
+        tmp_path / "mu2", monkeypatch, "--num-iterations", "2", "--lr", "1e-3"
+    )
+    first, second = mu2[: len(mu2) // 2], mu2[len(mu2) // 2 :]
+    assert first and all(c == 0.0 and d == 0.0 for c, d in first), (
+        f"μ = 2 的第一轮：ratio 应逐位为 1、不裁剪，得到 {first}。回看 {section}"
+    )
+    assert any(c > 0 for c, _ in second), (
+        f"μ = 2 的第二轮应有被裁剪的 token（lr=1e-3），得到 {second}：测试失去了意义"
+    )
+
+
+# ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
+
+
+@pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
+def test_each_typical_mistake_is_named(name, mistake):
+    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
+    inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
+    assert_named(
+        mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
+    )
+
+
+def test_detaching_inside_is_named():
+    """诊断本身：在函数里 detach old_logp 的错误版，失败信息第一行必须点名它。"""
+    assert_named(
+        DETACHED_INSIDE,
+        {},
+        torch.zeros(1, 2),
+        [DETACHED_INSIDE],
+        where="梯度",
+        section=PITFALL_DETACH,
+    )
+
+
+def test_diagnoses_point_at_real_sections():
+    assert_sections_exist(
+        {m.section for _, m in ALL}
+        | set(SPEC.values())
+        | {FORMULA, EXAMPLE, TABLE, PITFALL_DETACH, PITFALL_ON_POLICY, WHY_RATIO}
+    )

@@ -92,11 +92,16 @@ def test_values_and_direction(mod, name):
 
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k2", "kl_k3"])
 def test_shapes_preserved(mod, name):
-    logp = torch.randn(2, 3, 4)
+    logp = torch.randn(2, 3, 4, dtype=torch.float64)
     out = getattr(mod, name)(logp, logp + 0.1)
     assert out.shape == (2, 3, 4), (
         f"{name} 输入 (2, 3, 4)，输出却是 {tuple(out.shape)}：三个估计量都是逐元素运算，"
         f"不要求和、求平均（那是 L2.05 的事）。回看 {SPEC}"
+    )
+    # 后面的精确期望在 float64 下比到 1e-10：输出悄悄变成 float32，那里只会看到「两个几乎一样的数不相等」
+    assert out.dtype == torch.float64, (
+        f"{name} 输入是 float64，输出却是 {out.dtype}：输出要和输入同 dtype，"
+        f"不要 .float()、也不要用默认 dtype 新建张量。回看 {SPEC}"
     )
 
 
@@ -146,7 +151,7 @@ def test_exact_expectation(mod, name, distance):
     check(
         expectation,
         want,
-        where=f"{name} 在玩具分布上的精确期望 Σπ·k",
+        where=f"{name} 在玩具分布上的精确期望 Σπ·k 的值",
         section=FORMULA,
         inputs={},
         mistakes=derived(MISTAKES[name], lambda bad: lambda: expect(bad)),

@@ -433,19 +433,68 @@ def test_empty_rows_no_nan(mod, agg):
 
 
 @pytest.mark.parametrize("agg", AGGS)
-def test_padding_values_do_not_matter(mod, agg):
-    """mask=0 的位置上放什么（这里放离谱的大数）都不影响 loss 和指标。"""
+@pytest.mark.parametrize("junk", ["large", "nan"])
+def test_padding_values_do_not_matter(mod, agg, junk):
+    """mask=0 的位置上放什么（离谱的大数；或 NaN，vLLM 打不了分的 token）都不影响 loss、梯度和指标。"""
     logp, old, ref, adv, mask = _tensors(_case())
     want, want_m = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref, beta=0.1, aggregation=agg)
-    junk = mask == 0
-    logp_j = torch.where(junk, torch.full_like(logp, -30.0), logp.detach())
-    old_j = torch.where(junk, torch.full_like(old, 5.0), old)
-    ref_j = torch.where(junk, torch.full_like(ref, -60.0), ref)
+    want.backward()
+    pad = mask == 0
+    old_pad, ref_pad = (5.0, -60.0) if junk == "large" else (math.nan, math.nan)
+    logp_j = torch.where(pad, torch.full_like(logp, -30.0), logp.detach()).requires_grad_()
+    old_j = torch.where(pad, torch.full_like(old, old_pad), old)
+    ref_j = torch.where(pad, torch.full_like(ref, ref_pad), ref)
     got, got_m = mod.grpo_loss(logp_j, old_j, adv, mask, ref_logp=ref_j, beta=0.1, aggregation=agg)
-    where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
+    got.backward()
+    if junk == "large":
+        where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
+    else:
+        where = (
+            "padding 上的 old_logp、ref_logp 换成 NaN 之后的 {}（应与换之前相同：乘 mask 救不了 NaN，"
+            "0 × NaN = NaN，要先用 torch.where 把 padding 上的值换掉）"
+        )
     check(got, want.detach(), where=where.format("loss"), section=SPEC, rtol=1e-12, atol=0)
+    check(
+        logp_j.grad,
+        logp.grad,
+        where=where.format("loss 对 logp 的梯度"),
+        section=SPEC,
+        rtol=1e-12,
+        atol=0,
+    )
     for key in ("clip_fraction", "kl"):
         check(got_m[key], want_m[key], where=where.format(key), section=SPEC)
+
+
+def test_old_and_ref_logp_are_detached(mod):
+    """old_logp、ref_logp 当常数用：调用方传进来的张量带着梯度，也不能改变结果（L2.03 坑 2）。"""
+    logp, old, ref, adv, mask = _tensors(_case())
+    want, _ = mod.grpo_loss(logp, logp.detach(), adv, mask, aggregation="token_mean")
+    (want_grad,) = torch.autograd.grad(want, logp)
+    # μ = 1 时 old_logp 就是 logp 本身；这里故意不 detach，像调用方忘了 no_grad 那样传进来
+    got, _ = mod.grpo_loss(logp, logp, adv, mask, aggregation="token_mean")
+    (got_grad,) = torch.autograd.grad(got, logp)
+    check(
+        got_grad,
+        want_grad,
+        where="old_logp 传入带梯度的 logp 本身时 loss 对 logp 的梯度（应与传 logp.detach() 时相同）",
+        section=SPEC,
+        inputs={},
+        mistakes=[
+            Mistake(
+                "没有对 old_logp 做 detach（ratio = exp(logp − old_logp) 的梯度互相抵消成 0，"
+                "策略项不再有梯度）",
+                SPEC,
+                lambda: torch.zeros_like(want_grad),
+            )
+        ],
+    )
+    ref_leaf = ref.clone().requires_grad_()
+    loss, _ = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref_leaf, beta=0.1)
+    loss.backward()
+    assert ref_leaf.grad is None or not ref_leaf.grad.any(), (
+        f"ref_logp 收到了梯度：参考模型是冻结的常数，grpo_loss 里要对 ref_logp 做 detach。回看 {SPEC}"
+    )
 
 
 def test_sequence_mean_counts_empty_rows_in_B(mod):
@@ -512,6 +561,50 @@ def test_on_policy_never_clips(mod, agg):
     _, m = mod.grpo_loss(logp, logp.detach(), adv, mask, eps_low=0.01, aggregation=agg)
     assert m["clip_fraction"] == m["clip_low_fraction"] == m["clip_high_fraction"] == 0.0, (
         f"old_logp = logp 时 ratio 恒为 1，clip 指标应全是 0，得到 {m}。回看 L2.03 的 clipped_surrogate_loss"
+    )
+
+
+def _naive_clip_sides(case, el, eh):
+    """clip_low / clip_high 的两种分母：全部有效 token（对），只数那一侧（A<0 / A>0）的有效 token（错）。"""
+    logp, old, ref, adv, mask = case
+    cells = [
+        (adv[i], _naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], 0.0, el, eh)[2])
+        for i in range(len(logp))
+        for j in range(len(logp[0]))
+        if mask[i][j]
+    ]
+    low = sum(c for a, c in cells if a < 0)
+    high = sum(c for a, c in cells if a > 0)
+    right = {"clip_low_fraction": low / len(cells), "clip_high_fraction": high / len(cells)}
+    per_side = {
+        "clip_low_fraction": low / sum(a < 0 for a, _ in cells),
+        "clip_high_fraction": high / sum(a > 0 for a, _ in cells),
+    }
+    return right, per_side
+
+
+@pytest.mark.parametrize("eps_high", [None, 0.28])
+def test_clip_side_fractions(mod, eps_high):
+    """clip_low/high_fraction 的分母是全部有效 token（与 TRL 的 clip_ratio/low_mean、high_mean 相同）。"""
+    case = _case()
+    right, per_side = _naive_clip_sides(case, 0.2, eps_high or 0.2)
+    # 测试数据本身的前提：两侧都有被裁剪的 token，两种分母给出不同的数
+    assert all(v > 0 for v in right.values()) and right != per_side
+    _, m = mod.grpo_loss(**_inputs(case, 0.0, eps_high, "token_mean"))
+    check(
+        {k: m.get(k) for k in right},
+        right,
+        where="grpo_loss 返回的 clip_low_fraction、clip_high_fraction 两个指标",
+        section="L2.05「3.1 输入和输出」",
+        inputs={},
+        mistakes=[
+            Mistake(
+                "把 clip_low_fraction / clip_high_fraction 的分母写成了那一侧（A<0 / A>0）的有效 token 数"
+                "（分母应是全部有效 token，两者之和 = clip_fraction）",
+                "L2.05「3.1 输入和输出」",
+                lambda: per_side,
+            )
+        ],
     )
 
 

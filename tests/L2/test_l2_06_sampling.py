@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -21,7 +22,26 @@ PITFALL = "L2.06「4. 坑，以及出处」坑 {}"
 
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_06_sampling")
+    """被测模块；每次调用 process_logits 都先检查它有没有原地改输入。
+
+    原地改了的话，后面拿同一份 logits 算的参考值和典型错误也都被改掉，失败信息会指向别的错误；
+    所以一发现就在第一行说出来，并把输入恢复原样（模块级的例子还要给别的测试用）。
+    """
+    real = impl("l2_06_sampling")
+
+    def process_logits(logits, *args, **kwargs):
+        before = logits.clone()
+        out = real.process_logits(logits, *args, **kwargs)
+        if not torch.equal(logits, before):
+            logits.copy_(before)
+            pytest.fail(
+                "process_logits 原地修改了输入的 logits（masked_fill_、div_、/= 之类）：调用方还要用原来的 "
+                f"logits，要返回一个新张量。回看 {SPEC}",
+                pytrace=False,
+            )
+        return out
+
+    return SimpleNamespace(process_logits=process_logits)
 
 
 def _kept(out: torch.Tensor) -> torch.Tensor:

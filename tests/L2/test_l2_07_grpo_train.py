@@ -1,6 +1,6 @@
 """L2.07 microbatch_weight：按权重累加 micro-batch 的损失，必须精确等于整个 batch 一次算出的损失。
 
-参考值在这里独立写出（三种 aggregation 的定义，见 COURSE_DESIGN §4 / L2.05），不依赖被测代码。
+参考值在这里独立写出（三种 aggregation 的定义见 L2.05），不依赖被测代码。
 输出不对时，失败信息的第一行是一句中文：和 `MISTAKES` 里某个典型错误一致时直接说是哪一种。
 """
 
@@ -51,15 +51,25 @@ MISTAKES = [
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum"]
+ROWS_BY_TOKENS = MISTAKES[1]
 NO_GUARD = MISTAKES[2]
 
 
 def _weight(mod, mb_mask, batch_mask, aggregation):
-    """调用被测的 microbatch_weight；整批没有有效 token 时除以 0 抛错，也算作「忘了全 0 的情况」。"""
+    """调用被测的 microbatch_weight；整批没有有效 token 时除以 0 抛错：
+
+    token_mean 下是「忘了全 0 的情况」；sequence_mean / constant 的 M/N 永远不会除以 0，
+    在那里除以 0 说明它们也按有效 token 数分摊了。
+    """
     try:
         w = mod.microbatch_weight(mb_mask, batch_mask, aggregation)
     except ZeroDivisionError as e:
-        pytest.fail(f"{named(NO_GUARD)}\n（ZeroDivisionError：{e}）", pytrace=False)
+        m = NO_GUARD if aggregation == "token_mean" else ROWS_BY_TOKENS
+        pytest.fail(
+            f"{named(m)}\n（{aggregation}、整批有效 token 数 = {float(batch_mask.sum()):g} 时 "
+            f"ZeroDivisionError：{e}）",
+            pytrace=False,
+        )
     assert isinstance(w, float), (
         f"microbatch_weight 应返回 Python float，得到 {type(w).__name__}（张量请用 float(...) 或 .item()）。"
         f"回看 {SECTION}"

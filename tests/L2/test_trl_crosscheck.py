@@ -51,7 +51,7 @@ MAX_LEN = 8
 
 @pytest.fixture(scope="module")
 def trl_mods():
-    pytest.importorskip("trl")
+    # trl 是锁定的依赖：装坏了要报错，不能悄悄跳过
     from accelerate import Accelerator
     from trl import GRPOConfig
     from trl.trainer.grpo_trainer import GRPOTrainer

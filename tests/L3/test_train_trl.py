@@ -63,9 +63,8 @@ def test_reward_wrappers_follow_common_reward(T):
     )
     assert T.correctness(completions=texts, gold=golds) == expected_c  # 纯文本格式的数据集也能用
     assert T.format_boxed(completions=conversational) == expected_f
-    assert (
-        expected_c[0] == 1.0 and expected_f[0] == 1.0 and expected_c[2] == 0.0
-    )  # 上面的例子确实区分得开
+    # 上面的例子确实区分得开
+    assert expected_c[0] == 1.0 and expected_f[0] == 1.0 and expected_c[2] == 0.0
 
 
 # ---------------------------------------------------------------- GRPOConfig ------------------------------------------
@@ -221,8 +220,9 @@ def _inputs(trainer, beta, seed=0):
         completion_ids=completion_ids,
         completion_mask=completion_mask,
         advantages=torch.tensor([1.2, -0.7, 0.4, -1.5]),
+        # 整个生成批次的 token 数（另一个 micro-batch 里还有 token）
         num_items_in_batch=completion_mask.sum() * 2 + 5,
-    )  # 整个生成批次（另一个 micro-batch 里还有 token）
+    )
     with torch.no_grad():
         logp, _, _ = trainer._get_per_token_logps_and_entropies(
             trainer.model,
@@ -280,9 +280,8 @@ def test_vllm_importance_weights_folded_into_advantages_match_trl(course_trainer
     tr.loss_type, tr.beta, tr.epsilon_low, tr.epsilon_high = loss_type, beta, 0.2, 0.28
     tr.current_gradient_accumulation_steps = 2
     inputs = _inputs(tr, beta, seed=1)
-    inputs["importance_sampling_ratio"] = torch.tensor(
-        [[1.3], [0.0], [0.8], [2.0]]
-    )  # sequence_mask 模式：(B, 1)，被 mask 的是 0
+    # sequence_mask 模式：(B, 1)，被 mask 的是 0
+    inputs["importance_sampling_ratio"] = torch.tensor([[1.3], [0.0], [0.8], [2.0]])
     tr.use_vllm, tr.vllm_importance_sampling_correction = True, True
     try:
         ref_loss, ref_grads, _ = _run(tr, GRPOTrainer._compute_loss, inputs)
@@ -301,10 +300,11 @@ def test_vllm_importance_weights_folded_into_advantages_match_trl(course_trainer
 def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
     from common.models import TINY_WARMSTART_DIR
 
-    if not (TINY_WARMSTART_DIR / "model.safetensors").is_file():
-        pytest.skip(
-            f"tiny 的 warm-start checkpoint 不在 {TINY_WARMSTART_DIR}（由 L2.07 的 make_warmstart.py 生成）"
-        )
+    # 仓库自带这个 checkpoint（setuptools package-data）；不在就是安装坏了，要报错而不是跳过
+    assert (TINY_WARMSTART_DIR / "model.safetensors").is_file(), (
+        f"tiny 的 warm-start checkpoint 不在 {TINY_WARMSTART_DIR}：重新 pip install -e . ，"
+        "或运行 L2_algorithm/07_grpo_train/make_warmstart.py 重新生成"
+    )
     a = _tiny_args(
         T,
         tmp_path,

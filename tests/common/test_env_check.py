@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import torch
 
-from common import env_check, vram
+from common import env_check
 
 
 def test_bandwidth_lookup():
@@ -26,25 +30,6 @@ def test_library_versions_lists_installed_and_missing():
         torch.__version__[:4]
     )
     assert set(versions) == set(env_check.LIBRARIES)
-
-
-def test_preset_settings_follow_the_presets():
-    from common.models import PRESETS
-
-    shape, s = env_check.preset_settings(PRESETS["qwen3-0.6b"])
-    assert shape is vram.QWEN3["Qwen3-0.6B"] and s.method == "full" and s.layout == "policy"
-    assert s.rollout_backend == "fast"  # grpo_train.py 在 GPU 上走 common.fast_decode
-    assert (s.prompts, s.group) == (
-        PRESETS["qwen3-0.6b"].defaults["prompts_per_step"],
-        PRESETS["qwen3-0.6b"].defaults["group_size"],
-    )
-    shape, s = env_check.preset_settings(PRESETS["qwen3-1.7b-lora"])
-    assert (
-        shape is vram.QWEN3["Qwen3-1.7B"]
-        and s.method == "lora"
-        and s.lora_rank == PRESETS["qwen3-1.7b-lora"].lora_rank
-    )
-    assert env_check.preset_settings(PRESETS["tiny"]) == (None, None)
 
 
 def test_cpu_only_report_points_to_the_no_gpu_route(capsys, monkeypatch):
@@ -97,3 +82,47 @@ def test_rejects_arguments(capsys):
 def test_real_gpu_is_described():
     info = env_check.gpu_info()
     assert info["total_gib"] > 0 and info["name"]
+
+
+# 在子进程里挡住 torch 和 transformers 的 import（就像还没安装），再按 README 的方式运行 env_check
+_WITHOUT_TORCH = """
+import importlib.abc, runpy, sys
+
+class NotInstalled(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("torch", "transformers"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+        return None
+
+sys.meta_path.insert(0, NotInstalled())
+sys.argv = ["env_check"]
+runpy.run_module("common.env_check", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_before_installation_it_says_what_to_install():
+    """README 让学习者在安装之前就运行 python -m common.env_check：缺库时要说缺什么、怎么装，退出码非 0。"""
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_TORCH],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.stdout == ""
+    assert "缺少 torch、transformers" in r.stderr
+    for _, command in env_check.INSTALL_STEPS:
+        assert command in r.stderr
+    assert (
+        "https://download.pytorch.org/whl/cpu" in r.stderr and 'pip install -e ".[dev]"' in r.stderr
+    )
+
+
+def test_install_commands_are_the_readmes():
+    """env_check 打印的安装命令是 README「安装与测试」里的原样命令（两处必须一起改）。"""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
+    for what, command in env_check.INSTALL_STEPS:
+        assert f"\n{command}\n" in readme, f"README 里没有这条安装命令：{command}（{what}）"

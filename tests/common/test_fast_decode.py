@@ -44,10 +44,8 @@ def _prompts(batch=5, tp=9):
     return ids, mask
 
 
-@pytest.mark.parametrize("steps_per_graph", [1, 4, 7])
-def test_greedy_matches_hf_generate(model, steps_per_graph):
-    ids, mask = _prompts()
-    n, eos = 40, [7, 11]
+def _hf_greedy(model, ids, mask, n, eos):
+    """HF generate 的贪心输出（参照），补齐到 n 列。"""
     ref = model.generate(
         input_ids=ids,
         attention_mask=mask,
@@ -56,7 +54,14 @@ def test_greedy_matches_hf_generate(model, steps_per_graph):
         eos_token_id=eos,
         pad_token_id=0,
     )[:, ids.shape[1] :]
-    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    return torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+
+
+@pytest.mark.parametrize("steps_per_graph", [1, 4, 7])
+def test_greedy_matches_hf_generate(model, steps_per_graph):
+    ids, mask = _prompts()
+    n, eos = 40, [7, 11]
+    ref = _hf_greedy(model, ids, mask, n, eos)
     dec = StaticDecoder(model, 8, 128, eos, 0, steps_per_graph, compile=False)
     got = dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False)
     assert torch.equal(got, ref)
@@ -145,4 +150,78 @@ def test_lora_adapters_are_merged_into_the_decode_weights(model):
         "LoRA 应当改变输出，否则这个测试测不到合并"
     )
     dec = StaticDecoder(peft_model, 8, 128, eos, 0, 4, compile=False)
+    assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
+
+
+def test_release_frees_rollout_memory_and_the_next_generation_is_unchanged(model):
+    """KV cache 和 bf16 权重副本只在生成时需要：release 之后释放，下一次生成重新分配，结果不变。"""
+    import copy
+
+    from common.fast_decode import decode_weights
+
+    m = copy.deepcopy(model)  # 自己的一份：不和别的测试共用解码器缓存
+    ids, mask = _prompts()
+    dec = StaticDecoder(m, 8, 128, [7, 11], 0, 4, compile=False, dtype=torch.bfloat16)
+    first = dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False)
+    weights = decode_weights(m, torch.bfloat16)
+    kv = 2 * 3 * 8 * 2 * 128 * 16 * 2  # k 和 v × 3 层 × (8 行, 2 个 kv 头, 128 槽, 16 维) × 2 B
+    assert dec.nbytes == kv and weights.nbytes > 0
+    version = weights.version
+    dec.release()
+    weights.release()
+    assert dec.nbytes == 0 and weights.nbytes == 0, "release 之后不应再持有 KV cache 和权重副本"
+    again = dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False)
+    assert torch.equal(again, first)
+    assert weights.version == version + 1, (
+        "副本重新分配后地址变了：version 要变，CUDA graph 才会重新捕获"
+    )
+    assert dec.nbytes == kv
+
+
+def test_gradients_hosted_in_rollout_memory_are_exact_and_generation_is_unchanged(model):
+    """梯度借用 KV cache 和权重副本的显存：梯度与普通 backward 逐位相同，之后的生成也不受影响。"""
+    import copy
+
+    from common import fast_decode as fd
+
+    m = copy.deepcopy(model).float()
+    ids, mask = _prompts()
+    dec = StaticDecoder(m, 8, 128, [7, 11], 0, 4, compile=False, dtype=torch.bfloat16)
+    fd._DECODERS.setdefault(m, {})["test"] = dec  # fast_generate 在 CPU 上不可用：手动登记
+    first = dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False)
+    buffers = fd.rollout_buffers(m)
+    assert sum(b.numel() * b.element_size() for b in buffers) == fd.rollout_memory_bytes(m) > 0
+
+    def backward():
+        m.zero_grad(set_to_none=True)
+        logits = m(input_ids=ids, attention_mask=mask).logits
+        (logits.float().logsumexp(-1).mean() + logits[..., 3].mean()).backward()
+        m(input_ids=ids, attention_mask=mask).logits.square().mean().backward()  # 第二次累加
+        return {n: p.grad.clone() for n, p in m.named_parameters()}
+
+    plain = backward()
+    m.zero_grad(set_to_none=True)
+    params = list(m.parameters())
+    hosted = fd.host_gradients(params, buffers)
+    inside = [p for p in params if p.grad is not None]
+    assert hosted > 0 and inside, "至少要有参数的梯度放进了 rollout 的显存"
+    storages = {b.untyped_storage().data_ptr() for b in buffers}
+    assert all(p.grad.untyped_storage().data_ptr() in storages for p in inside)
+    logits = m(input_ids=ids, attention_mask=mask).logits
+    (logits.float().logsumexp(-1).mean() + logits[..., 3].mean()).backward()
+    m(input_ids=ids, attention_mask=mask).logits.square().mean().backward()
+    for n, p in m.named_parameters():
+        assert torch.equal(p.grad, plain[n]), f"{n} 的梯度与普通 backward 不同"
+    assert all(p.grad.untyped_storage().data_ptr() in storages for p in inside), "梯度被换了地方"
+    m.zero_grad(set_to_none=True)
+    assert torch.equal(dec.generate(ids, mask, 20, Sampling(greedy=True), cuda_graph=False), first)
+
+
+@pytest.mark.parametrize("attention", ["reduce", "sdpa"])
+def test_other_attention_variants_match_hf_generate(model, attention):
+    """L2.06 bench_rollout.py 比较的另外两种 attention 写法，在 CPU 上不编译地跑：贪心输出与 HF generate 逐 token 相同。"""
+    ids, mask = _prompts()
+    n, eos = 40, [7, 11]
+    ref = _hf_greedy(model, ids, mask, n, eos)
+    dec = StaticDecoder(model, 8, 128, eos, 0, 4, compile=False, attention=attention)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)

@@ -87,12 +87,10 @@ def test_tiny_tokenizer_is_deterministic(tiny_tok):
 
     from common.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
 
-    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))[
-        "model"
-    ]  # retrain, bypassing the cache
-    assert (
-        fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]
-    )  # same vocab and merges
+    # retrain, bypassing the cache
+    fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))["model"]
+    # same vocab and merges
+    assert fresh == json.loads(tiny_tok.backend_tokenizer.to_str())["model"]
 
 
 def _count_params(cfg) -> int:
@@ -129,17 +127,15 @@ def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_pa
         and cfg.rms_norm_eps == 1e-6
     )
     assert cfg.max_position_embeddings == 40960
-    model, tok = load_model(
-        name, init="random", device="meta"
-    )  # shapes only, no memory, no download
+    # shapes only, no memory, no download
+    model, tok = load_model(name, init="random", device="meta")
     assert len(tok) == 151669
     base = model.get_base_model() if get_preset(name).lora_rank else model
     n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
     n_base = sum(p.numel() for n_, p in base.named_parameters() if "lora_" not in n_)
     assert n_base == _count_params(cfg)
-    if (
-        n_params is not None
-    ):  # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+    # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
+    if n_params is not None:
         assert n_base == n_params
     assert n >= n_base
     if get_preset(name).lora_rank:
@@ -174,3 +170,50 @@ def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
     )
     logits = m1(ids).logits
     assert logits.shape == (1, ids.shape[1], len(tok)) and torch.isfinite(logits).all()
+
+
+def test_ledger_settings_follow_the_presets():
+    """显存账本对每个 GPU 预设的设定就在预设旁边（common.models.ledger_settings），来自预设的默认值。"""
+    from common.models import ledger_settings, uses_gradient_checkpointing
+    from common.qwen3_shapes import QWEN3
+
+    for name, shape_name, method in (
+        ("qwen3-0.6b", "Qwen3-0.6B", "full"),
+        ("qwen3-1.7b-lora", "Qwen3-1.7B", "lora"),
+    ):
+        preset = PRESETS[name]
+        shape, s = ledger_settings(preset)
+        assert shape is QWEN3[shape_name] and s.method == method, name
+        assert (s.prompts, s.group, s.max_new_tokens, s.beta) == (
+            preset.defaults["prompts_per_step"],
+            preset.defaults["group_size"],
+            preset.defaults["max_new_tokens"],
+            preset.defaults["beta"],
+        ), name
+        # 训练脚本在 GPU 上走 fast_decode
+        assert s.layout == "policy" and s.rollout_backend == "fast"
+        # 检查点跟 load_model 的实际做法一致（GPU 预设默认打开）
+        assert s.checkpointing is uses_gradient_checkpointing(preset) is True, name
+    assert (
+        ledger_settings(PRESETS["qwen3-1.7b-lora"])[1].lora_rank
+        == PRESETS["qwen3-1.7b-lora"].lora_rank
+    )
+    assert ledger_settings("tiny") is None  # tiny 在 CPU 上跑，账本没有它的形状
+
+
+def _checkpointing_kwargs(model):
+    """load_model 打开的 gradient checkpointing 的参数（关着时为 None）。"""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    if not base.is_gradient_checkpointing:
+        return None
+    return base.model.layers[0]._gradient_checkpointing_func.keywords
+
+
+def test_load_model_turns_on_gradient_checkpointing():
+    """库里打开 gradient checkpointing 的唯一地方是 load_model：GPU 预设默认开，非 reentrant（LoRA 冻结的输入也能反向）。"""
+    model, _ = load_model("qwen3-1.7b-lora", init="random", device="meta")
+    assert _checkpointing_kwargs(model) == {"use_reentrant": False}
+    tiny, _ = load_model("tiny", init="random")
+    assert _checkpointing_kwargs(tiny) is None  # tiny 默认不开（CPU 上激活很小）
+    tiny, _ = load_model("tiny", init="random", gradient_checkpointing=True)
+    assert _checkpointing_kwargs(tiny) == {"use_reentrant": False}

@@ -505,7 +505,9 @@ MATH_VERIFY_EXCLUDED = [
 
 @pytest.fixture(scope="module")
 def math_verify():
-    return pytest.importorskip("math_verify")
+    import math_verify  # dev 依赖里锁定的版本：装坏了要报错，不能悄悄跳过
+
+    return math_verify
 
 
 def _mv_verdict(mv, text, gold):

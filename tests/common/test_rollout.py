@@ -73,9 +73,8 @@ def test_greedy_matches_hf_generate_without_eos(model_and_prompts):
     assert torch.equal(ours.completion_ids, hf)
     assert ours.truncated.all() and ours.lengths.tolist() == [24] * len(prompts)
     assert (ours.completion_mask == 1).all()
-    assert (
-        len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5
-    )  # non-trivial output
+    # non-trivial output
+    assert len({tuple(r) for r in hf.tolist()}) > 1 and len(set(hf.flatten().tolist())) > 5
 
 
 def test_greedy_matches_hf_generate_with_several_eos_ids(model_and_prompts):
@@ -221,22 +220,14 @@ def test_temperature_and_top_p_go_through_process_logits(model_and_prompts):
     assert torch.equal(tiny_p.completion_ids, greedy.completion_ids)
 
 
-def test_default_process_logits_is_the_l2_06_solution(model_and_prompts):
+def test_sampling_without_process_logits_says_what_to_pass(model_and_prompts):
+    """common/ 不替调用者挑 L2.06 的实现（它不 import solutions/exercises）：采样必须显式传 process_logits。"""
     model, prompts = model_and_prompts
-    from solutions.l2_06_sampling import process_logits
-
-    kw = dict(
-        max_new_tokens=6, eos_token_ids=[10_000], pad_token_id=PAD, temperature=1.3, top_p=0.8
-    )
-    a = generate(model, prompts, generator=torch.Generator().manual_seed(2), **kw)
-    b = generate(
-        model,
-        prompts,
-        generator=torch.Generator().manual_seed(2),
-        process_logits=process_logits,
-        **kw,
-    )
-    assert torch.equal(a.completion_ids, b.completion_ids)
+    kw = dict(max_new_tokens=3, eos_token_ids=[10_000], pad_token_id=PAD)
+    with pytest.raises(ValueError, match="process_logits") as err:
+        generate(model, prompts, temperature=1.3, **kw)
+    assert "greedy=True" in str(err.value)
+    assert generate(model, prompts, greedy=True, **kw).completion_ids.shape[0] == len(prompts)
 
 
 def test_stops_early_and_restores_train_mode(model_and_prompts):
@@ -270,9 +261,8 @@ def test_stops_early_and_restores_train_mode(model_and_prompts):
 
 def test_finish_rollout_overwrites_tokens_after_eos():
     ids, mask = left_pad([[1, 2], [3]], pad_token_id=0)
-    raw = torch.tensor(
-        [[5, 9, 6, 6], [9, 9, 9, 0]]
-    )  # backend left junk after EOS 9 / pad equals a real token
+    # backend left junk after EOS 9 / pad equals a real token
+    raw = torch.tensor([[5, 9, 6, 6], [9, 9, 9, 0]])
     r = finish_rollout(ids, mask, raw, eos_token_ids=[9], pad_token_id=0)
     assert r.completion_ids.tolist() == [[5, 9], [9, 0]]
     assert r.completion_mask.tolist() == [[1.0, 1.0], [1.0, 0.0]]

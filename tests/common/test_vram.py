@@ -1,4 +1,5 @@
-"""common.vram：模型形状、账本的每一行（与手算对照）、种子表的结论、CLI，以及测显存的辅助函数。
+"""显存账本：模型形状（common.qwen3_shapes）、账本的每一行（common.ledger，与手算对照）、
+种子表的结论（common.fit）和命令行（common.vram）。测显存的辅助函数见 test_cuda_memory.py。
 
 手算的数字直接从 config.json 的形状写出来，不调用被测函数。
 「按字节数对照」的几个测试在 CPU 上数 autograd 真正存下/分配的张量字节——它们检验账本的算术，
@@ -14,8 +15,12 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from common import vram
-from common.vram import QWEN3, GiB, Settings, fit_table, ledger
+from common import fit, vram
+from common import ledger as ledger_module
+from common.fast_decode import static_shape
+from common.fit import fit_table
+from common.ledger import GiB, Settings, ledger
+from common.qwen3_shapes import MODELS, QWEN3, ModelShape, get_model
 
 # 种子表（单卡 32 GB）：模型, 方式 -> 结论
 SEED_VERDICTS = {
@@ -94,16 +99,16 @@ def test_config_dict_is_the_source_for_the_model_presets():
 
 def test_unknown_model_lists_the_valid_names():
     with pytest.raises(ValueError) as err:
-        vram.get_model("Qwen3-7B")
-    assert all(name in str(err.value) for name in vram.MODELS)
-    assert vram.get_model("qwen3-0.6b") is QWEN3["Qwen3-0.6B"]
+        get_model("Qwen3-7B")
+    assert all(name in str(err.value) for name in MODELS)
+    assert get_model("qwen3-0.6b") is QWEN3["Qwen3-0.6B"]
 
 
 # ---------------------------------------------------------------- 种子表 -------------------------------------
 
 
 def test_fit_table_has_every_model_and_method(table):
-    assert set(table) == {(m, k) for m in vram.MODELS for k in vram.METHODS}
+    assert set(table) == {(m, k) for m in MODELS for k in ledger_module.METHODS}
     for row in table.values():
         assert row["verdict"] in ("fits", "tight", "no")
         assert {"breakdown", "settings", "total_gb", "usage", "max_new_tokens_fit", "note"} <= set(
@@ -133,10 +138,10 @@ def test_seed_notes_hold(table):
 
 
 def test_verdict_rule():
-    assert vram.verdict(0.85, 1024) == "fits"
-    assert vram.verdict(0.86, 4096) == "tight"
-    assert vram.verdict(0.50, 960) == "tight"
-    assert vram.verdict(1.01, 4096) == "no"
+    assert fit.verdict(0.85, 1024) == "fits"
+    assert fit.verdict(0.86, 4096) == "tight"
+    assert fit.verdict(0.50, 960) == "tight"
+    assert fit.verdict(1.01, 4096) == "no"
 
 
 # ---------------------------------------------------------------- 账本的每一行，与手算对照 -----------------------
@@ -167,7 +172,7 @@ def test_lines_full_finetune_by_hand():
     assert L.lines["logits"].nbytes == 4 * 512 * 151936 * 10
     # 每层每 token：范数 16d + q/k 范数 6(hq+hkv) + rsqrt 4(2+H+Hkv) + 注意力 8hq + 4H + MLP 8I
     per_layer = 16 * 1024 + 6 * (2048 + 1024) + 4 * (2 + 16 + 8) + 8 * 2048 + 4 * 16 + 8 * 3072
-    assert vram.activation_bytes_per_token_layer(QWEN3["Qwen3-0.6B"]) == per_layer
+    assert ledger_module.activation_bytes_per_token_layer(QWEN3["Qwen3-0.6B"]) == per_layer
     tokens = 4 * 768
     assert L.lines["activations"].nbytes == tokens * (28 * 2 * 1024 + 8 * 1024)
     assert L.lines["recompute"].nbytes == tokens * per_layer * 1.25 + 4 * 768 * 768 * 2
@@ -247,12 +252,12 @@ def test_ledger_is_monotone_in_the_obvious_knobs():
 
 
 def test_answer_limit_is_the_boundary():
-    s = dataclasses.replace(vram.TABLE_BASE, method="lora")
-    limit = vram.max_new_tokens_that_fit("Qwen3-4B", s)
+    s = dataclasses.replace(fit.TABLE_BASE, method="lora")
+    limit = fit.max_new_tokens_that_fit("Qwen3-4B", s)
     assert limit % 64 == 0 and limit > 0
     assert ledger("Qwen3-4B", dataclasses.replace(s, max_new_tokens=limit)).usage <= 1.0
     assert ledger("Qwen3-4B", dataclasses.replace(s, max_new_tokens=limit + 64)).usage > 1.0
-    assert vram.max_new_tokens_that_fit("Qwen3-1.7B", dataclasses.replace(s, method="full")) == 0
+    assert fit.max_new_tokens_that_fit("Qwen3-1.7B", dataclasses.replace(s, method="full")) == 0
 
 
 def test_bad_settings_say_what_to_change():
@@ -268,7 +273,7 @@ def test_logprob_chunk_rows_match_the_l2_solution():
     # 账本对 log-prob 显存的记法对应课程自己的 token_logprobs（参考实现）
     from solutions import l2_02_logprobs_and_masks as lm
 
-    assert vram.LOGPROB_CHUNK_ROWS == lm.CHUNK_ROWS
+    assert ledger_module.LOGPROB_CHUNK_ROWS == lm.CHUNK_ROWS
 
 
 # ---------------------------------------------------------------- 与 autograd 真正存下的字节对照（CPU） ----------
@@ -298,7 +303,7 @@ def _tiny_qwen3(layers, method, hidden=96, inter=320, heads=4, kv=2, hd=32, voca
         model = get_peft_model(
             model, LoraConfig(r=lora_rank, lora_alpha=2 * lora_rank, target_modules=targets)
         )
-    shape = vram.ModelShape("t", "t", hidden, layers, heads, kv, hd, inter, vocab, True, 1024)
+    shape = ModelShape("t", "t", hidden, layers, heads, kv, hd, inter, vocab, True, 1024)
     return model, shape
 
 
@@ -340,7 +345,7 @@ def test_per_layer_formula_equals_what_autograd_saves(method):
             model.enable_input_require_grads()
         out = model(input_ids=ids, attention_mask=mask).logits
         saved.append(_saved_bytes(out, list(model.parameters())))
-    per_layer = vram.activation_bytes_per_token_layer(shape, "bf16", method, lora_rank=4)
+    per_layer = ledger_module.activation_bytes_per_token_layer(shape, "bf16", method, lora_rank=4)
     padding_mask = B * L * L * 2  # SDPA 每层存一份转成 bf16 的 mask
     # rel 1e-3：peft 每个 adapter 还存一个 float64 的 scaling 标量（8 字节，与 token 数无关）
     assert saved[1] - saved[0] == pytest.approx(per_layer * B * L + padding_mask, rel=1e-3)
@@ -386,9 +391,11 @@ def test_logprob_bytes_per_element():
     from solutions.l2_02_logprobs_and_masks import token_logprobs
 
     naive = lambda x, t: torch.log_softmax(x.float(), -1).gather(-1, t[..., None])[..., 0]
-    assert _count_logprob_peak(naive) == pytest.approx(vram.LOGPROB_BYTES["naive"], rel=0.02)
+    assert _count_logprob_peak(naive) == pytest.approx(
+        ledger_module.LOGPROB_BYTES["naive"], rel=0.02
+    )
     assert _count_logprob_peak(token_logprobs) == pytest.approx(
-        vram.LOGPROB_BYTES["chunked_ckpt"], rel=0.02
+        ledger_module.LOGPROB_BYTES["chunked_ckpt"], rel=0.02
     )
 
 
@@ -464,7 +471,7 @@ def test_training_peak_matches_counted_bytes_grid(method, checkpointing, precisi
 def test_cli_prints_the_table(capsys):
     assert vram.main([]) == 0
     out = capsys.readouterr().out
-    for name in vram.MODELS:
+    for name in MODELS:
         assert name in out
     assert "tight" in out and "fits" in out and "no" in out
 
@@ -490,46 +497,25 @@ def test_cli_bad_input_exits_nonzero(capsys):
     assert err.value.code != 0
 
 
-# ---------------------------------------------------------------- 测量辅助函数 ----------------------------------
+# ---------------------------------------------------------------- 与其他模块对齐 --------------------------------
 
 
-def test_measuring_helpers_on_cpu(capsys):
-    if torch.cuda.is_available():
-        pytest.skip("这台机器有 CUDA；CPU 分支只在没有 GPU 时走")
-    with vram.peak_memory("x", verbose=True) as m:
-        torch.zeros(10)
-    assert m["cuda"] is False and "peak" not in m
-    assert vram.cap_to_gpu_gb(32) is None
-    assert "没有 CUDA" in capsys.readouterr().out
+def test_fast_decoder_line_uses_the_decoders_own_buckets():
+    # common.fast_decode 的桶：行数按 16 取整；槽数 = prompt + 1 + ⌈(回答-1)/16⌉·16 + 1，按 128 取整
+    assert static_shape(64, 256, 512) == (64, 896)  # 256 + 1 + 32·16 + 1 = 770 -> 896
+    assert static_shape(5, 10, 1) == (16, 128)
+    L = ledger("Qwen3-0.6B", Settings(layout="policy", rollout_backend="fast", precision="fp32"))
+    kv = 64 * 896 * 28 * 2 * 8 * 128 * 2  # 64 行 × 896 槽 × 28 层 × (K,V) × 8 头 × 128 × bf16
+    copies = 596_049_920 * 2  # fp32 主权重的 bf16 解码副本
+    pool = 16 * 64 * 151936  # CUDA graph 内存池的估计
+    assert L.lines["fast_decoder"].nbytes == kv + copies + pool
 
 
-def test_measuring_helpers_call_the_cuda_api(monkeypatch):
-    """没有 GPU 也能检查接线：把 torch.cuda 的几个函数换成假的。"""
-    calls = []
-    fake = {
-        "synchronize": lambda device=None: None,
-        "reset_peak_memory_stats": lambda device=None: calls.append("reset"),
-        "memory_allocated": lambda device=None: 3 * GiB,
-        "max_memory_allocated": lambda device=None: 5 * GiB,
-        "memory_reserved": lambda device=None: 6 * GiB,
-        "max_memory_reserved": lambda device=None: 7 * GiB,
-        "get_device_properties": lambda device=None: type("P", (), {"total_memory": 140 * GiB})(),
-        "set_per_process_memory_fraction": lambda frac, device=None: calls.append(frac),
-    }
-    for name, fn in fake.items():
-        monkeypatch.setattr(torch.cuda, name, fn)
-    monkeypatch.setattr(vram, "cuda_available", lambda: True)
-    with vram.peak_memory("step") as m:
-        pass
-    assert calls[0] == "reset"
-    assert (m["peak"], m["allocated"], m["reserved"], m["peak_reserved"]) == (
-        5 * GiB,
-        3 * GiB,
-        6 * GiB,
-        7 * GiB,
-    )
-    assert vram.cap_to_gpu_gb(32) == pytest.approx(32 / 140) and calls[-1] == pytest.approx(
-        32 / 140
-    )
-    with pytest.raises(ValueError, match="cap-gb"):
-        vram.cap_to_gpu_gb(200)
+def test_verdict_is_an_explicit_assessment():
+    """账本只做算术（合计在构造时算好）；结论和「回答上限」的搜索由 common.fit.assess 显式完成。"""
+    L = ledger("Qwen3-4B", dataclasses.replace(fit.TABLE_BASE, method="lora"))
+    assert L.total == L.peak_allocated + L.slack + L.context
+    assert L.usage == L.total / (32 * GiB)
+    a = fit.assess(L)
+    assert a.answer_limit == fit.max_new_tokens_that_fit(L.model, L.settings, L.gpu_gb)
+    assert a.verdict == fit.verdict(L.usage, a.answer_limit) == "tight"

@@ -1,0 +1,241 @@
+"""L2.02 四个函数的典型错误：故意写错的实现，只给 tests/diagnose.py 比对用。
+
+错误版不分块（分块不改变数值）；参数与被测函数相同。
+`DIAGNOSIS_INPUTS[函数名][情形]` 是诊断输入，`SHOWN_BY[错误] = (函数名, 情形)` 说明在哪组输入上能认出它。
+"""
+
+from __future__ import annotations
+
+import torch
+from diagnose import Mistake
+
+FORMULA = "L2.02「2. 公式，以及它们从哪来」"
+LOGP_SPEC = "L2.02「3.1 `token_logprobs`：规格」"
+CHUNKS = "L2.02「3.2 为什么要分块，为什么分块还不够」"
+ENTROPY_SPEC = "L2.02「3.3 `token_entropy`：规格」"
+MASK_SPEC = "L2.02「3.4 `completion_mask`：规格」"
+MEAN_SPEC = "L2.02「3.5 `masked_mean`：规格」"
+EXAMPLE = "L2.02「3.6 手算例子」"
+SHIFT = "L2.02「错一位：logits[t] 预测的是第 t+1 个 token」"
+BF16 = "L2.02「坑 3：在 bf16 里算 log_softmax」"
+PAD_IS_EOS = "L2.02「坑 4：pad == eos，把 EOS 遮掉了」"
+EMPTY_AND_NAN = "L2.02「坑 6：空切片和 NaN」"
+
+
+def _pick(logp, tokens):
+    return logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+# ---------------------------------------------------------------- token_logprobs
+
+LOGP_MISTAKES = [
+    Mistake(
+        "忘了减 logsumexp：取出来的是原始 logit，不是 log 概率",
+        FORMULA,
+        lambda logits, tokens: _pick(logits.float(), tokens),
+    ),
+    Mistake(
+        "log_softmax 沿错了维度（沿 T 而不是词表 V，应为 dim=-1）",
+        FORMULA,
+        lambda logits, tokens: _pick(torch.log_softmax(logits.float(), dim=1), tokens),
+    ),
+    Mistake(
+        "取的是概率 p（softmax），不是 log p",
+        FORMULA,
+        lambda logits, tokens: _pick(torch.softmax(logits.float(), dim=-1), tokens),
+    ),
+    Mistake(
+        "在函数里又错开了一位（logits[:, :-1] 配 tokens[:, 1:]）：传进来的 logits 和 tokens 已经对齐好了",
+        SHIFT,
+        lambda logits, tokens: _pick(torch.log_softmax(logits[:, :-1].float(), -1), tokens[:, 1:]),
+    ),
+    Mistake(
+        "在 bf16 里算了 log_softmax、最后才转 float32：15 万项的求和在 bf16 里误差很大",
+        BF16,
+        lambda logits, tokens: _pick(torch.log_softmax(logits, dim=-1), tokens).float(),
+    ),
+]
+
+# ---------------------------------------------------------------- token_entropy
+
+
+def _entropy(logits, *, dim=-1, sign=-1.0, use_logits=False, reduce="sum"):
+    logp = torch.log_softmax(logits.float(), dim=dim)
+    terms = logp.exp() * (logits.float() if use_logits else logp)
+    return sign * (terms.sum(-1) if reduce == "sum" else terms.mean(-1))
+
+
+ENTROPY_MISTAKES = [
+    Mistake(
+        "熵的符号反了（算成了 Σ p·log p，它 ≤ 0；H = −Σ p·log p ≥ 0）",
+        ENTROPY_SPEC,
+        lambda logits: _entropy(logits, sign=1.0),
+    ),
+    Mistake(
+        "softmax 沿错了维度（沿 T 而不是词表 V，应为 dim=-1）",
+        ENTROPY_SPEC,
+        lambda logits: _entropy(logits, dim=1),
+    ),
+    Mistake(
+        "把 logits 当成了 log p（算成了 −Σ p·z，少了 + logsumexp）",
+        FORMULA,
+        lambda logits: _entropy(logits, use_logits=True),
+    ),
+    Mistake(
+        "对词表求了平均而不是求和（−mean(p·log p) 小了 V 倍）",
+        ENTROPY_SPEC,
+        lambda logits: _entropy(logits, reduce="mean"),
+    ),
+]
+
+# ---------------------------------------------------------------- completion_mask
+
+
+def _eos_flags(completion_ids, eos_token_ids, first_only=False):
+    ids = [eos_token_ids] if isinstance(eos_token_ids, int) else list(eos_token_ids)
+    return torch.isin(completion_ids, torch.tensor(ids[:1] if first_only else ids))
+
+
+def _mask_through_first_eos(is_eos):
+    before = is_eos.long().cumsum(dim=1) - is_eos.long()
+    return (before == 0).float()
+
+
+def _mask_by_argmax(completion_ids, eos_token_ids):
+    first = _eos_flags(completion_ids, eos_token_ids).long().argmax(dim=1, keepdim=True)
+    return (torch.arange(completion_ids.shape[1]) <= first).float()
+
+
+MASK_MISTAKES = [
+    Mistake(
+        "mask 把 EOS 自己也遮掉了（第一个 EOS 应为 1：模型靠它学会停下）",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: (
+            _eos_flags(completion_ids, eos_token_ids).long().cumsum(dim=1) == 0
+        ).float(),
+    ),
+    Mistake(
+        "按 token 的值推断了 mask（不是 EOS/pad 的位置就算 1）：EOS 本身和第一个 EOS 之后的普通 token 都错了",
+        PAD_IS_EOS,
+        lambda completion_ids, eos_token_ids: (~_eos_flags(completion_ids, eos_token_ids)).float(),
+    ),
+    Mistake(
+        "只认了 eos_token_ids 里的第一个 id（Qwen3 有两个 EOS，哪个先出现就停在哪）",
+        PAD_IS_EOS,
+        lambda completion_ids, eos_token_ids: _mask_through_first_eos(
+            _eos_flags(completion_ids, eos_token_ids, first_only=True)
+        ),
+    ),
+    Mistake(
+        "用 argmax 找第一个 EOS：没有 EOS 的行 argmax 也返回 0，被截断的回答只剩第 0 个 token",
+        MASK_SPEC,
+        _mask_by_argmax,
+    ),
+]
+
+# ---------------------------------------------------------------- masked_mean
+
+
+def _masked_mean(x, mask, dim=None, *, zero_first=True, guard=True, denominator="mask"):
+    m = mask.to(x.dtype)
+    num = torch.where(mask != 0, x * m, torch.zeros_like(x)) if zero_first else x * m
+    num = num.sum() if dim is None else num.sum(dim)
+    if denominator == "count":
+        den = torch.tensor(float(x.numel() if dim is None else x.shape[dim]), dtype=x.dtype)
+    else:
+        den = m.sum() if dim is None else m.sum(dim)
+    if not guard:
+        return num / den
+    has = den != 0
+    return torch.where(has, num / torch.where(has, den, torch.ones_like(den)), 0.0)
+
+
+def _mean_of_row_means(x, mask, dim=None):
+    if dim is not None:
+        return _masked_mean(x, mask, dim)
+    return _masked_mean(x, mask, dim=-1).mean()
+
+
+MEAN_MISTAKES = [
+    Mistake(
+        "分母数进了 padding（除以全部位置数，而不是 mask 之和）",
+        MEAN_SPEC,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, denominator="count"),
+    ),
+    Mistake(
+        "mask 全 0 的切片得到 NaN（0/0）：这种切片的结果应为 0",
+        EMPTY_AND_NAN,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, guard=False),
+    ),
+    Mistake(
+        "被遮住位置上的 NaN/inf 漏进了结果（只乘了 mask，而 0·NaN = NaN）",
+        EMPTY_AND_NAN,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, zero_first=False),
+    ),
+    Mistake(
+        "dim=None 时先按行平均、再对行平均；应把所有被选中的元素放在一起平均",
+        EXAMPLE,
+        _mean_of_row_means,
+    ),
+]
+
+MISTAKES = {
+    "token_logprobs": LOGP_MISTAKES,
+    "token_entropy": ENTROPY_MISTAKES,
+    "completion_mask": MASK_MISTAKES,
+    "masked_mean": MEAN_MISTAKES,
+}
+
+
+def _logits(b, t, v, dtype=torch.float32, seed=0, scale=3.0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randn(b, t, v, generator=g) * scale).to(dtype)
+
+
+def _tokens(b, t, v, seed=1):
+    return torch.randint(0, v, (b, t), generator=torch.Generator().manual_seed(seed))
+
+
+_X = [[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]]
+_M = [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]]
+NAN, INF = float("nan"), float("inf")
+
+DIAGNOSIS_INPUTS = {
+    "token_logprobs": {
+        "fp32": lambda: dict(logits=_logits(2, 5, 7), tokens=_tokens(2, 5, 7)),
+        "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16), tokens=_tokens(2, 6, 257)),
+    },
+    "token_entropy": {"fp32": lambda: dict(logits=_logits(2, 5, 7))},
+    "completion_mask": {
+        # EOS 是 2 和 3（pad 也是 2）：pad 跟在 EOS 后面 / EOS 后还有普通 token / 3 先出现 / 被截断
+        "rows": lambda: dict(
+            completion_ids=torch.tensor(
+                [[5, 6, 2, 2, 2], [5, 2, 7, 8, 2], [5, 6, 3, 2, 2], [5, 6, 7, 8, 9]]
+            ),
+            eos_token_ids=[2, 3],
+        ),
+    },
+    "masked_mean": {
+        "rows": lambda: dict(x=torch.tensor(_X), mask=torch.tensor(_M), dim=1),
+        "all": lambda: dict(x=torch.tensor(_X), mask=torch.tensor(_M)),
+        "empty_row": lambda: dict(
+            x=torch.tensor(_X + [[5.0, 6.0, 7.0, 8.0]]), mask=torch.tensor(_M + [[0.0] * 4]), dim=1
+        ),
+        "garbage": lambda: dict(
+            x=torch.tensor([[1.0, 2.0, NAN, INF], [10.0, 20.0, 30.0, -INF]]),
+            mask=torch.tensor(_M),
+            dim=1,
+        ),
+    },
+}
+
+SHOWN_BY = {
+    **{m: ("token_logprobs", "fp32") for m in LOGP_MISTAKES[:4]},
+    LOGP_MISTAKES[4]: ("token_logprobs", "bf16"),
+    **{m: ("token_entropy", "fp32") for m in ENTROPY_MISTAKES},
+    **{m: ("completion_mask", "rows") for m in MASK_MISTAKES},
+    MEAN_MISTAKES[0]: ("masked_mean", "rows"),
+    MEAN_MISTAKES[1]: ("masked_mean", "empty_row"),
+    MEAN_MISTAKES[2]: ("masked_mean", "garbage"),
+    MEAN_MISTAKES[3]: ("masked_mean", "all"),
+}

@@ -1,0 +1,194 @@
+"""L2.03 两个损失函数的典型错误：故意写错的实现，只给 tests/diagnose.py 比对用。
+
+每个错误版和规格只差它自己那一处；参数与被测函数相同。
+`DIAGNOSIS_INPUTS[函数名]` 是一组能把这些错误彼此区分开的输入。
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from diagnose import Mistake
+
+FORMULA = "L2.03「2. 公式，以及它们从哪来」"
+PG_SPEC = "L2.03「3.1 `policy_gradient_loss`」"
+CLIP_SPEC = "L2.03「3.2 `clipped_surrogate_loss`」"
+EXAMPLE = "L2.03「3.3 手算一个例子」"
+TABLE = "L2.03「裁剪：一批样本不许把策略推得太远」"
+CLIP_HIGHER = "L2.03「坑 1：对称裁剪压制低概率 token（DAPO 的 clip-higher）」"
+
+# ---------------------------------------------------------------- policy_gradient_loss
+
+PG_MISTAKES = [
+    Mistake(
+        "少了负号（我们最小化 loss，要最大化的是 A·logp）",
+        PG_SPEC,
+        lambda logp, advantages: advantages[:, None] * logp,
+    ),
+    Mistake(
+        "advantage 广播到了错误的维度（(B,) 被当成 (1, B) 和 T 那一维对齐；应先变成 (B, 1)）",
+        PG_SPEC,
+        lambda logp, advantages: -advantages[None, :] * logp,
+    ),
+    Mistake(
+        "用了概率 exp(logp)，而不是 log 概率",
+        FORMULA,
+        lambda logp, advantages: -advantages[:, None] * logp.exp(),
+    ),
+    Mistake(
+        "已经把 (B, T) 求了平均：应逐 token 返回 (B, T)，聚合是 L2.05 的事",
+        PG_SPEC,
+        lambda logp, advantages: (-advantages[:, None] * logp).mean(),
+    ),
+]
+
+# ---------------------------------------------------------------- clipped_surrogate_loss
+
+
+def _clipped(
+    logp,
+    old_logp,
+    advantages,
+    eps_low=0.2,
+    eps_high=None,
+    *,
+    use_max=False,
+    inverted=False,
+    ignore_eps_high=False,
+    only_clipped_branch=False,
+    flag="strict",
+    divided=False,
+):
+    """按规格算 (loss, clipped)；每个关键字参数打开一种典型错误。"""
+    if eps_high is None or ignore_eps_high:
+        eps_high = eps_low
+    adv = advantages[:, None]
+    if divided:
+        ratio = torch.exp(logp) / torch.exp(old_logp)
+    else:
+        ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
+    clipped_ratio = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
+    if only_clipped_branch:
+        loss = -clipped_obj
+    elif use_max:
+        loss = -torch.maximum(unclipped_obj, clipped_obj)
+    else:
+        loss = -torch.minimum(unclipped_obj, clipped_obj)
+    if flag == "le":
+        clipped = clipped_obj <= unclipped_obj
+    elif flag == "ratio_only":
+        clipped = (ratio > 1 + eps_high) | (ratio < 1 - eps_low)
+    else:
+        clipped = clipped_obj < unclipped_obj
+    return loss, clipped
+
+
+def _variant(**wrong):
+    return lambda logp, old_logp, advantages, eps_low=0.2, eps_high=None: _clipped(
+        logp, old_logp, advantages, eps_low, eps_high, **wrong
+    )
+
+
+CLIP_MISTAKES = [
+    Mistake(
+        "min 写成了 max：该停的 token 照推，该罚的 token 不罚",
+        TABLE,
+        _variant(use_max=True),
+    ),
+    Mistake(
+        "ratio 写反了（算成了 exp(old_logp − logp)，应为 exp(logp − old_logp)）",
+        CLIP_SPEC,
+        _variant(inverted=True),
+    ),
+    Mistake(
+        "忽略了 eps_high：上界应是 1 + eps_high，只有 eps_high=None 时才等于 1 + eps_low",
+        CLIP_HIGHER,
+        _variant(ignore_eps_high=True),
+    ),
+    Mistake(
+        "loss 只用了裁剪分支，没有和未裁剪的 ratio·A 取 min",
+        CLIP_SPEC,
+        _variant(only_clipped_branch=True),
+    ),
+    Mistake(
+        "clipped 只看 ratio 是否出界、没看 A 的符号（A>0 只裁上界，A<0 只裁下界）",
+        CLIP_SPEC,
+        _variant(flag="ratio_only"),
+    ),
+    Mistake(
+        "clipped 用了 <=：A = 0 或 ratio 恰好在边界上时两个分支相等，不算裁剪",
+        CLIP_SPEC,
+        _variant(flag="le"),
+    ),
+]
+DIVIDED = Mistake(
+    "ratio 是先各自 exp 再相除算的：log 概率很低时 exp 下溢成 0，0/0 = NaN；应在 log 空间相减再 exp",
+    CLIP_SPEC,
+    _variant(divided=True),
+)
+CLIP_MISTAKES.append(DIVIDED)
+
+MISTAKES = {"policy_gradient_loss": PG_MISTAKES, "clipped_surrogate_loss": CLIP_MISTAKES}
+
+
+def far_below_zero():
+    """3.3 节那张表整体平移到 log 概率 −120 附近（float32）：ratio 不变，exp(−120) 却下溢成 0。"""
+    old_logp = torch.full((3, len(RATIOS)), -120.0)
+    return dict(
+        logp=old_logp + torch.log(torch.tensor(RATIOS)),
+        old_logp=old_logp,
+        advantages=torch.tensor([1.0, -1.0, 0.0]),
+        eps_low=0.2,
+        eps_high=0.28,
+    )
+
+
+# 在 DIAGNOSIS_INPUTS 上和参考答案一样、只在别的输入上才露馅的错误：错误 -> 认出它的输入
+SHOWN_BY = {DIVIDED: far_below_zero}
+
+# ---------------------------------------------------------------- 坑 2 的实测（调用方忘了 detach）
+
+PITFALL_DETACH = "L2.03「坑 2：`old_logp` 忘了 detach」"
+
+
+def grad_when_caller_forgets_detach(fn=None, *, detach_inside=False):
+    """课文坑 2 的实测：logp = [[-1, -2]]、A = 1，调用方把 old_logp 写成 logp * 1.0（没 detach）。
+
+    返回对 logp 的梯度。fn 不给时用规格版 `_clipped`；detach_inside=True 是「函数里替调用方 detach」的错误版。
+    """
+    fn = fn or _clipped
+    logp = torch.tensor([[-1.0, -2.0]], requires_grad=True)
+    old_logp = logp * 1.0
+    loss, _ = fn(logp, old_logp.detach() if detach_inside else old_logp, torch.tensor([1.0]))
+    loss.sum().backward()
+    return logp.grad
+
+
+DETACHED_INSIDE = Mistake(
+    "在函数里替调用方 detach 了 old_logp（规格：照原样用传进来的 old_logp；"
+    "这条测试复现的正是调用方忘了 detach 时梯度恒为 0）",
+    PITFALL_DETACH,
+    lambda: grad_when_caller_forgets_detach(detach_inside=True),
+)
+
+# 课文 3.3 节那张表的 ratio；三行 advantage 分别是 +1、−1、0
+RATIOS = [0.5, 0.79, 0.9, 1.0, 1.1, 1.25, 1.5]
+
+DIAGNOSIS_INPUTS = {
+    "policy_gradient_loss": lambda: dict(
+        # B = T = 3：广播到错误的维度时不会报错，只会算错，正好能认出来
+        logp=torch.tensor(
+            [[-1.0, -2.0, -0.5], [-0.1, -3.0, -1.0], [-0.7, -0.2, -4.0]], dtype=torch.float64
+        ),
+        advantages=torch.tensor([2.0, -0.5, 1.5], dtype=torch.float64),
+    ),
+    "clipped_surrogate_loss": lambda: dict(
+        logp=torch.tensor([[math.log(r) for r in RATIOS]] * 3, dtype=torch.float64),
+        old_logp=torch.zeros(3, len(RATIOS), dtype=torch.float64),
+        advantages=torch.tensor([1.0, -1.0, 0.0], dtype=torch.float64),
+        eps_low=0.2,
+        eps_high=0.28,
+    ),
+}

