@@ -56,7 +56,7 @@ N_PER_DIFFICULTY = 20000
 # styles：SFT 目标回答的风格比例（target_text）；steps：SFT 步数。
 RECIPES = {
     # 只有标准解答；步数少，停在还拿不准的时候（pass@8 远高于 pass@1）。
-    "worked": dict(styles={"worked": 1.0}, steps=400),
+    "worked": dict(styles={"worked": 1.0}, steps=300),
     # guess 0.50 时贪心有约 40% 的题走演算（起点太高），0.55 时不到 10%：这个比例决定了起点正确率。
     # 演算风格只占 45%，要 1400 步演算的正确率才够高（RL 的上限就是它）。
     "shortcut": dict(styles={"guess": 0.55, "worked": 0.13, "hash": 0.32}, steps=1400),
