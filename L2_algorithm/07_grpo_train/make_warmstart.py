@@ -41,9 +41,8 @@ import torch.nn.functional as F
 from train_config import script_config
 
 from common import data as D
-from common.evaluate import evaluate
+from common.evaluate import completer, evaluate
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
-from common.rollout import generate
 from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
@@ -157,17 +156,8 @@ def sft(model, tok, problems, steps, seed, styles=None, log_every=25, probe=None
 def measure(model, tok, heldout, group_size, max_new_tokens, temperature):
     """起点体检，和 grpo_train.py 训练前的评估完全相同（common.evaluate）：贪心正确率、
     pass@1 / pass@G（每题按 temperature 采 G 条）、G 条全对或全错（组内 std = 0）的题的比例。"""
-    preset = get_preset("tiny")
-
-    def complete(problems, greedy, generator):
-        prompts = [encode(tok, p)[0] for p in problems]
-        ro = generate(model, prompts, max_new_tokens=max_new_tokens,
-                      eos_token_ids=list(preset.eos_token_ids), pad_token_id=preset.pad_token_id,
-                      temperature=temperature, greedy=greedy, generator=generator,
-                      process_logits=process_logits)  # fmt: skip
-        ids = zip(ro.completion_ids, ro.lengths)
-        return [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
-
+    complete = completer(model, tok, get_preset("tiny"), max_new_tokens=max_new_tokens,
+                         temperature=temperature, process_logits=process_logits)  # fmt: skip
     ev = evaluate(complete, heldout, k=group_size)
     keep = ("accuracy", "pass_at", "zero_std_frac", "format_rate", "n")  # group_size 0：只评贪心
     return {**{k: ev[k] for k in keep if k in ev}, "k": group_size, "temperature": temperature}

@@ -93,3 +93,12 @@ def test_zero_std_frac_counts_problems_whose_samples_all_agree():
     assert ev["zero_std_frac"] == pytest.approx(3 / 5)
     assert ev["pass_at"]["1"] == pytest.approx((0 + 2 + 4 + 1 + 4) / 20)
     assert "zero_std_frac" not in evaluate(_fake_complete, PROBLEMS, k=1)
+
+
+def test_extra_ks_come_from_the_same_samples():
+    ev = evaluate(_fake_complete, PROBLEMS, k=4, extra_ks=(2, 3))
+    assert list(ev["pass_at"]) == ["1", "2", "3", "4"]
+    assert ev["pass_at"]["1"] <= ev["pass_at"]["2"] <= ev["pass_at"]["3"] <= ev["pass_at"]["4"]
+    assert ev["pass_at"]["4"] == evaluate(_fake_complete, PROBLEMS, k=4)["pass_at"]["4"]
+    with pytest.raises(ValueError, match="extra_ks"):
+        evaluate(_fake_complete, PROBLEMS, k=4, extra_ks=(8,))

@@ -1,9 +1,14 @@
-"""L2.08：一次运行训练前后，held-out 每种题型的「演算了的比例 / 正确率」（贪心解码）。
+"""L2.08：一次运行的训练前 vs 训练后，在同样的 held-out 题上比两样东西。
 
-    python L2_algorithm/08_reading_the_curves/by_problem_type.py runs/bands/default-run-s0
+    python L2_algorithm/08_reading_the_curves/before_after.py runs/bands/default-run-s0
+    python L2_algorithm/08_reading_the_curves/before_after.py runs/bands/default-run-s0 --pass-k 64
 
-读运行目录里的 config.json（哪个起点、哪批题）和 checkpoint.pt（训练后的权重），在同样 200 道 held-out 题上
-各贪心解码一次。回答里有 `=` 就算「演算了」（起点的捷径是不演算、直接框一个数）。tiny 预设，CPU 上几秒。
+1. 每种题型的「演算了的比例 / 正确率」（贪心解码）：回答里有 `=` 就算「演算了」（捷径起点的坏习惯是不演算、
+   直接框一个数）。CPU 上几秒。
+2. --pass-k N：每题按训练的温度采 N 条，pass@1、pass@2、pass@4……pass@N（Chen et al. 2021 的无偏估计，
+   common/evaluate.py）——k 越大，量的越是模型「采得到」的范围。N = 64 时 CPU 上约 3 分钟。
+
+读运行目录里的 config.json（哪个起点、哪批题、温度）和 checkpoint.pt（训练后的权重）。只适用于 tiny + 合成题。
 """
 
 from __future__ import annotations
@@ -18,9 +23,11 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.evaluate import completer, evaluate
 from common.models import PresetError, get_preset, load_model
 from common.reward import correctness_reward
 from common.rollout import generate
+from solutions.l2_06_sampling import process_logits
 
 # 合成题的四种题型（common/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序
 KINDS = (("加法", "more. How many"), ("减法", "left?"), ("平分（除法）", "equally"),
@@ -40,6 +47,15 @@ def greedy_answers(model, tok, preset, problems, max_new_tokens) -> list[str]:
     return [
         tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(ro.completion_ids, ro.lengths)
     ]
+
+
+def pass_at_table(model, tok, preset, problems, cfg, n: int) -> dict:
+    """[pass@k of the start, of the trained model]：每题采 n 条（和 grpo_train.py 的评估同一个函数）。"""
+    ks = [2**i for i in range(n.bit_length()) if 2**i <= n]
+    complete = completer(model, tok, preset, max_new_tokens=cfg["max_new_tokens"],
+                         temperature=cfg["temperature"], top_p=cfg["top_p"],
+                         process_logits=process_logits)  # fmt: skip
+    return evaluate(complete, problems, k=n, extra_ks=ks)["pass_at"]
 
 
 def table(problems, before: list[str], after: list[str], step: int) -> str:
@@ -75,11 +91,20 @@ def main(argv=None) -> None:
         _, heldout = D.load_splits("synthetic", cfg["n_heldout"], n_train=cfg["n_train"],
                                    difficulty=cfg["difficulty"])  # fmt: skip
         before = greedy_answers(model, tok, preset, heldout, cfg["max_new_tokens"])
+        curves = (
+            [pass_at_table(model, tok, preset, heldout, cfg, args.pass_k)] if args.pass_k else []
+        )
         step = load_checkpoint(args.run, model=model, restore_rngs=False)["step"]
     except (PresetError, CheckpointError, D.DataError) as err:
         sys.exit(f"错误：{err}")
     after = greedy_answers(model, tok, preset, heldout, cfg["max_new_tokens"])
     print(table(heldout, before, after, step))
+    if args.pass_k:
+        curves.append(pass_at_table(model, tok, preset, heldout, cfg, args.pass_k))
+        ks = list(curves[0])
+        print(f"\n| | {' | '.join(f'pass@{k}' for k in ks)} |\n|---|{'---:|' * len(ks)}")
+        for name, c in zip(("训练前", f"训练后（第 {step} 步）"), curves):
+            print(f"| {name} | {' | '.join(f'{c[k]:.3f}' for k in ks)} |")
 
 
 if __name__ == "__main__":
