@@ -73,11 +73,14 @@ def table(problems, before: list[str], after: list[str], step: int) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="训练前后每种题型的演算比例和正确率（L2.08）")
+    ap = argparse.ArgumentParser(description="训练前 vs 训练后：每种题型、pass@k（L2.08）")
     ap.add_argument(
         "run", type=Path, help="grpo_train.py 的运行目录（要有 config.json 和 checkpoint.pt）"
     )
+    ap.add_argument("--pass-k", type=int, default=0, help="每题采几条算 pass@1..pass@N（0 = 不算）")
     args = ap.parse_args(argv)
+    if args.pass_k < 0:
+        sys.exit("错误：--pass-k 不能为负")
     cfg_path = args.run / "config.json"
     if not cfg_path.is_file():
         sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
