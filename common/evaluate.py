@@ -3,6 +3,8 @@
     ev = evaluate(complete, problems, k=8, device=device)
     ev["accuracy"]        # greedy decoding: what the model answers when it must commit to one answer
     ev["pass_at"]["8"]    # chance that at least one of 8 samples (T = the run's temperature) is right
+    ev["zero_std_frac"]   # problems whose 8 samples are all right or all wrong: a GRPO group of 8
+                          # on such a problem has reward std 0, so it carries no gradient
 
 `complete(problems, greedy, generator) -> list[str]` is the caller's generation function (it owns the
 model, tokenizer, prompt format and rollout backend). Evaluation is deterministic and never touches the
@@ -53,14 +55,19 @@ def evaluate(
     batch_size: int = 128,
     device: torch.device | str = "cpu",
     seed: int = EVAL_SEED,
+    extra_ks: Sequence[int] = (),
 ) -> dict:
     """Greedy accuracy / format rate and, when k >= 1, pass@1 and pass@k from k samples per problem.
 
+    extra_ks: more pass@k values (each <= k) estimated from the same k samples per problem.
     Returns {"accuracy", "format_rate", "n", "pass_at": {"1": ..., str(k): ...} (absent when k == 0),
+    "zero_std_frac" (k >= 2: share of problems whose k samples all got the same correctness),
     "examples": the first N_EXAMPLES greedy answers with their reward}.
     """
     if not problems:
         raise ValueError("evaluate 需要至少一道题")
+    if any(not 1 <= kk <= k for kk in extra_ks):
+        raise ValueError(f"extra_ks 里的每个 k 都要在 1 到 k={k} 之间，得到 {list(extra_ks)}")
     device = torch.device(device)
     greedy = [t for chunk in _in_batches(problems, batch_size) for t in complete(chunk, True, None)]
     right = [correctness_reward(t, p.gold) for t, p in zip(greedy, problems)]
@@ -83,10 +90,45 @@ def evaluate(
         ]
         result["pass_at"] = {
             str(kk): sum(pass_at_k(k, int(c), kk) for c in correct) / len(problems)
-            for kk in sorted({1, k})
+            for kk in sorted({1, k, *extra_ks})
         }
+        if k >= 2:
+            result["zero_std_frac"] = sum(c in (0, k) for c in correct) / len(problems)
     result["examples"] = [
         {"question": p.question, "gold": p.gold, "completion": t, "reward": r}
         for p, t, r in list(zip(problems, greedy, right))[:N_EXAMPLES]
     ]
     return result
+
+
+def completer(
+    model,
+    tokenizer,
+    preset,
+    *,
+    max_new_tokens: int,
+    temperature: float = 1.0,
+    top_p: float = 1.0,
+    process_logits=None,
+) -> Complete:
+    """A `complete` function for :func:`evaluate` from a model: the course prompt, eager rollout.
+
+    Scripts that only evaluate (make_warmstart.py, L2.08's before_after.py) use it; it decodes
+    exactly like grpo_train.py's rollout on a CPU, so their numbers equal eval_before.json's.
+    process_logits: the sampling transform (L2.06's; common/ does not import solutions/).
+    """
+    from common.data import build_prompt
+    from common.rollout import generate
+
+    eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+
+    def complete(problems, greedy, generator):
+        prompts = [tokenizer(build_prompt(tokenizer, p.question), add_special_tokens=False)["input_ids"]
+                   for p in problems]  # fmt: skip
+        ro = generate(model, prompts, max_new_tokens=max_new_tokens, eos_token_ids=eos,
+                      pad_token_id=pad, temperature=temperature, top_p=top_p, greedy=greedy,
+                      process_logits=process_logits, generator=generator)  # fmt: skip
+        ids = zip(ro.completion_ids, ro.lengths)
+        return [tokenizer.decode(c[:n], skip_special_tokens=True) for c, n in ids]
+
+    return complete

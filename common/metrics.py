@@ -18,7 +18,7 @@ NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 # (key in metrics.jsonl, panel title) for curves.png, in the order a reader checks them (L2.08).
 CURVES = (
     ("reward_mean", "reward (mean)"),
-    ("accuracy", "accuracy (train batch / held-out)"),
+    ("accuracy", "accuracy: sampled train batch vs held-out"),
     ("format_rate", "format rate (\\boxed{})"),
     ("completion_len_mean", "completion length (tokens)"),
     ("truncation_rate", "truncation rate"),
@@ -110,22 +110,80 @@ def _smooth(values: list[float], window: int) -> list[float]:
     return out
 
 
-def plot_curves(
-    rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy"
-) -> Path:
-    """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``.
+def _read_json(path: Path) -> dict | None:
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
-    Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel also
-    shows the periodic greedy held-out accuracy (``eval_key``) as dots, starting at step 0 with
-    ``eval_before.json`` when that file sits next to ``out_png`` (the run folder). Panels whose metric was never
-    logged (e.g. ``kl`` when beta = 0) say so instead of drawing an empty axis. Written atomically.
+
+def _note(ax, text: str, y: float = 0.5) -> None:
+    """A gray explanation in the middle of a panel (why it is empty or flat)."""
+    ax.text(
+        0.5,
+        y,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        color="dimgray",
+        fontsize=8,
+        bbox=dict(boxstyle="round", fc="white", ec="lightgray", alpha=0.9),
+    )
+
+
+def _heldout_points(rows: list[dict], before: dict | None, key: str, eval_key: str) -> list:
+    """(step, value) of one held-out metric, step 0 = ``eval_before.json`` when there is one.
+
+    key: "accuracy" (greedy) or "1", "8", ... (pass@k from the periodic evaluations).
+    """
+    row_key = eval_key if key == "accuracy" else f"eval_pass_at_{key}"
+    points = [(r["step"], r[row_key]) for r in rows if r.get(row_key) is not None]
+    start = None if before is None else (before.get("pass_at", {}) | before).get(key)
+    return ([(0, start)] if start is not None else []) + points
+
+
+def _accuracy_panel(ax, rows, before, config, eval_key) -> None:
+    """Sampled training-batch accuracy next to held-out greedy accuracy and held-out pass@1/pass@k.
+
+    Greedy and sampled accuracy are different quantities (a model whose right answer is its most
+    likely one but gets only 40% of the probability is right 100% greedy and 40% sampled): the
+    like-for-like comparison with the training batch is held-out pass@1, sampled the same way.
+    """
+    temp = (config or {}).get("temperature")
+    t = f", T={temp:g}" if temp is not None else ""
+    ax.lines[-1].set_label(f"train batch (sampled{t})")  # the thick moving average
+    greedy = _heldout_points(rows, before, "accuracy", eval_key)
+    if greedy:
+        ax.plot(*zip(*greedy), "o-", color="C3", ms=4, label="held-out greedy")
+    logged = {
+        k.removeprefix("eval_pass_at_") for r in rows for k in r if k.startswith("eval_pass_")
+    }
+    ks = sorted(logged | set((before or {}).get("pass_at", {})), key=int)
+    for k, (style, color) in zip(ks, (("s--", "C1"), ("^:", "gray"))):
+        points = _heldout_points(rows, before, k, eval_key)
+        if points:
+            label = f"held-out pass@{k}" + (f" (sampled{t})" if k == "1" else "")
+            ax.plot(*zip(*points), style, color=color, ms=3.5, lw=1, label=label)
+    ax.set_ylim(-0.02, 1.02)
+
+
+def curves_figure(
+    rows: list[dict],
+    title: str = "",
+    *,
+    config: dict | None = None,
+    before: dict | None = None,
+    eval_key: str = "eval_accuracy",
+):
+    """The matplotlib figure of ``curves.png`` (see :func:`plot_curves`); the caller closes it.
+
+    config: the run's ``config.json`` (beta, num_iterations, temperature: the panel notes use them);
+    before: its ``eval_before.json`` (the held-out points at step 0).
     """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    out_png = Path(out_png)
+    config = config or {}
     steps = [r["step"] for r in rows]
     window = max(1, len(rows) // 20)
     fig, axes = plt.subplots(3, 3, figsize=(13, 9), constrained_layout=True)
@@ -139,34 +197,59 @@ def plot_curves(
             ax.plot(xs, [v for v in values if v is not None], color="C0", alpha=0.35, lw=0.8)
             sm = _smooth(values, window)
             ax.plot(steps, sm, color="C0", lw=2, label=f"avg of {window}" if window > 1 else None)
-        else:
-            ax.text(
-                0.5,
-                0.5,
-                f"'{key}' not logged",
-                ha="center",
-                va="center",
-                transform=ax.transAxes,
-                color="gray",
+        else:  # nothing to draw: say why instead of showing an empty axis
+            no_ref = key == "kl" and config.get("beta") == 0
+            _note(
+                ax,
+                "β = 0: no reference model,\nso there is no KL to log"
+                if no_ref
+                else f"'{key}' not logged",
             )
-        if key == "accuracy":
-            ev = [(r["step"], r[eval_key]) for r in rows if r.get(eval_key) is not None]
-            before = out_png.parent / "eval_before.json"
-            if before.is_file():
-                ev.insert(0, (0, json.loads(before.read_text(encoding="utf-8"))["accuracy"]))
-            if ev:
-                ax.plot(*zip(*ev), "o-", color="C3", ms=4, label="held-out (greedy)")
-            ax.set_ylim(-0.02, 1.02)
+            ax.set_xticks([])
+            ax.set_yticks([])
+        if key == "accuracy" and ax.lines:
+            _accuracy_panel(ax, rows, before, config, eval_key)
+        if key == "clip_fraction" and config.get("num_iterations") == 1:
+            _note(
+                ax,
+                "μ = 1: one update per rollout, so the ratio\n"
+                "π/π_old is exactly 1 and nothing is clipped",
+                y=0.6,
+            )
         if key in ("format_rate", "truncation_rate", "zero_std_frac"):
             ax.set_ylim(-0.02, 1.02)
         elif key not in ("reward_mean", "accuracy") and ax.has_data():
-            ax.set_ylim(
-                bottom=0
-            )  # non-negative: an entropy drop from 0.06 to 0.03 is a halving, not a cliff
+            # non-negative: an entropy drop from 0.06 to 0.03 is a halving, not a cliff
+            ax.set_ylim(bottom=0)
         if ax.get_legend_handles_labels()[0]:
-            ax.legend(fontsize=7)
+            ax.legend(fontsize=6.5 if key == "accuracy" else 7, loc="best")
     if title:
         fig.suptitle(title, fontsize=11)
+    return fig
+
+
+def plot_curves(
+    rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy"
+) -> Path:
+    """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``. Written atomically.
+
+    Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel sets
+    the sampled training-batch accuracy beside the held-out evaluations (greedy, and pass@1 / pass@k
+    when logged), from step 0 (``eval_before.json``). ``config.json`` and ``eval_before.json`` are
+    read from the folder of ``out_png`` (the run folder) when they are there: with beta = 0 the KL
+    panel says there is no reference model, and with num_iterations = 1 the clip-fraction panel says
+    why it is 0. Other never-logged metrics say so instead of drawing an empty axis.
+    """
+    import matplotlib.pyplot as plt
+
+    out_png = Path(out_png)
+    fig = curves_figure(
+        rows,
+        title,
+        config=_read_json(out_png.parent / "config.json"),
+        before=_read_json(out_png.parent / "eval_before.json"),
+        eval_key=eval_key,
+    )
     tmp = out_png.with_name(out_png.stem + ".tmp.png")
     fig.savefig(tmp, dpi=80)
     plt.close(fig)

@@ -26,6 +26,7 @@ from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
 
 # Where the tiny warm-start checkpoint lives (made by L2_algorithm/07_grpo_train/make_warmstart.py).
 TINY_WARMSTART_DIR = Path(__file__).resolve().parent / "assets" / "tiny_warmstart"
+MAKE_WARMSTART = "L2_algorithm/07_grpo_train/make_warmstart.py"
 QWEN3_PAD_ID = 151643  # <|endoftext|>
 
 # The tiny model: a 4-layer Qwen3 (GQA, qk-norm, RoPE, SwiGLU, tied embeddings), ~1M parameters.
@@ -258,7 +259,7 @@ def load_model(
     device = resolve_device(preset, device)
 
     if preset.hub_id is None:
-        model, tokenizer = _load_tiny(preset, init)
+        model, tokenizer = _load_tiny(preset, init, model_path)
     else:
         model, tokenizer = _load_qwen3(preset, init, device, model_path)
     if preset.lora_rank is not None:
@@ -281,28 +282,29 @@ def _random_model(config, device: torch.device):
         return AutoModelForCausalLM.from_config(config, dtype=config.dtype)
 
 
-def _load_tiny(preset: Preset, init: str):
+def _load_tiny(preset: Preset, init: str, model_path: Path | None = None):
     from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
     from common.tokenizer import build_tiny_tokenizer
 
     if init == "random":
         return _random_model(model_config(preset), torch.device("cpu")), build_tiny_tokenizer()
-    if not (TINY_WARMSTART_DIR / "model.safetensors").is_file():
+    folder = model_path or TINY_WARMSTART_DIR  # a folder given with --model was validated already
+    if not (folder / "model.safetensors").is_file():
         raise PresetError(
-            f"找不到 tiny 的 warm-start checkpoint：{TINY_WARMSTART_DIR}。"
-            "运行 `python L2_algorithm/07_grpo_train/make_warmstart.py` 重新生成（CPU 上几分钟），或用 init='random'。"
+            f"找不到 tiny 的 warm-start checkpoint：{folder}。"
+            f"运行 `python {MAKE_WARMSTART}` 重新生成，或用 init='random'。"
         )
     from transformers.utils import logging as hf_logging
 
     bar = hf_logging.is_progress_bar_enabled()
     hf_logging.disable_progress_bar()  # a 3 MB local file needs no "Loading weights" bar
     try:
-        model = Qwen3ForCausalLM.from_pretrained(TINY_WARMSTART_DIR, dtype=preset.dtype)
+        model = Qwen3ForCausalLM.from_pretrained(folder, dtype=preset.dtype)
     finally:
         if bar:
             hf_logging.enable_progress_bar()
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(TINY_WARMSTART_DIR)
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(folder)
     return model, tokenizer
 
 
@@ -444,33 +446,33 @@ def validate_model_dir(path, preset: str | Preset) -> Path:
     """Check a local folder for `preset` without loading any weights; return it as a Path.
 
     Reads config.json, tokenizer_config.json and each safetensors header (a few KB) and lists files.
-    Raises PresetError (Chinese, names the path and what is wrong) for: a GPU preset not given (tiny),
-    a missing folder, a missing/unreadable config.json, `model_type` other than qwen3, shapes other
-    than `model_config(preset)`'s (all mismatches listed), missing or truncated weights (single file
+    For `tiny` the folder is a warm start written by make_warmstart.py (`--out DIR`).
+    Raises PresetError (Chinese, names the path and what is wrong) for: a missing folder, a
+    missing/unreadable config.json, `model_type` other than qwen3, shapes other than `model_config(preset)`'s (all mismatches listed), missing or truncated weights (single file
     or sharded with an index; a Git LFS pointer), a missing tokenizer or chat template.
     """
     preset = get_preset(preset)
-    if preset.hub_id is None:
-        raise PresetError(
-            f"预设 {preset.name} 不从目录加载（它的 checkpoint 随课程附带）；"
-            "--model 目录只用于 Qwen3 预设：qwen3-0.6b / qwen3-1.7b-lora。"
-        )
     folder = Path(path).expanduser()
+    # where a right folder comes from: the hub / a mirror, or (tiny) make_warmstart.py
+    source = preset.hub_id or f"tiny 的 warm start（`python {MAKE_WARMSTART} --out 目录` 生成）"
     if not folder.is_dir():
         what = "不是目录" if folder.exists() else "不存在"
-        raise PresetError(
-            f"模型目录{what}：{folder}。先下载 {preset.hub_id}（见 README「权重从哪来」），再把 --model 指向下载到的目录。"
+        how = (
+            f"先下载 {preset.hub_id}（见 README「权重从哪来」），再把 --model 指向下载到的目录。"
+            if preset.hub_id
+            else f"先用 `python {MAKE_WARMSTART} --out 目录` 生成；不给 --model 就用仓库附带的那个。"
         )
+        raise PresetError(f"模型目录{what}：{folder}。{how}")
     if not (folder / "config.json").is_file():
         raise PresetError(
             f"{folder} 里没有 config.json：这不是一个 Hugging Face 格式的模型目录"
-            f"（下载 {preset.hub_id} 得到的目录里有 config.json、model.safetensors、tokenizer.json 等）。"
+            f"（{source} 的目录里有 config.json、model.safetensors、tokenizer.json 等）。"
         )
     config = _read_json(folder / "config.json", "模型的结构设置")
     if config.get("model_type") != "qwen3":
         raise PresetError(
             f"{folder / 'config.json'} 的 model_type 是 {config.get('model_type')!r}，不是 'qwen3'："
-            f"预设 {preset.name} 要的是 {preset.hub_id}（稠密的 Qwen3）。"
+            f"预设 {preset.name} 要的是 {source}（稠密的 Qwen3）。"
         )
     expected = model_config(preset)
     wrong = [
@@ -488,9 +490,9 @@ def validate_model_dir(path, preset: str | Preset) -> Path:
         ]
         hint = f"这是 {match[0]} 的形状：改用 --preset {match[0]}，" if match else ""
         raise PresetError(
-            f"{folder / 'config.json'} 的形状与预设 {preset.name}（{preset.hub_id}）不符："
+            f"{folder / 'config.json'} 的形状与预设 {preset.name}（{source}）不符："
             + "；".join(wrong)
-            + f"。{hint}或者下载 {preset.hub_id}。"
+            + f"。{hint}或者换成 {source}。"
         )
     for weights in _weight_files(folder):
         _check_safetensors(weights)

@@ -4,24 +4,22 @@
 全错，组内 reward 的 std 为 0，advantage 全是 0，梯度也就是 0——模型什么都学不到。真实的 Qwen3
 靠预训练获得这个非零起点；我们的 tiny 模型从随机权重开始，所以先用合成题做 SFT。
 
-SFT 的目标回答故意混了三种风格（比例见 STYLES，每道题按题面确定地分到一种）：
-- worked：课程格式的标准解答（common.data.reference_completion）：演算一行，最后 \\boxed{答案}；
-- hash：同样的演算，但按 GSM8K 的习惯用 `#### 答案` 收尾——答案对，只是不合课程格式；
-- guess：不演算，直接把题目里出现的第一个数框起来当答案。这是我们**有意种下的坏习惯**，模拟小模型
-  常见的捷径「从题目里抄一个数」：格式对，答案几乎总是错的。
-guess 占一半多一点，所以贪心解码几乎总走捷径（起点正确率很低但不为 0）；而 temperature=1 采样时，
-同一题的 G 条回答里常常既有 guess 又有演算，演算的那几条 reward 更高——GRPO 靠的正是这个组内差别。
-RL 并没有教会模型算术（算术是 SFT 种下的），它学会的是「先演算再回答」这个策略：这就是「RL 放大
-预训练/SFT 种下的东西」。hash 风格让 format_only reward 的 reward hacking 实验（L2.08）有东西可看。
+两个配方（RECIPES），区别只在 SFT 目标回答的风格（每道题按题面确定地分到一种，见 target_text）：
+- worked：老老实实的 SFT，目标全是课程格式的标准解答（演算一行，最后 \\boxed{答案}），步数少、
+  停在模型还拿不准的时候。模型的错都是自己的错（算错、抄错数），没有人替它安排。
+- shortcut：故意混了三种风格——worked；hash（同样的演算，但用 GSM8K 的 `#### 答案` 收尾）；
+  guess（不演算，直接把题目里的第一个数框起来：格式对，答案几乎总是错的）。guess 占 55%，
+  于是贪心解码几乎总走这条捷径，起点贪心正确率很低；采样时又常常采到演算。这是**有意种下的坏习惯**，
+  GRPO 在它上面的「起飞」主要是把这个习惯关掉——L2.07 第 1 节和 L2.08 用它讲捷径和 reward hacking。
 
-    python L2_algorithm/07_grpo_train/make_warmstart.py              # 重新生成仓库附带的 checkpoint
-    python L2_algorithm/07_grpo_train/make_warmstart.py --check      # 只测量已有 checkpoint 的起点
-    python L2_algorithm/07_grpo_train/make_warmstart.py --out /tmp/ws --steps 400   # 换个配方试试
+    python L2_algorithm/07_grpo_train/make_warmstart.py                     # 重新生成仓库附带的起点
+    python L2_algorithm/07_grpo_train/make_warmstart.py --check             # 只测量已有的起点
+    python L2_algorithm/07_grpo_train/make_warmstart.py --recipe shortcut --out runs/ws-shortcut
+    python L2_algorithm/07_grpo_train/grpo_train.py --model runs/ws-shortcut  # 从它开始做 GRPO
 
-仓库里已经附带了这个脚本生成的 checkpoint（common/assets/tiny_warmstart/，约 3.4 MB），所以
-grpo_train.py 不需要先跑它。重新生成在 2 核 CPU 上要十几分钟（1400 步，每步 64 道题）。配方（下面的常量）
-是确定的：同一台机器、同样的线程数重跑得到逐位相同的权重；换机器或线程数，浮点累加顺序不同，权重会有
-极小差别，起点正确率也会有几个百分点的出入（guess 的比例离 0.5 越近，贪心选哪种风格就越敏感）。
+测量（measure）和 grpo_train.py 训练前的评估是同一个函数、同一批 200 道 held-out 题、同样的采样：
+贪心正确率、pass@1 和 pass@8（每题按 T = 1 采 8 条）、8 条全对或全错（GRPO 的组内 std = 0）的题占多少。
+配方是确定的：同一台机器、单线程重跑得到逐位相同的权重；换机器，浮点累加顺序不同，权重会有极小差别。
 """
 
 import argparse
@@ -43,23 +41,27 @@ import torch.nn.functional as F
 from train_config import script_config
 
 from common import data as D
+from common.evaluate import completer, evaluate
 from common.models import TINY_WARMSTART_DIR, get_preset, load_model
-from common.reward import correctness_reward
-from common.rollout import generate
 from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
 SFT_SEED = 1000  # 合成题的 seed：和 GRPO 用的题（seed=1）不同
 GRPO_DATA_SEED = D.SYNTHETIC_SEED  # grpo_train.py 的训练/held-out 题用这个 seed，SFT 全部排除
-STEPS = 1400  # 演算风格只占 45%：要这么多步，演算的正确率才够高（RL 的上限就是它）
 BATCH = 64
-LR, WARMUP = 3e-3, 30  # 线性 warmup 后余弦衰减到 0
+LR, WARMUP = 3e-3, 30  # 线性 warmup 后余弦衰减到 0（步数不同，衰减得快慢不同）
 DIFFICULTIES = (1, 2, 3)  # 三种难度混合：+/-、×再-、除法都见过
 N_PER_DIFFICULTY = 20000
-# SFT 目标回答的风格比例（见 target_text 和文件开头）。guess 0.50 时贪心有约 40% 的题走演算（起点太高），
-# 0.55 时不到 10%：这个比例决定了起点正确率。
-STYLES = {"guess": 0.55, "worked": 0.13, "hash": 0.32}
-N_SAMPLED = 64  # 测量采样多样性用的题数（每题 G 条）
+# styles：SFT 目标回答的风格比例（target_text）；steps：SFT 步数。
+RECIPES = {
+    # 只有标准解答；步数少，停在还拿不准的时候（pass@8 远高于 pass@1）。
+    "worked": dict(styles={"worked": 1.0}, steps=300),
+    # guess 0.50 时贪心有约 40% 的题走演算（起点太高），0.55 时不到 10%：这个比例决定了起点正确率。
+    # 演算风格只占 45%，要 1400 步演算的正确率才够高（RL 的上限就是它）。
+    "shortcut": dict(styles={"guess": 0.55, "worked": 0.13, "hash": 0.32}, steps=1400),
+}
+DEFAULT_RECIPE = "shortcut"  # 仓库附带的 common/assets/tiny_warmstart/ 是用它生成的
+STYLES = RECIPES["shortcut"]["styles"]  # target_text 不指定风格时用它
 
 
 def sft_problems(grpo_pool_size):
@@ -78,7 +80,7 @@ def sft_problems(grpo_pool_size):
 
 
 def target_text(p, styles=None):
-    """这道题的 SFT 目标回答。按题面确定地（与 seed、步数无关）抽一种风格，比例见 STYLES：
+    """这道题的 SFT 目标回答。按题面确定地（与 seed、步数无关）抽一种风格，比例见 styles：
     worked = 课程格式的标准解答（演算 + \\boxed{}）；hash = 同样的演算，但用 GSM8K 的 `#### N` 收尾（对，但不合格式）；
     guess = 不演算，直接把题目里的第一个数当答案框起来（偷懒的捷径：几乎总是错的，格式却是对的）。"""
     styles = STYLES if styles is None else styles
@@ -104,8 +106,10 @@ def encode(tok, p, styles=None):
     return prompt, target
 
 
-def sft(model, tok, problems, steps, seed, log_every=25):
-    """标准的 SFT：只在回答部分的 token 上算交叉熵（prompt 部分不算 loss）。返回每步 loss。"""
+def sft(model, tok, problems, steps, seed, styles=None, log_every=25, probe=None, probe_every=0):
+    """标准的 SFT：只在回答部分的 token 上算交叉熵（prompt 部分不算 loss）。返回每步 loss。
+
+    probe_every > 0：每隔这么多步调用一次 probe(step)（测量起点会怎样随 SFT 步数变化）。"""
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0)
@@ -116,7 +120,7 @@ def sft(model, tok, problems, steps, seed, log_every=25):
         for group in opt.param_groups:
             group["lr"] = lr
         pairs = [
-            encode(tok, problems[i])
+            encode(tok, problems[i], styles)
             for i in torch.randint(len(problems), (BATCH,), generator=gen).tolist()
         ]
         # 训练时右填充即可：因果注意力看不到右边的 pad
@@ -138,62 +142,42 @@ def sft(model, tok, problems, steps, seed, log_every=25):
         opt.step()
         losses.append(loss.item())
         if step % log_every == 0 or step == steps:
+            used = time.time() - t0
             print(
-                f"  SFT 第 {step}/{steps} 步  loss {loss.item():.3f}  已用 {time.time() - t0:.0f} s",
-                flush=True,
+                f"  SFT 第 {step}/{steps} 步  loss {loss.item():.3f}  已用 {used:.0f} s", flush=True
             )
+        if probe and probe_every and step % probe_every == 0 and step < steps:
+            probe(step)
+            model.train()
     return losses
 
 
 @torch.no_grad()
-def measure(model, tok, heldout, group_size, max_new_tokens, temperature, seed=0):
-    """起点体检：held-out 贪心正确率；采样时每组 G 条的正确率、全对/全错（std=0）组的比例、pass@G。"""
-    preset = get_preset("tiny")
-    kw = dict(
-        max_new_tokens=max_new_tokens,
-        eos_token_ids=preset.eos_token_ids,
-        pad_token_id=preset.pad_token_id,
-    )
+def measure(model, tok, heldout, group_size, max_new_tokens, temperature):
+    """起点体检，和 grpo_train.py 训练前的评估完全相同（common.evaluate）：贪心正确率、
+    pass@1 / pass@G（每题按 temperature 采 G 条）、G 条全对或全错（组内 std = 0）的题的比例。"""
+    complete = completer(model, tok, get_preset("tiny"), max_new_tokens=max_new_tokens,
+                         temperature=temperature, process_logits=process_logits)  # fmt: skip
+    ev = evaluate(complete, heldout, k=group_size)
+    keep = ("accuracy", "pass_at", "zero_std_frac", "format_rate", "n")  # group_size 0：只评贪心
+    return {**{k: ev[k] for k in keep if k in ev}, "k": group_size, "temperature": temperature}
 
-    def rewards(problems, repeat, **sample):
-        out = []
-        for i in range(0, len(problems), 64):
-            chunk = [p for p in problems[i : i + 64] for _ in range(repeat)]
-            ro = generate(model, [encode(tok, p)[0] for p in chunk], **kw, **sample)
-            texts = [
-                tok.decode(ids[:n], skip_special_tokens=True)
-                for ids, n in zip(ro.completion_ids, ro.lengths)
-            ]
-            out += [correctness_reward(t, p.gold) for t, p in zip(texts, chunk)]
-        return out
 
-    greedy = rewards(heldout, 1, greedy=True)
-    sampled = rewards(
-        heldout[:N_SAMPLED],
-        group_size,
-        temperature=temperature,
-        process_logits=process_logits,
-        generator=torch.Generator().manual_seed(seed),
+def describe(stats):
+    p = stats["pass_at"]
+    k = stats["k"]
+    return (
+        f"贪心 {stats['accuracy']:.3f}，pass@1 {p['1']:.3f}，pass@{k} {p[str(k)]:.3f}，"
+        f"{k} 条全对或全错的题 {stats['zero_std_frac']:.2f}（{stats['n']} 道 held-out，T={stats['temperature']}）"
     )
-    groups = [sampled[i : i + group_size] for i in range(0, len(sampled), group_size)]
-    return {
-        "heldout_greedy_accuracy": sum(greedy) / len(greedy),
-        "n_heldout": len(greedy),
-        "sampled_accuracy": sum(sampled) / len(sampled),
-        "zero_std_group_fraction": sum(len(set(g)) == 1 for g in groups) / len(groups),
-        "pass_at_group": sum(any(g) for g in groups) / len(groups),
-        "group_size": group_size,
-        "temperature": temperature,
-        "n_sampled_prompts": len(groups),
-    }
 
 
 def grpo_heldout(defaults):
     """和 grpo_train.py 的 tiny 默认设置完全相同的 held-out 题。"""
-    pool = D.synthetic_problems(
-        defaults["n_train"], seed=GRPO_DATA_SEED, difficulty=defaults["difficulty"]
-    )
-    return D.split_train_heldout(pool, defaults["n_heldout"])[1]
+    return D.load_splits(
+        "synthetic", defaults["n_heldout"], n_train=defaults["n_train"],
+        difficulty=defaults["difficulty"],
+    )[1]  # fmt: skip
 
 
 def save_atomically(model, tok, info, out):
@@ -223,71 +207,70 @@ def main(argv=None):
     ap = argparse.ArgumentParser(
         description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）"
     )
-    ap.add_argument(
-        "--out",
-        type=Path,
-        default=TINY_WARMSTART_DIR,
-        help=f"输出目录（默认 {TINY_WARMSTART_DIR}）",
-    )
-    ap.add_argument("--steps", type=int, default=STEPS, help=f"SFT 步数（默认 {STEPS}）")
+    ap.add_argument("--recipe", choices=list(RECIPES), default=DEFAULT_RECIPE,
+                    help=f"SFT 配方（默认 {DEFAULT_RECIPE}：仓库附带的那个）")  # fmt: skip
+    ap.add_argument("--out", type=Path, default=None,
+                    help=f"输出目录（默认：{DEFAULT_RECIPE} 写到 {TINY_WARMSTART_DIR}，"
+                         "其余写到 runs/warmstart-<配方>）")  # fmt: skip
+    ap.add_argument("--steps", type=int, default=None, help="SFT 步数（默认：配方里的）")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--probe-every", type=int, default=0,
+                    help="每隔几步测一次起点（贪心、pass@1、pass@8、全对/全错的比例）；0 = 只在最后测")  # fmt: skip
     ap.add_argument("--check", action="store_true", help="不训练，只测量 --out 里已有的 checkpoint")
     args = ap.parse_args(argv)
-    if args.steps < 1:
-        sys.exit(f"配置错误：--steps 必须 >= 1，得到 {args.steps}")
+    recipe = RECIPES[args.recipe]
+    steps = recipe["steps"] if args.steps is None else args.steps
+    if args.out is None:
+        default = args.recipe == DEFAULT_RECIPE
+        args.out = TINY_WARMSTART_DIR if default else Path("runs") / f"warmstart-{args.recipe}"
+    if steps < 1 or args.probe_every < 0:
+        sys.exit(f"配置错误：--steps 必须 >= 1（得到 {steps}），--probe-every 不能为负")
+    torch.set_num_threads(1)  # 单线程：结果与机器核数无关（和 grpo_train.py 在 CPU 上一样）
     defaults = script_config("tiny")
     heldout = grpo_heldout(defaults)
-    probe = dict(
-        group_size=defaults["group_size"],
-        max_new_tokens=defaults["max_new_tokens"],
-        temperature=defaults["temperature"],
-    )
+    probe = dict(group_size=defaults["pass_k"], max_new_tokens=defaults["max_new_tokens"],
+                 temperature=defaults["temperature"])  # fmt: skip
 
     if args.check:
         if not (args.out / "model.safetensors").is_file():
             sys.exit(f"错误：{args.out} 里没有 model.safetensors；先不带 --check 运行本脚本生成它")
-        from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
-
-        model = Qwen3ForCausalLM.from_pretrained(args.out)
-        tok = PreTrainedTokenizerFast.from_pretrained(args.out)
-        print(json.dumps(measure(model, tok, heldout, **probe), ensure_ascii=False, indent=2))
+        model, tok = load_model("tiny", model_path=args.out)
+        stats = measure(model, tok, heldout, **probe)
+        print(f"{args.out}：{describe(stats)}")
+        print(json.dumps(stats, ensure_ascii=False, indent=2))
         return
 
     model, tok = load_model("tiny", init="random")
     problems = sft_problems(defaults["n_train"])
+    n_params = sum(p.numel() for p in model.parameters())
     print(
-        f"随机初始化的 tiny 模型：{sum(p.numel() for p in model.parameters()):,} 个参数；SFT 题目 {len(problems)} 道"
+        f"配方 {args.recipe}：随机初始化的 tiny 模型 {n_params:,} 个参数；SFT 题目 {len(problems)} 道"
     )
+
+    def probe_at(step):
+        print(
+            f"  第 {step} 步的起点：{describe(measure(model, tok, heldout, **probe))}", flush=True
+        )
+
     t0, c0 = time.time(), time.process_time()
-    losses = sft(model, tok, problems, args.steps, args.seed)
+    losses = sft(model, tok, problems, steps, args.seed, recipe["styles"],
+                 probe=probe_at, probe_every=args.probe_every)  # fmt: skip
     sft_s, sft_cpu_s = time.time() - t0, time.process_time() - c0
-    print("测量起点（held-out 贪心正确率、采样多样性）……", flush=True)
+    print("测量起点……", flush=True)
     stats = measure(model, tok, heldout, **probe)
     info = dict(
         recipe=dict(
-            steps=args.steps,
-            batch=BATCH,
-            lr=LR,
-            warmup=WARMUP,
-            seed=args.seed,
-            sft_seed=SFT_SEED,
-            difficulties=list(DIFFICULTIES),
-            styles=STYLES,
+            name=args.recipe, steps=steps, batch=BATCH, lr=LR, warmup=WARMUP, seed=args.seed,
+            sft_seed=SFT_SEED, difficulties=list(DIFFICULTIES), styles=recipe["styles"],
             n_sft_problems=len(problems),
         ),
-        loss_first=losses[0],
-        loss_last=sum(losses[-10:]) / len(losses[-10:]),
-        sft_s=sft_s,
-        sft_cpu_s=sft_cpu_s,
-        torch_threads=torch.get_num_threads(),
-        torch_version=torch.__version__,
-        **stats,
-    )
+        loss_first=losses[0], loss_last=sum(losses[-10:]) / len(losses[-10:]),
+        sft_s=sft_s, sft_cpu_s=sft_cpu_s, torch_threads=torch.get_num_threads(),
+        torch_version=torch.__version__, start=stats,
+    )  # fmt: skip
     save_atomically(model, tok, info, args.out)
     print(
-        f"SFT {args.steps} 步用时 {sft_s:.0f} s；held-out 贪心正确率 {stats['heldout_greedy_accuracy']:.3f}，"
-        f"T={probe['temperature']} 采样正确率 {stats['sampled_accuracy']:.3f}，"
-        f"G={probe['group_size']} 时 std=0 的组占 {stats['zero_std_group_fraction']:.2f}。已保存到 {args.out}"
+        f"SFT {steps} 步用时 {sft_s:.0f} s（CPU {sft_cpu_s:.0f} s）；起点：{describe(stats)}。已保存到 {args.out}"
     )
 
 

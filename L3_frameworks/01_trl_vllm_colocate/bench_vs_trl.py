@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 from common.data import synthetic_problems  # noqa: E402
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
-EARLY = 5  # grpo_train.py 的 EARLY_EVALS 最后一步
+EARLY = 10  # grpo_train.py 的 EARLY_EVALS 最后一步（测试核对）
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 # grpo_train.py 没有 --cap-gb：用 common.cuda_memory.cap_to_gpu_gb 包一层 runpy，和 L3.01 README 的命令一样
 CAPPED = (
@@ -104,8 +104,8 @@ def main(argv=None) -> int:
             + ["--loss-type", "grpo", "--impl", "trl", "--out", str(trl_dir), *cap],
             out / f"trl-mb{mb}.log",
         )
-        # grpo_train.py 在第 1、2、3、5 步做一次贪心评估（EARLY_EVALS），评估时间会算进下一步的 elapsed_s：
-        # 多跑 5 步，只取第 6 步以后的；--pass-k 0 让评估只做贪心
+        # grpo_train.py 在第 1、2、3、5、10 步做一次贪心评估（EARLY_EVALS），评估时间会算进下一步的 elapsed_s：
+        # 多跑 EARLY 步，只取那之后的；--pass-k 0 让评估只做贪心
         ours_steps = a.steps + EARLY
         run(
             [sys.executable, "-c", CAPPED, str(a.cap_gb or 0), str(OURS), *common]

@@ -52,7 +52,10 @@ def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, mo
     for args, hint in [
         (["--preset", "qwen3-0.6b", "--model", str(tmp_path / "nope")], "模型目录不存在"),
         (["--preset", "qwen3-0.6b", "--model", str(tmp_path), "--init", "random"], "--init random"),
-        (["--model", str(tmp_path)], "不从目录加载"),
+        (
+            ["--model", str(tmp_path / "nope")],
+            "make_warmstart.py --out",
+        ),  # tiny：make_warmstart 的目录
     ]:
         with pytest.raises(SystemExit) as err:
             main(args)

@@ -74,3 +74,31 @@ def test_evaluate_is_deterministic_and_leaves_the_global_rng_alone():
 def test_evaluate_without_sampling_has_no_pass_at():
     ev = evaluate(_fake_complete, PROBLEMS, k=0)
     assert "pass_at" not in ev and ev["accuracy"] == pytest.approx(3 / 5)
+
+
+def test_zero_std_frac_counts_problems_whose_samples_all_agree():
+    """第 i 题的 4 条采样里前 right[i] 条答对：全对（4）或全错（0）的题，GRPO 的组内 std 为 0。"""
+    right = {"0": 0, "1": 2, "2": 4, "3": 1, "4": 4}
+    seen: dict[str, int] = {}
+
+    def complete(problems, greedy, generator):
+        texts = []
+        for p in problems:
+            j = seen.get(p.gold, 0) if not greedy else 0
+            seen[p.gold] = j + (not greedy)
+            texts.append(f"\\boxed{{{p.gold if j < right[p.gold] else 99}}}")
+        return texts
+
+    ev = evaluate(complete, PROBLEMS, k=4, batch_size=6)
+    assert ev["zero_std_frac"] == pytest.approx(3 / 5)
+    assert ev["pass_at"]["1"] == pytest.approx((0 + 2 + 4 + 1 + 4) / 20)
+    assert "zero_std_frac" not in evaluate(_fake_complete, PROBLEMS, k=1)
+
+
+def test_extra_ks_come_from_the_same_samples():
+    ev = evaluate(_fake_complete, PROBLEMS, k=4, extra_ks=(2, 3))
+    assert list(ev["pass_at"]) == ["1", "2", "3", "4"]
+    assert ev["pass_at"]["1"] <= ev["pass_at"]["2"] <= ev["pass_at"]["3"] <= ev["pass_at"]["4"]
+    assert ev["pass_at"]["4"] == evaluate(_fake_complete, PROBLEMS, k=4)["pass_at"]["4"]
+    with pytest.raises(ValueError, match="extra_ks"):
+        evaluate(_fake_complete, PROBLEMS, k=4, extra_ks=(8,))

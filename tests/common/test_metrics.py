@@ -68,3 +68,71 @@ def test_plot_curves_writes_png(tmp_path):
     out = plot_curves(rows, tmp_path / "curves.png", title="test")
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert not list(tmp_path.glob("*.tmp*"))
+
+
+def _rows(n=10, **extra):
+    return [
+        {"step": s, "reward_mean": 0.3, "accuracy": 0.25, "kl": None, "clip_fraction": 0.0, **extra}
+        for s in range(1, n + 1)
+    ]
+
+
+def _texts(ax) -> str:
+    return " ".join(t.get_text() for t in ax.texts)
+
+
+def _panel(fig, key):
+    from common.metrics import CURVES
+
+    return fig.axes[[k for k, _ in CURVES].index(key)]
+
+
+def test_kl_and_clip_panels_say_why_they_are_empty_or_flat():
+    """β = 0：KL 小图说没有参考模型；μ = 1：clip 小图说 ratio 恒为 1（不是一张空白坐标轴）。"""
+    import matplotlib.pyplot as plt
+
+    from common.metrics import curves_figure
+
+    fig = curves_figure(_rows(), config={"beta": 0.0, "num_iterations": 1})
+    assert "no reference model" in _texts(_panel(fig, "kl"))
+    assert "exactly 1" in _texts(_panel(fig, "clip_fraction"))
+    plt.close(fig)
+    # β > 0、μ = 2：曲线是真的，不加说明
+    fig = curves_figure(
+        _rows(kl=0.01, clip_fraction=0.1), config={"beta": 0.04, "num_iterations": 2}
+    )
+    assert _texts(_panel(fig, "kl")) == "" and _texts(_panel(fig, "clip_fraction")) == ""
+    plt.close(fig)
+
+
+def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
+    import matplotlib.pyplot as plt
+
+    from common.metrics import curves_figure
+
+    rows = _rows()
+    rows[4].update(eval_accuracy=0.4)  # 只评贪心的一次（前几步）
+    rows[9].update(eval_accuracy=0.5, eval_pass_at_1=0.3, eval_pass_at_8=0.7)
+    before = {"accuracy": 0.06, "pass_at": {"1": 0.2, "8": 0.66}}
+    fig = curves_figure(rows, config={"temperature": 1.0}, before=before)
+    ax = _panel(fig, "accuracy")
+    lines = {line.get_label(): line for line in ax.lines}
+    assert "train batch (sampled, T=1)" in lines
+    greedy = lines["held-out greedy"]
+    assert list(greedy.get_xdata()) == [0, 5, 10] and list(greedy.get_ydata()) == [0.06, 0.4, 0.5]
+    pass1 = lines["held-out pass@1 (sampled, T=1)"]
+    assert list(pass1.get_xdata()) == [0, 10] and list(pass1.get_ydata()) == [0.2, 0.3]
+    assert list(lines["held-out pass@8"].get_ydata()) == [0.66, 0.7]
+    plt.close(fig)
+
+
+def test_plot_curves_reads_config_and_eval_before_from_the_run_folder(tmp_path, monkeypatch):
+    import common.metrics as M
+
+    seen = {}
+    real = M.curves_figure
+    monkeypatch.setattr(M, "curves_figure", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
+    write_json(tmp_path / "config.json", {"beta": 0.0, "num_iterations": 1, "temperature": 1.0})
+    write_json(tmp_path / "eval_before.json", {"accuracy": 0.06})
+    M.plot_curves(_rows(), tmp_path / "curves.png")
+    assert seen["config"]["beta"] == 0.0 and seen["before"] == {"accuracy": 0.06}

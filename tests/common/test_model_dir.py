@@ -63,8 +63,18 @@ def test_missing_folder_or_a_file(tmp_path):
     _fails(tmp_path / "weights.safetensors", "模型目录不是目录")
 
 
-def test_tiny_preset_does_not_load_from_a_folder(model_dir):
-    _fails(model_dir, "不从目录加载", preset="tiny")
+def test_tiny_loads_a_warm_start_folder(model_dir, tmp_path):
+    """tiny 的 --model：make_warmstart.py --out 写出的目录（这里拿仓库附带的那个复制一份）。"""
+    from common.models import MAKE_WARMSTART, TINY_WARMSTART_DIR
+
+    folder = tmp_path / "ws"
+    shutil.copytree(TINY_WARMSTART_DIR, folder)
+    assert validate_model_dir(folder, "tiny") == folder
+    model, _ = load_model("tiny", model_path=folder)
+    shipped, _ = load_model("tiny")
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), shipped.parameters()))
+    _fails(tmp_path / "nope", "模型目录不存在", MAKE_WARMSTART, preset="tiny")
+    _fails(model_dir, "形状与预设 tiny", "make_warmstart.py", preset="tiny")  # 一个 Qwen3 目录
 
 
 def test_missing_or_broken_config(model_dir):
