@@ -129,15 +129,7 @@ def test_lora_adapters_are_merged_into_the_decode_weights(model):
     peft_model.eval()
     ids, mask = _prompts()
     n, eos = 30, [7, 11]
-    ref = peft_model.generate(
-        input_ids=ids,
-        attention_mask=mask,
-        max_new_tokens=n,
-        do_sample=False,
-        eos_token_id=eos,
-        pad_token_id=0,
-    )[:, ids.shape[1] :]
-    ref = torch.nn.functional.pad(ref, (0, n - ref.shape[1]), value=0)
+    ref = _hf_greedy(peft_model, ids, mask, n, eos)
     base_ref = model.generate(
         input_ids=ids,
         attention_mask=mask,
