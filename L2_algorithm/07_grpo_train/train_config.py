@@ -94,7 +94,7 @@ def validate(c: argparse.Namespace) -> list[str]:
     """所有非法设置，一次列全（中文，说清楚改什么）。"""
     from common.data import DATA_SOURCES
     from common.models import resolve_device, validate_model_dir
-    from common.reward import get_reward_fn
+    from common.reward import REWARD_FUNCS
 
     n = c.prompts_per_step * c.group_size
     checks = [
@@ -114,6 +114,10 @@ def validate(c: argparse.Namespace) -> list[str]:
         (
             not c.temperature > 0 or not 0 < c.top_p <= 1,
             "--temperature 必须 > 0，--top-p 必须在 (0, 1]",
+        ),
+        (
+            c.reward not in (*REWARD_FUNCS, "shuffled"),
+            f"未知的 --reward {c.reward!r}；可选：{' | '.join(REWARD_FUNCS)} | shuffled（对照）",
         ),
         (c.aggregation not in AGGREGATIONS, f"--aggregation 只能是 {' | '.join(AGGREGATIONS)}"),
         (c.beta < 0 or c.lr <= 0 or c.eps_low <= 0, "--beta 不能为负，--lr 和 --eps-low 必须 > 0"),
@@ -139,16 +143,14 @@ def validate(c: argparse.Namespace) -> list[str]:
     errors = [msg for bad, msg in checks if bad]
     if c.rollout == "vllm":
         errors += _vllm_problems(c)
-    reward = "correctness" if c.reward == "shuffled" else c.reward  # shuffled：打乱正确性 reward
-    checks = [lambda: get_reward_fn(reward), lambda: resolve_device(c.preset)]
+    checks = [lambda: resolve_device(c.preset)]
     if c.model is not None:  # 本地模型目录：只读 config.json 和文件列表，不加载权重
         checks.append(lambda: validate_model_dir(c.model, c.preset))
     for check in checks:
         try:
             check()
-        except (
-            ValueError
-        ) as err:  # 未知的 reward 名；GPU 预设却没有 CUDA（PresetError 也是 ValueError）
+        # 未知预设、GPU 预设却没有 CUDA、模型目录不对（PresetError 也是 ValueError）
+        except ValueError as err:
             errors.append(str(err))
     return errors
 

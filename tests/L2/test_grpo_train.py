@@ -115,7 +115,7 @@ def test_aggregation_names_match_the_loss(tc):
          "必须能被 --micro-batch=8 整除"),
         (["--preset", "gpt-5"], "未知的模型预设"),
         (["--data", "no/such/file.jsonl"], "不是存在的 jsonl 文件"),
-        (["--reward", "vibes"], "vibes"),
+        (["--reward", "vibes"], "'vibes'；可选：correctness | format_only | correctness_plus_format | shuffled"),
         (["--aggregation", "grpo"], "--aggregation"),
         (["--temperature", "0"], "--temperature"),
         (["--rollout", "turbo"], "--rollout"),
