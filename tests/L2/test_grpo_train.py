@@ -10,6 +10,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import types
@@ -225,6 +226,12 @@ def test_smoke_run_writes_the_run_folder(tmp_path):
         assert _finite_or_null(row) and 0 <= row["accuracy"] <= 1 and 0 <= row["zero_std_frac"] <= 1
         assert 0 <= row["eval_accuracy"] <= 1  # 第 1、2、3 步都评估（前几步密集评估）
     assert "eval_pass_at_2" not in rows[0] and 0 <= rows[1]["eval_pass_at_2"] <= 1
+    # L2.07 第 3 节的键表要列全脚本写下的每个键（eval_pass_at_<k> 按默认 k = 8 的写法列）
+    lesson = (LESSON / "README.md").read_text(encoding="utf-8")
+    table = lesson.split("`metrics.jsonl` 每行的键")[1].split("\n\n")[1]
+    documented = set(re.findall(r"`([a-z0-9_]+)`", table))
+    written = {re.sub(r"^eval_pass_at_(?!1$)\d+$", "eval_pass_at_8", k) for r in rows for k in r}
+    assert written <= documented, f"L2.07 第 3 节的 metrics.jsonl 键表漏了：{written - documented}"
     assert any(r["grad_norm"] > 0 for r in rows), "三步里梯度全是 0：warm start 应该给出非零 reward"
     for name in ("eval_before.json", "eval_after.json"):
         ev = json.loads((out / name).read_text())
