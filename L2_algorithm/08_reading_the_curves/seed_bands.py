@@ -150,8 +150,13 @@ def plot(groups: dict[str, list[dict]], png: Path, title: str) -> None:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description="几个 seed 的均值和范围（L2.08）")
-    ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "bands", help="运行目录放在哪")
-    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    ap.add_argument(
+        "--runs",
+        type=Path,
+        default=ROOT / "runs" / "bands",
+        help="运行目录放在哪（默认 runs/bands）",
+    )
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="默认 0 1 2")
     ap.add_argument(
         "--group",
         nargs=2,
@@ -159,7 +164,12 @@ def main(argv=None) -> None:
         metavar=("LABEL", "ARGS"),
         help="一组：图例名 + 传给 grpo_train.py 的参数（可给多次；默认：默认运行和对照）",
     )
-    ap.add_argument("--png", type=Path, default=Path(__file__).resolve().parent / "seed_bands.png")
+    ap.add_argument(
+        "--png",
+        type=Path,
+        default=Path(__file__).resolve().parent / "seed_bands.png",
+        help="图写到哪（默认本目录的 seed_bands.png，会盖掉仓库附带的那张）",
+    )
     ap.add_argument("--title", default="tiny GRPO, 100 steps")
     ap.add_argument("--plot-only", action="store_true", help="不跑缺的运行，只用已有的目录")
     args = ap.parse_args(argv)
