@@ -26,7 +26,6 @@ from common.checkpoint import CheckpointError, load_checkpoint
 from common.evaluate import completer, evaluate
 from common.models import PresetError, get_preset, load_model
 from common.reward import correctness_reward
-from common.rollout import generate
 from solutions.l2_06_sampling import process_logits
 
 # 合成题的四种题型（common/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序
@@ -38,15 +37,9 @@ def kind_of(question: str) -> str:
     return next(name for name, marker in KINDS if marker in question)
 
 
-@torch.no_grad()
 def greedy_answers(model, tok, preset, problems, max_new_tokens) -> list[str]:
-    prompts = [tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
-               for p in problems]  # fmt: skip
-    ro = generate(model, prompts, max_new_tokens=max_new_tokens, greedy=True,
-                  eos_token_ids=list(preset.eos_token_ids), pad_token_id=preset.pad_token_id)  # fmt: skip
-    return [
-        tok.decode(c[:n], skip_special_tokens=True) for c, n in zip(ro.completion_ids, ro.lengths)
-    ]
+    """贪心回答：和评估（common.evaluate.completer）同一套 prompt、解码。"""
+    return completer(model, tok, preset, max_new_tokens=max_new_tokens)(problems, True, None)
 
 
 def pass_at_table(model, tok, preset, problems, cfg, n: int) -> dict:
