@@ -1,5 +1,5 @@
 """Environment check: this machine's GPU, VRAM, bandwidth class and library versions, and which
-course presets and fit-table rows (common.fit) it can run.
+course presets and fit-table rows (common.vram.fit) it can run.
 
     python -m common.env_check
 
@@ -97,7 +97,7 @@ def gpu_info() -> dict | None:
     """Name, memory (GiB), compute capability and bandwidth of CUDA device 0; None without CUDA."""
     import torch
 
-    from common.ledger import GiB
+    from common.vram.ledger import GiB
 
     if not torch.cuda.is_available():
         return None
@@ -128,43 +128,32 @@ def library_versions() -> dict[str, str | None]:
 
 def preset_report(gpu: dict | None) -> list[dict]:
     """For each course preset: can this machine run it, and why (the ledger's usage for GPU presets)."""
-    from common.fit import assess
-    from common.ledger import GiB, ledger
-    from common.models import PRESETS, ledger_settings
+    from common.presets import preset_names
+    from common.vram.fit import assess
+    from common.vram.ledger import GiB, ledger
+    from common.vram.plan import preset_settings
 
     rows = []
-    for preset in PRESETS.values():
-        if not preset.needs_cuda:
-            rows.append({"preset": preset.name, "ok": True, "why": "CPU 就能跑（几分钟）"})
-            continue
-        shape_and_settings = ledger_settings(preset)
+    for name in preset_names():
+        shape_and_settings = preset_settings(name)
         if shape_and_settings is None:
-            rows.append(
-                {"preset": preset.name, "ok": gpu is not None, "why": "账本里没有这个模型的形状"}
-            )
+            rows.append({"preset": name, "ok": True, "why": "CPU 就能跑（几分钟）"})
             continue
         shape, s = shape_and_settings
         L = ledger(shape, s, gpu["total_gib"] if gpu else 32.0)
         where = f"{L.total / GiB:.1f} GiB / {L.gpu_gb:.0f} GiB = {L.usage:.0%}（{s.short()}）"
         if gpu is None:
-            rows.append(
-                {
-                    "preset": preset.name,
-                    "ok": False,
-                    "why": f"需要 CUDA GPU；在 32 GiB 卡上账本算出 {where}",
-                }
-            )
+            why = f"需要 CUDA GPU；在 32 GiB 卡上账本算出 {where}"
+            rows.append({"preset": name, "ok": False, "why": why})
         else:
             verdict = assess(L).verdict
-            rows.append(
-                {"preset": preset.name, "ok": verdict != "no", "verdict": verdict, "why": where}
-            )
+            rows.append({"preset": name, "ok": verdict != "no", "verdict": verdict, "why": where})
     return rows
 
 
 def runnable_rows(gpu_gib: float) -> dict[str, list[str]]:
     """The fit table for a card of gpu_gib GiB, grouped by verdict: {"fits": ["Qwen3-0.6B full", ...], ...}."""
-    from common.fit import fit_table
+    from common.vram.fit import fit_table
 
     out: dict[str, list[str]] = {"fits": [], "tight": [], "no": []}
     for r in fit_table(gpu_gib):
@@ -188,12 +177,16 @@ def report() -> str:
     )
 
     lines.append("")
-    lines.append("课程预设（common/models.py；L2 的手写脚本：策略模型自己生成 rollout）：")
-    for r in preset_report(gpu):
+    lines.append(
+        "课程预设（L2_algorithm/07_grpo_train/presets.toml；L2 的手写脚本：策略模型自己生成 rollout）："
+    )
+    report_rows = preset_report(gpu)
+    name_width = max(len(r["preset"]) for r in report_rows) + 2
+    for r in report_rows:
         mark = "可以跑" if r["ok"] else "跑不了"
         if r.get("verdict") == "tight":
             mark = "能跑但很紧"
-        lines.append(f"  {r['preset']:<18}{mark}：{r['why']}")
+        lines.append(f"  {r['preset']:<{name_width}}{mark}：{r['why']}")
 
     lines.append("")
     gib = gpu["total_gib"] if gpu else 32.0

@@ -104,7 +104,7 @@ def evaluate(
 def completer(
     model,
     tokenizer,
-    preset,
+    spec,
     *,
     max_new_tokens: int,
     temperature: float = 1.0,
@@ -120,7 +120,7 @@ def completer(
     from common.data import build_prompt
     from common.rollout import generate
 
-    eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+    eos, pad = list(spec.eos_token_ids), spec.pad_token_id
 
     def complete(problems, greedy, generator):
         prompts = [tokenizer(build_prompt(tokenizer, p.question), add_special_tokens=False)["input_ids"]

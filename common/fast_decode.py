@@ -37,6 +37,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from common.decode_shape import BATCH_BUCKET, LEN_BUCKET, STEPS_PER_GRAPH, static_shape
+
 
 def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
     # Same arithmetic as HF Qwen3RMSNorm: normalise in fp32, cast back, then scale.
@@ -116,32 +118,8 @@ def _layer_step(
 
 # Default attention of the decode step (see `_layer_step`), chosen by L2.06's bench_rollout.py on the H200.
 ATTENTION = "einsum"
-# Bucket sizes (trick 5) and tokens per captured graph (trick 3). The VRAM ledger (common.ledger)
-# sizes the resident decoder with `static_shape`, so it reads these very numbers.
-BATCH_BUCKET = 16  # rows are padded up to a multiple of this
-LEN_BUCKET = 128  # cache slots are padded up to a multiple of this
-STEPS_PER_GRAPH = 16  # decode steps captured in one CUDA graph
-
-
-def _bucket(n: int, size: int) -> int:
-    return max(size, math.ceil(n / size) * size)
-
-
-def static_shape(
-    batch: int,
-    prompt_len: int,
-    max_new_tokens: int,
-    steps_per_graph: int = STEPS_PER_GRAPH,
-    batch_bucket: int = BATCH_BUCKET,
-    len_bucket: int = LEN_BUCKET,
-) -> tuple[int, int]:
-    """(rows, cache slots) of the StaticDecoder that serves `batch` prompts of `prompt_len` tokens.
-
-    The decoder runs whole graphs of `steps_per_graph` steps after the prefill token, so the cache
-    must hold prompt + 1 + ceil((max_new_tokens - 1) / steps_per_graph) * steps_per_graph + 1 slots.
-    """
-    steps = 1 + math.ceil(max(max_new_tokens - 1, 0) / steps_per_graph) * steps_per_graph
-    return _bucket(batch, batch_bucket), _bucket(prompt_len + steps + 1, len_bucket)
+# Bucket sizes (trick 5) and tokens per captured graph (trick 3) live in common.decode_shape: the VRAM
+# ledger (common.vram.ledger) sizes the resident decoder with the same `static_shape`.
 
 
 def _base_model(model):

@@ -167,7 +167,7 @@ def generate(
     greedy: bool = False,
     process_logits: Callable | None = None,
     generator: torch.Generator | None = None,
-    backend="auto",
+    backend: str = "auto",
 ) -> Rollout:
     """Sample (or greedily decode) up to `max_new_tokens` tokens for each prompt -> `Rollout`.
 
@@ -181,8 +181,7 @@ def generate(
     backend: "eager" (this file, any device), "fast" (`common.fast_decode`: static cache + compiled step +
     CUDA graphs, sampling on the GPU with the global CUDA RNG, so `generator` is not used), or "auto" =
     fast for a plain Qwen3 model on CUDA, eager otherwise (CPU, LoRA). Both return the same `Rollout`.
-    backend may also be a sampling engine (`common.vllm_rollout.VLLMEngine`): it samples with its own
-    sampler and RNG (`process_logits`, `generator` unused) and fills `Rollout.engine_logp`.
+    An inference engine samples through its own `generate` instead (`common.vllm_rollout.VLLMEngine`).
     """
     if max_new_tokens < 1:
         raise ValueError(f"max_new_tokens 必须 >= 1，得到 {max_new_tokens}")
@@ -198,18 +197,6 @@ def generate(
             "只要 argmax 就传 greedy=True"
         )
     device = next(model.parameters()).device
-    if not isinstance(backend, str):  # an inference engine (vLLM) holding a copy of the weights
-        ro, ro.engine_logp = backend.generate(
-            prompt_ids,
-            max_new_tokens=max_new_tokens,
-            eos_token_ids=eos_token_ids,
-            pad_token_id=pad_token_id,
-            temperature=temperature,
-            top_p=top_p,
-            greedy=greedy,
-            device=device,
-        )
-        return ro
     ids, mask = left_pad(prompt_ids, pad_token_id, device)
     if backend not in ("auto", "eager", "fast"):
         raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")

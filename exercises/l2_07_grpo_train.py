@@ -23,3 +23,16 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     raise NotImplementedError(
         "提示：先想清楚每种 aggregation 的分母是「行数」还是「有效 token 数」，权重就是这个 micro-batch 占分母的份额。"
     )
+
+
+# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 exercises/ 时就从这里取
+# （`L = importlib.import_module("exercises.l2_07_grpo_train")`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
+from exercises.l2_01_advantages import group_advantages  # noqa: E402, F401
+from exercises.l2_02_logprobs_and_masks import (  # noqa: E402, F401
+    completion_mask,
+    hidden_token_logprobs,
+    masked_mean,
+)
+from exercises.l2_05_grpo_loss import grpo_loss  # noqa: E402, F401
+from exercises.l2_06_sampling import process_logits  # noqa: E402, F401
+from exercises.l2_09_train_inference_mismatch import tis_weights  # noqa: E402, F401

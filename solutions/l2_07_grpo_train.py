@@ -38,3 +38,16 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
         total = float(batch_mask.sum())
         return float(mb_mask.sum()) / total if total > 0 else 0.0
     return mb_mask.shape[0] / batch_mask.shape[0]
+
+
+# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 solutions/ 时就从这里取
+# （`L = importlib.import_module("solutions.l2_07_grpo_train")`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
+from solutions.l2_01_advantages import group_advantages  # noqa: E402, F401
+from solutions.l2_02_logprobs_and_masks import (  # noqa: E402, F401
+    completion_mask,
+    hidden_token_logprobs,
+    masked_mean,
+)
+from solutions.l2_05_grpo_loss import grpo_loss  # noqa: E402, F401
+from solutions.l2_06_sampling import process_logits  # noqa: E402, F401
+from solutions.l2_09_train_inference_mismatch import tis_weights  # noqa: E402, F401

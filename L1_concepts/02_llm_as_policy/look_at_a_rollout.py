@@ -13,14 +13,13 @@ import argparse
 import sys
 from pathlib import Path
 
-# 仓库根目录（没 pip install -e 也能跑）和 L2.07 的目录（回答长度用训练脚本 tiny 的默认值）
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "L2_algorithm" / "07_grpo_train")]
+sys.path.insert(0, str(ROOT))  # 仓库根目录：没 pip install -e 也能跑
 import torch  # noqa: E402
-from train_config import script_config  # noqa: E402
 
 from common.data import build_prompt, synthetic_problems  # noqa: E402
-from common.models import get_preset, load_model  # noqa: E402
+from common.grpo_config import preset_config  # noqa: E402
+from common.models import load_model, model_spec  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
@@ -38,8 +37,8 @@ def main(argv=None) -> int:
     if a.group < 2 or a.temperature <= 0:
         ap.error("--group 至少为 2，--temperature 必须 > 0")
 
-    preset = get_preset("tiny")
-    model, tok = load_model(preset)  # warm-start 过的 tiny 模型：会做一部分题
+    spec = model_spec(None)  # tiny
+    model, tok = load_model(spec)  # warm-start 过的 tiny 模型：会做一部分题
     problem = synthetic_problems(1, seed=a.problem_seed, difficulty=1)[0]
     prompt_ids = tok(build_prompt(tok, problem.question), add_special_tokens=False)["input_ids"]
     print(f"题目：{problem.question}（正确答案 {problem.gold}）")
@@ -49,9 +48,9 @@ def main(argv=None) -> int:
     ro = generate(
         model,
         [prompt_ids] * a.group,
-        max_new_tokens=script_config("tiny")["max_new_tokens"],
-        eos_token_ids=preset.eos_token_ids,
-        pad_token_id=preset.pad_token_id,
+        max_new_tokens=preset_config("tiny").max_new_tokens,
+        eos_token_ids=spec.eos_token_ids,
+        pad_token_id=spec.pad_token_id,
         temperature=a.temperature,
         process_logits=process_logits,  # temperature（和 top-p）怎么作用在 logits 上：L2.06
         generator=gen,

@@ -7,7 +7,7 @@
 
 一步 GRPO 分成五个阶段，每个阶段用 torch.cuda.max_memory_allocated 量峰值：
   加载后 → rollout → 旧/参考 log-prob 前向（no_grad）→ 反向（逐个 micro-batch）→ 优化器 step。
-账本（common/ledger.py）按同样的形状预测每个阶段。默认跑 2 步、报告最后一步：第一步里 AdamW 的 m、v
+账本（common/vram/ledger.py）按同样的形状预测每个阶段。默认跑 2 步、报告最后一步：第一步里 AdamW 的 m、v
 才被创建、快速解码器才被编译，第二步才是「稳态」，账本算的也是稳态。
 --init random（默认）：随机权重几乎不会采到 EOS，每条回答都写满 max_new_tokens——正好是账本假设的最坏情况。
 --model 目录（真权重）：回答可能在 EOS 处提前停下、不写满 max_new_tokens，而账本按写满算。
@@ -30,24 +30,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
-from common.cuda_memory import cap_to_gpu_gb, peak_memory  # noqa: E402
 from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
-from common.ledger import ALLOCATOR_SLACK, CUDA_CONTEXT_GIB, GiB, Settings, ledger  # noqa: E402
+from common.grpo_config import base_config  # noqa: E402
 from common.models import (  # noqa: E402
     PresetError,
-    get_preset,
+    compute_dtype,
     load_model,
+    model_spec,
+    plan_model,
     resolve_device,
-    validate_model_dir,
 )
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
-from common.qwen3_shapes import ModelShape  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
-from common.vram import cell  # noqa: E402
+from common.vram.ledger import (  # noqa: E402
+    ALLOCATOR_SLACK,
+    CUDA_CONTEXT_GIB,
+    HIDDEN_CHUNK_ROWS,
+    GiB,
+    Settings,
+    ledger,
+)
+from common.vram.measure import cap_to_gpu_gb, peak_memory  # noqa: E402
+from common.vram.report import cell  # noqa: E402
 
-# GPU 上每块的行数（grpo_train.py 用同一个数）：256 行 × 151,936 × 4 B ≈ 0.15 GiB 一块
-HIDDEN_CHUNK_ROWS = 256
 PHASES = ("loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step")
 LABELS = {
     "loaded": "加载后",
@@ -63,10 +69,11 @@ END_OF_PHASE = ("loaded", "after_step")
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
-        description="跑几步 GRPO，逐阶段对照实测显存与 common.ledger 的预测"
+        description="跑几步 GRPO，逐阶段对照实测显存与 common.vram.ledger 的预测"
     )
     ap.add_argument(
-        "--preset", default="tiny", help="tiny（默认，CPU）| qwen3-0.6b | qwen3-1.7b-lora"
+        "--preset",
+        help="presets.toml 里的预设：tiny（CPU）| qwen3-0.6b | …；不给：有 --model 就按目录定，否则 tiny",
     )
     ap.add_argument(
         "--init",
@@ -77,7 +84,8 @@ def parse_args(argv=None):
     ap.add_argument(
         "--model",
         metavar="PATH",
-        help="本地模型目录（modelscope / hf download 下载的 Qwen3，见 README「权重从哪来」），代替 hub",
+        help="本地模型目录（Qwen3 / Qwen2.5，见 README「权重从哪来」）；只给它不给 --preset 时，"
+        "配方是 presets.toml 的 GPU 配方，全参数还是 LoRA 由显存账本定",
     )
     ap.add_argument("--prompts", type=int, help="每步 prompt 数 P（默认取预设的推荐值）")
     ap.add_argument("--group", type=int, help="每个 prompt 采样 G 条（默认取预设的推荐值）")
@@ -128,23 +136,32 @@ def parse_args(argv=None):
     )
     ap.add_argument("--json", metavar="PATH", help="把实测和预测写进这个 JSON 文件")
     a = ap.parse_args(argv)
-    try:
-        preset = get_preset(a.preset)
-        if a.model is not None:  # 先查目录（只读 config.json 和文件列表），再做任何重活
-            if a.init == "random":
-                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
-            a.init, a.model = "pretrained", validate_model_dir(a.model, preset)
+    if a.model is not None and a.init == "random":
+        ap.error("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
+    a.init = a.init or ("pretrained" if a.model else "random")
+    try:  # 和 grpo_train.py 同样的默认值（预设，或 --model 目录的 GPU 配方），再叠上这里给的
+        d = base_config(a.preset, a.model)
     except PresetError as err:
         ap.error(str(err))
-    a.init = a.init or "random"
-    if a.full and preset.lora_rank:  # 同一个基座，不加 adapter：全部参数可训练
-        preset = dataclasses.replace(preset, name=preset.name.removesuffix("-lora"), lora_rank=None)
-    d = preset.defaults
-    a.prompts = a.prompts or d.get("prompts_per_step", 8)
-    a.group = a.group or d.get("group_size", 8)
-    a.max_new_tokens = a.max_new_tokens or d.get("max_new_tokens", 512)
-    a.beta = d.get("beta", 0.0) if a.beta is None else a.beta
-    a.optimizer = a.optimizer or d.get("optimizer", "adamw")
+    a.prompts = a.prompts or d.prompts_per_step
+    a.group = a.group or d.group_size
+    a.max_new_tokens = a.max_new_tokens or d.max_new_tokens
+    a.beta = d.beta if a.beta is None else a.beta
+    a.optimizer = a.optimizer or d.optimizer
+    plan = dataclasses.replace(
+        d, prompts_per_step=a.prompts, group_size=a.group, max_new_tokens=a.max_new_tokens,
+        beta=a.beta, micro_batch=a.micro_batch, optimizer=a.optimizer, cap_gb=a.cap_gb,
+        lora_rank=0 if a.full else d.lora_rank,
+    )  # fmt: skip
+    try:  # 先查目录（只读 config.json 和文件头），必要时问显存账本全参数还是 LoRA，再做任何重活
+        plan, notes = plan_model(plan)
+        a.spec = model_spec(plan.model)
+    except ValueError as err:
+        ap.error(str(err))
+    for line in notes:
+        print(line)
+    a.lora_rank = plan.lora_rank
+    a.name = plan.preset or a.spec.name
     bad = [
         msg
         for cond, msg in [
@@ -164,16 +181,18 @@ def parse_args(argv=None):
     ]
     if bad:
         ap.error("；".join(bad))
-    return a, preset
+    return a
 
 
 def main(argv=None) -> int:
-    a, preset = parse_args(argv)
+    a = parse_args(argv)
+    spec, lora_rank = a.spec, a.lora_rank
     try:
-        device = resolve_device(preset)
+        device = resolve_device(spec)
     except PresetError as err:
         print(f"错误：{err}", file=sys.stderr)
         return 2
+    dtype = compute_dtype(spec, device)
     cuda = device.type == "cuda"
     if not cuda:
         print(
@@ -220,16 +239,14 @@ def main(argv=None) -> int:
     # ---- 加载：与 grpo_train.py 相同（参考模型 = 起点的 bf16 冻结副本；可训练参数转 fp32；bf16 autocast）----
     with phase("loaded"):
         model, tok = load_model(
-            preset,
+            spec,
             init=a.init,
             device=device,
-            model_path=a.model,
+            lora_rank=lora_rank,
             gradient_checkpointing=a.checkpointing,
         )
         ref = (
-            None
-            if a.beta == 0 or preset.lora_rank
-            else copy.deepcopy(model).eval().requires_grad_(False)
+            None if a.beta == 0 or lora_rank else copy.deepcopy(model).eval().requires_grad_(False)
         )
         for p in model.parameters():
             p.data = p.data.float() if p.requires_grad else p.data
@@ -238,16 +255,16 @@ def main(argv=None) -> int:
         params = [p for p in model.parameters() if p.requires_grad]
         opt = make_optimizer(params, a.optimizer, lr=a.lr, weight_decay=0.0)
     amp = (
-        (lambda: torch.autocast(device.type, dtype=preset.dtype))
-        if preset.dtype != torch.float32
+        (lambda: torch.autocast(device.type, dtype=dtype))
+        if dtype != torch.float32
         else nullcontext
     )
     gen = torch.Generator(device=device).manual_seed(a.seed)
     problems = D.synthetic_problems(a.prompts * a.steps, seed=a.seed)
     encode = lambda p: tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
     eos, pad, G, N, M = (
-        list(preset.eos_token_ids),
-        preset.pad_token_id,
+        list(spec.eos_token_ids),
+        spec.pad_token_id,
         a.group,
         a.prompts * a.group,
         a.micro_batch,
@@ -262,7 +279,7 @@ def main(argv=None) -> int:
             position_ids=ro.position_ids[rows],
         )
         if a.logprobs == "hidden":  # 与 grpo_train.py 相同的路径（L2.02 第 6 节）
-            base = net.get_base_model() if preset.lora_rank else net
+            base = net.get_base_model() if lora_rank else net
             with amp():
                 h = base.model(**inputs).last_hidden_state[:, -(T + 1) :]
             rows_per_chunk = HIDDEN_CHUNK_ROWS if cuda else LM.CHUNK_ROWS
@@ -310,7 +327,7 @@ def main(argv=None) -> int:
             old = torch.cat([logprobs(model, ro, mb, entropy=True)[0] for mb in mbs])
             ref_logp = None
             if a.beta > 0:
-                with model.disable_adapter() if preset.lora_rank else nullcontext():
+                with model.disable_adapter() if lora_rank else nullcontext():
                     ref_logp = torch.cat(
                         [logprobs(model if ref is None else ref, ro, mb)[0] for mb in mbs]
                     )
@@ -349,10 +366,10 @@ def main(argv=None) -> int:
         if a.backend != "auto"
         else ("fast" if cuda and supports_fast_decode(model) else "eager")
     )
-    shape = ModelShape.from_config(model.config, name=preset.name, hub_id=preset.hub_id or "")
+    shape = spec.shape
     settings = Settings(
-        method="lora" if preset.lora_rank else "full",
-        lora_rank=preset.lora_rank or 16,
+        method="lora" if lora_rank else "full",
+        lora_rank=lora_rank or 16,
         prompts=a.prompts,
         group=G,
         prompt_len=ro.prompt_ids.shape[1],
@@ -377,7 +394,7 @@ def main(argv=None) -> int:
         f"优化器 {a.optimizer}，rollout 显存 {a.rollout_memory}"
         + (f"（梯度借住 {hosted / GiB:.2f} GiB）" if hosted else "")
     )
-    if preset.dtype == torch.float32:
+    if dtype == torch.float32:
         print(
             "注意：这个预设全程 fp32 计算（没有 bf16 autocast），账本按 bf16 记的激活、logits、KV 会偏小约一半。"
         )
@@ -413,7 +430,7 @@ def main(argv=None) -> int:
         print("".join(cells))
         rows.append(row)
     summary = {
-        "preset": preset.name,
+        "preset": a.name,
         "init": a.init,
         "model": None if a.model is None else str(a.model),
         "settings": dataclasses.asdict(settings),

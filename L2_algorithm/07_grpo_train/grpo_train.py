@@ -1,160 +1,165 @@
 """L2.07 手写 GRPO：一个文件，从上往下读完就是整个算法。逐段讲解见同目录 README.md。
 
-    python L2_algorithm/07_grpo_train/grpo_train.py                   # tiny 预设，CPU 上几分钟
-    python L2_algorithm/07_grpo_train/grpo_train.py --impl exercises  # 用你在 exercises/ 写的函数
-    python L2_algorithm/07_grpo_train/grpo_train.py --help            # 每个参数的说明和默认值
+    python L2_algorithm/07_grpo_train/grpo_train.py                    # tiny，CPU 上几分钟
+    python L2_algorithm/07_grpo_train/grpo_train.py --impl exercises   # 用你在 exercises/ 写的函数
+    python L2_algorithm/07_grpo_train/grpo_train.py --preset qwen3-0.6b --model ./Qwen3-0.6B  # 5090
+    python L2_algorithm/07_grpo_train/grpo_train.py --model ./Qwen2.5-0.5B-Instruct  # 别的 Qwen
+    python L2_algorithm/07_grpo_train/grpo_train.py --help             # 每个参数的说明和默认值
     python L2_algorithm/07_grpo_train/grpo_train.py --resume runs/tiny-XXXX --steps 200  # 续跑
+
+配置：每个参数的默认值和说明在 common/grpo_config.py（GRPOConfig，默认 = tiny 在 CPU 上）；
+5090 上的配方（lr、β、每步多少题、回答多长）在同目录的 presets.toml，--preset 选一个。
 """
 
 import copy
+import importlib
 import json
 import sys
 import time
 from contextlib import nullcontext
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent  # 本目录有 train_config.py；上两级是仓库根目录（没装也能跑）
-sys.path[:0] = [str(HERE), str(HERE.parents[1])]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install 也能跑
 import torch
 from tqdm import tqdm
-from train_config import parse_config, use_exercises
 
 from common import data as D
 from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
 from common.evaluate import evaluate
 from common.fast_decode import host_gradients, rollout_buffers
+from common.grpo_config import EARLY_EVALS, parse_config, to_json
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
-from common.models import PresetError, get_preset, load_model, resolve_device
+from common.models import compute_dtype, load_model, model_spec, resolve_device
 from common.optim import OptimizerError, make_optimizer
+from common.presets import PresetError
+from common.provenance import provenance
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
+from common.stubs import require_written
 from common.vllm_rollout import logp_mismatch, training_engine
-
-# 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
-from solutions.l2_01_advantages import group_advantages
-from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
-from solutions.l2_05_grpo_loss import grpo_loss
-from solutions.l2_06_sampling import process_logits
-from solutions.l2_07_grpo_train import microbatch_weight
-from solutions.l2_09_train_inference_mismatch import tis_weights
-
-# ----------------------------------------------------------------------------------- 配置 ----
-# 默认值 = tiny 在 CPU 上的默认运行；每行的注释就是 --help 里的说明。命令行 --名字 值 覆盖它。
-# --preset 选一个预设，预设只覆盖它写出的几项（common/models.py 的 PRESETS，如 0.6B 的 lr、beta）。
-CONFIG = dict(
-    # -- 模型与数据
-    preset="tiny",  # 模型：tiny（CPU）| qwen3-0.6b | qwen3-1.7b-lora（后两个要 NVIDIA GPU）
-    init="pretrained",  # pretrained：预设的权重（tiny = 仓库附带的 warm start）| random：随机权重
-    model=None,  # 模型目录：下载好的 Qwen3 | make_warmstart.py 造的 tiny 起点；None = hub / 附带的
-    data="synthetic",  # synthetic（合成题）| gsm8k（仓库附带）| hub（从 HF 下载）| jsonl 路径
-    n_train=5000,  # synthetic：合成题池的大小（held-out 从中切出）
-    difficulty=2,  # synthetic：题目难度 1–3（common/data.py）
-    n_heldout=200,  # held-out 评估的题数（GSM8K 取 test 的前 n 道：每次运行都是同一批）
-    # -- 每一步的 rollout（L2.06）
-    steps=100,  # 训练多少步：每步一次 rollout + 一次参数更新
-    prompts_per_step=16,  # P：每步几道题
-    group_size=8,  # G：每道题采几条回答；每步 N = P·G 条
-    max_new_tokens=40,  # 回答最多多少 token，写不完算截断
-    temperature=1.0,  # 采样温度；训练时的 log π 也按它算：优化的就是采样用的那个分布
-    top_p=1.0,  # nucleus 采样的累计概率阈值，1 = 不截
-    rollout="auto",  # auto（GPU 上走快速路径）| eager | fast | vllm（推理引擎采样，L2.09）
-    tis="none",  # vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）：none | token | sequence
-    reward="correctness",  # correctness | correctness_plus_format | format_only | shuffled（对照）
-    # -- GRPO 损失（L2.01–L2.05）
-    beta=0.0,  # KL 系数；0 = 不要参考模型（TRL 默认）
-    eps_low=0.2,  # ratio 的下界 1 - eps_low
-    eps_high=None,  # ratio 的上界 1 + eps_high；None = 同 eps_low（DAPO 的 clip-higher 用 0.28）
-    aggregation="sequence_mean",  # sequence_mean（GRPO）| token_mean（DAPO）| constant（Dr. GRPO）
-    num_iterations=1,  # μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用
-    # -- 优化
-    lr=3e-5,  # AdamW 学习率。tiny 用 1e-4 时，reward 打乱的对照也会把正确率推动 0.1–0.2
-    micro_batch=32,  # 每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新
-    grad_clip=1.0,  # 梯度范数上限：一批异常样本不至于把模型一步推飞
-    weight_decay=0.0,  # advantage 全为 0 时 weight decay 照样改权重，RL 里关掉
-    optimizer="adamw",  # adamw | adamw8bit（m、v 存 8 bit，要 torchao；L1.04 的 1.7B 全参实验）
-    # -- 评估、保存、运行
-    eval_every=20,  # 每隔几步做一次 held-out 评估，含 pass@k（第 1、2、3、5、10 步只评贪心）
-    pass_k=8,  # 评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）
-    save_every=10,  # 每隔几步存 checkpoint 和 curves.png
-    impl="solutions",  # L2 的函数用谁的：solutions（参考答案）| exercises（你写的）
-    seed=0,  # 选题和采样的随机种子
-    out=None,  # 运行目录；None = runs/<预设>-<时间>
-)
-EARLY_EVALS = (1, 2, 3, 5, 10)  # 前几步密集评估：看清行为是在哪几步变的
+from common.vram.ledger import HIDDEN_CHUNK_ROWS
+from common.vram.measure import cap_to_gpu_gb
 
 
 def main(cfg):
-    if cfg.impl == "exercises":  # 换成你写的同名函数；先确认都写完了，再加载任何东西（fail fast）
-        use_exercises(globals(), skip=("tis_weights",) if cfg.tis == "none" else ())
+    # 你在 L2 写的函数：--impl 选 solutions/（参考答案）或 exercises/（你自己的）。
+    # 先确认要用的都写完了，再加载任何东西（fail fast）；之后每次调用都写成 L.函数名(...)
+    L = importlib.import_module(f"{cfg.impl}.l2_07_grpo_train")
+    require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
-    preset = get_preset(cfg.preset)
-    device = resolve_device(preset)
+    spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 parse_config 查过）
+    device = resolve_device(spec)
     cuda = device.type == "cuda"
+    if cuda and cfg.cap_gb is not None:  # 大卡上模拟 5090：PyTorch 最多只用 cap_gb GiB
+        cap_to_gpu_gb(cfg.cap_gb)
     torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
-    if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
+    if not cuda:  # 小模型的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
-    model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
+    model, tok = load_model(spec, cfg.init, device, lora_rank=cfg.lora_rank)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
-    frozen_copy = cfg.beta > 0 and not preset.lora_rank
+    frozen_copy = cfg.beta > 0 and not cfg.lora_rank
     ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
     # fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。计算仍走 bf16 autocast。
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:
         p.data = p.data.float()
-    half = preset.dtype != torch.float32
-    amp = lambda: torch.autocast(device.type, dtype=preset.dtype) if half else nullcontext()
+    dtype = compute_dtype(spec, device)
+    half = dtype != torch.float32
+    amp = lambda: torch.autocast(device.type, dtype=dtype) if half else nullcontext()
     opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
-    train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
-                                   difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
-    eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+    # held-out 永远是同一批题：曲线才可比
+    train, heldout = D.load_splits(
+        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty
+    )
+    eos = list(spec.eos_token_ids)
+    pad = spec.pad_token_id
     train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
+    # 采样用谁：vllm = 推理引擎（只管训练时的 rollout）；auto / eager / fast = 策略模型自己生成
+    backend = "auto" if cfg.rollout == "vllm" else cfg.rollout
 
     def rollout(problems, greedy=False, generator=gen, engine=None):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
-        prompts = [tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
-                   for p in problems]
+        texts = [D.build_prompt(tok, p.question) for p in problems]
+        prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+        sampling = dict(
+            max_new_tokens=cfg.max_new_tokens,
+            eos_token_ids=eos,
+            pad_token_id=pad,
+            temperature=cfg.temperature,
+            top_p=cfg.top_p,
+            greedy=greedy,
+        )
         with torch.no_grad(), amp():  # 采样不需要梯度（generate 内部还会切到 eval 模式）
-            ro = generate(model, prompts, max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos,
-                          pad_token_id=pad, temperature=cfg.temperature, top_p=cfg.top_p,
-                          greedy=greedy, process_logits=process_logits, generator=generator,
-                          backend=engine or cfg.rollout.replace("vllm", "auto"))
+            if engine is not None:  # 引擎自己采样，还返回它自己的 logp（ro.engine_logp，L2.09）
+                ro = engine.generate(prompts, **sampling, device=device)
+            else:
+                ro = generate(
+                    model,
+                    prompts,
+                    **sampling,
+                    process_logits=L.process_logits,
+                    generator=generator,
+                    backend=backend,
+                )
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
     def heldout_eval(k=cfg.pass_k):
         """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 gen。"""
         complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]
-        return evaluate(complete, heldout, k=k, device=device)
+        return evaluate(complete, heldout, k=k, batch_size=cfg.eval_batch, device=device)
 
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
-        base = net.get_base_model() if preset.lora_rank else net  # peft：LoRA 层就在 base 里
+        base = net.get_base_model() if cfg.lora_rank else net  # peft：LoRA 层就在 base 里
         with amp():  # 只跑到最后一层 hidden state（位置编码用 rollout 时的：左填充的 pad 不占位置）
-            h = base.model(input_ids=ro.sequences[rows], attention_mask=ro.attention_mask[rows],
-                           position_ids=ro.position_ids[rows]).last_hidden_state
+            h = base.model(
+                input_ids=ro.sequences[rows],
+                attention_mask=ro.attention_mask[rows],
+                position_ids=ro.position_ids[rows],
+            ).last_hidden_state
         # 从 hidden 分块算，完整的 (M, T, V) logits 从不出现（L2.02 第 6 节）；位置 t 预测第 t+1 个
         # token，所以用回答前一位起的 T 个 hidden。温度：优化的是真正采样用的分布（TRL 同）
-        return hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows],
-                                     cfg.temperature, chunk_rows=256)
+        return L.hidden_token_logprobs(
+            h,
+            base.lm_head.weight,
+            ro.completion_ids[rows],
+            cfg.temperature,
+            chunk_rows=HIDDEN_CHUNK_ROWS,
+        )
 
     # ---- 运行目录：新开，或从 checkpoint 续跑 ----
-    out, start = Path(cfg.out), 0
+    out = Path(cfg.out)
+    start = 0
     out.mkdir(parents=True, exist_ok=True)
     if checkpoint_path(out).is_file():  # 续跑：读回训练到一半的权重、优化器状态和随机数
-        start = load_checkpoint(out, model=model, optimizer=opt, generators={"sample": gen})["step"]
+        state = load_checkpoint(out, model=model, optimizer=opt, generators={"sample": gen})
+        start = state["step"]
         print(f"从 {checkpoint_path(out)} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     else:
-        write_json(out / "config.json", vars(cfg))
+        write_json(out / "config.json", {**to_json(cfg), "provenance": provenance(device)})
         ev = heldout_eval()
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
-    engine = training_engine(model, preset, cfg) if cfg.rollout == "vllm" else None  # 评估不用它
+    engine = None  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
+    if cfg.rollout == "vllm":
+        engine = training_engine(
+            model,
+            shape=spec.shape,
+            dtype=dtype,
+            sequences=cfg.prompts_per_step * cfg.group_size,
+            max_new_tokens=cfg.max_new_tokens,
+            seed=cfg.seed,
+        )
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
-    N, M, G = cfg.prompts_per_step * cfg.group_size, cfg.micro_batch, cfg.group_size
+    G = cfg.group_size
+    N = cfg.prompts_per_step * G
+    M = cfg.micro_batch
     mbs = [slice(i, i + M) for i in range(0, N, M)]
     bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO")
-    t_run, ev = time.time(), None
+    t_run = time.time()
+    ev = None
 
     for step in bar:
         # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
@@ -173,63 +178,90 @@ def main(cfg):
             rewards = rewards[torch.randperm(N, generator=gen, device=device).cpu()]
 
         # 4) 组内 advantage：全对或全错的组 std = 0，advantage 精确为 0，这组对梯度没有贡献
-        adv = group_advantages(rewards, G).to(device)
-        mask = completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
+        adv = L.group_advantages(rewards, G).to(device)
+        mask = L.completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
 
         # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
         #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
         t1 = time.time()
-        old = ref_logp = None
+        old = None
+        ref_logp = None
         with torch.no_grad():
             if cfg.num_iterations > 1:
                 old = torch.cat([logprobs(model, ro, mb)[0] for mb in mbs])
             if cfg.beta > 0:
-                with model.disable_adapter() if preset.lora_rank else nullcontext():
-                    ref_net = model if ref is None else ref
+                ref_net = model if ref is None else ref
+                with model.disable_adapter() if cfg.lora_rank else nullcontext():
                     ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
 
         # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
-        stats, ents, lps = [], [], []  # 熵、训练端的 logp：取采样时的策略（it = 0，参数还没动）
+        stats = []
+        entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
+        train_logp = []
         for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
             if cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
                 host_gradients(params, rollout_buffers(model))
             for mb in mbs:
                 logp, ent = logprobs(model, ro, mb)
-                ents, lps = (ents + [ent], lps + [logp.detach()]) if it == 0 else (ents, lps)
-                tw = None if cfg.tis == "none" else tis_weights(  # TIS：只乘策略项（L2.09）
-                    logp if old is None else old[mb], ro.engine_logp[mb], mask[mb], level=cfg.tis)
-                loss, m = grpo_loss(logp, logp.detach() if old is None else old[mb], adv[mb],
-                                    mask[mb], ref_logp=None if ref_logp is None else ref_logp[mb],
-                                    beta=cfg.beta, eps_low=cfg.eps_low, eps_high=cfg.eps_high,
-                                    aggregation=cfg.aggregation, token_weights=tw,
-                                    max_completion_length=cfg.max_new_tokens)
-                w = microbatch_weight(mask[mb], mask, cfg.aggregation)
+                if it == 0:
+                    entropies.append(ent)
+                    train_logp.append(logp.detach())
+                old_mb = logp.detach() if old is None else old[mb]
+                tw = None  # TIS：引擎采样时，给策略项乘上截断的重要性权重（L2.09）
+                if cfg.tis != "none":
+                    tw = L.tis_weights(old_mb, ro.engine_logp[mb], mask[mb], level=cfg.tis)
+                loss, m = L.grpo_loss(
+                    logp,
+                    old_mb,
+                    adv[mb],
+                    mask[mb],
+                    ref_logp=None if ref_logp is None else ref_logp[mb],
+                    beta=cfg.beta,
+                    eps_low=cfg.eps_low,
+                    eps_high=cfg.eps_high,
+                    aggregation=cfg.aggregation,
+                    token_weights=tw,
+                    max_completion_length=cfg.max_new_tokens,
+                )
+                w = L.microbatch_weight(mask[mb], mask, cfg.aggregation)
                 (loss * w).backward()
-                stats.append({"loss": loss.item() * w * len(mbs), **m})
+                stats.append({"loss": loss.detach() * w * len(mbs), **m})
             # 7) 梯度裁剪；8) AdamW 更新
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
-        train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
+        train_s = time.time() - t1
+        sync_s = engine.sync_weights(model) if engine is not None else None  # 新权重推给引擎
 
         # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
         lens = ro.lengths.float()
-        mean_of = {k: sum(s.get(k, 0.0) for s in stats) / len(stats) for k in stats[0]}.get
-        row = dict(
-            step=step, reward_mean=rewards.mean().item(), reward_std=rewards.std().item(),
-            accuracy=correct.mean().item(), format_rate=formatted.mean().item(),
-            zero_std_frac=(rewards.view(-1, G).std(1) == 0).float().mean().item(),
-            completion_len_mean=lens.mean().item(), completion_len_max=int(lens.max()),
-            truncation_rate=ro.truncated.float().mean().item(),
-            empty_rate=((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
-            entropy=masked_mean(torch.cat(ents), mask).item(),
-            kl=mean_of("kl") if cfg.beta > 0 else None, clip_fraction=mean_of("clip_fraction"),
-            loss=mean_of("loss"), grad_norm=grad_norm, lr=opt.param_groups[0]["lr"],
-            rollout_s=rollout_s, train_s=train_s, elapsed_s=time.time() - t_run,
-            tokens_per_s=lens.sum().item() / max(rollout_s, 1e-9),
-            peak_vram_gb=torch.cuda.max_memory_allocated() / 2**30 if cuda else None, sync_s=sync_s,
-            **(logp_mismatch(ro.engine_logp, torch.cat(lps), mask) if engine else {}),
-        )
+        mean = {k: sum(float(s[k]) for s in stats) / len(stats) for k in stats[0]}
+        row = {
+            "step": step,
+            "reward_mean": rewards.mean().item(),
+            "reward_std": rewards.std().item(),
+            "accuracy": correct.mean().item(),
+            "format_rate": formatted.mean().item(),
+            "zero_std_frac": (rewards.view(-1, G).std(1) == 0).float().mean().item(),
+            "completion_len_mean": lens.mean().item(),
+            "completion_len_max": int(lens.max()),
+            "truncation_rate": ro.truncated.float().mean().item(),
+            "empty_rate": ((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
+            "entropy": L.masked_mean(torch.cat(entropies), mask).item(),
+            "kl": mean["kl"] if cfg.beta > 0 else None,
+            "clip_fraction": mean["clip_fraction"],
+            "loss": mean["loss"],
+            "grad_norm": grad_norm,
+            "lr": opt.param_groups[0]["lr"],
+            "rollout_s": rollout_s,
+            "train_s": train_s,
+            "sync_s": sync_s,
+            "elapsed_s": time.time() - t_run,
+            "tokens_per_s": lens.sum().item() / max(rollout_s, 1e-9),
+            "peak_vram_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
+        }
+        if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
+            row.update(logp_mismatch(ro.engine_logp, torch.cat(train_logp), mask))
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         periodic = step % cfg.eval_every == 0
         if periodic or step in EARLY_EVALS:  # 前几步只评贪心（便宜）；定期的评估加上 pass@k
@@ -237,13 +269,15 @@ def main(cfg):
             row["eval_accuracy"] = ev["accuracy"]
             row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
         logger.log(row)
-        bar.set_postfix(reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}",
-                        heldout="-" if ev is None else f"{ev['accuracy']:.2f}")
+        shown = "-" if ev is None else f"{ev['accuracy']:.2f}"
+        bar.set_postfix(
+            reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}", heldout=shown
+        )
         # 11) checkpoint（原子写入：先写临时文件再改名，任何时刻被杀都留下一个完整的）
         if step % cfg.save_every == 0 or step == cfg.steps:
             save_checkpoint(out, model=model, optimizer=opt, step=step, generators={"sample": gen})
-            plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png",
-                        title=f"{cfg.preset} GRPO  {out.name}")
+            title = f"{cfg.preset or spec.name} GRPO  {out.name}"
+            plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
 
     if start < cfg.steps:  # 训练后：同一批题、同样的评估，和训练前一比就是这次训练的成绩
         ev = ev if cfg.steps % cfg.eval_every == 0 else heldout_eval()
@@ -256,5 +290,5 @@ def main(cfg):
 if __name__ == "__main__":
     try:
         main(parse_config())
-    except (D.DataError, PresetError, CheckpointError, OptimizerError) as err:
+    except (D.DataError, PresetError, CheckpointError, OptimizerError, ValueError) as err:
         sys.exit(f"错误：{err}")

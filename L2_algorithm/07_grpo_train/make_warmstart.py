@@ -34,15 +34,14 @@ import tempfile
 import time
 from pathlib import Path
 
-# 仓库根目录（没 pip install -e 也能跑）和本目录（同目录的 train_config.py：grpo_train.py 的默认配置）
-sys.path[:0] = [str(Path(__file__).resolve().parents[2]), str(Path(__file__).resolve().parent)]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install -e 也能跑
 import torch
 import torch.nn.functional as F
-from train_config import script_config
 
 from common import data as D
 from common.evaluate import completer, evaluate
-from common.models import TINY_WARMSTART_DIR, get_preset, load_model
+from common.grpo_config import preset_config
+from common.models import TINY_WARMSTART_DIR, load_model, model_spec
 from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------
@@ -113,7 +112,7 @@ def sft(model, tok, problems, steps, seed, styles=None, log_every=25, probe=None
     torch.manual_seed(seed)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR, betas=(0.9, 0.98), weight_decay=0.0)
-    pad, losses, t0 = get_preset("tiny").pad_token_id, [], time.time()
+    pad, losses, t0 = model_spec(None).pad_token_id, [], time.time()
     model.train()
     for step in range(1, steps + 1):
         lr = LR * min(1.0, step / WARMUP) * 0.5 * (1 + math.cos(math.pi * step / steps))
@@ -156,7 +155,7 @@ def sft(model, tok, problems, steps, seed, styles=None, log_every=25, probe=None
 def measure(model, tok, heldout, group_size, max_new_tokens, temperature):
     """起点体检，和 grpo_train.py 训练前的评估完全相同（common.evaluate）：贪心正确率、
     pass@1 / pass@G（每题按 temperature 采 G 条）、G 条全对或全错（组内 std = 0）的题的比例。"""
-    complete = completer(model, tok, get_preset("tiny"), max_new_tokens=max_new_tokens,
+    complete = completer(model, tok, model_spec(None), max_new_tokens=max_new_tokens,
                          temperature=temperature, process_logits=process_logits)  # fmt: skip
     ev = evaluate(complete, heldout, k=group_size)
     keep = ("accuracy", "pass_at", "zero_std_frac", "format_rate", "n")  # group_size 0：只评贪心
@@ -175,8 +174,7 @@ def describe(stats):
 def grpo_heldout(defaults):
     """和 grpo_train.py 的 tiny 默认设置完全相同的 held-out 题。"""
     return D.load_splits(
-        "synthetic", defaults["n_heldout"], n_train=defaults["n_train"],
-        difficulty=defaults["difficulty"],
+        "synthetic", defaults.n_heldout, n_train=defaults.n_train, difficulty=defaults.difficulty,
     )[1]  # fmt: skip
 
 
@@ -226,10 +224,10 @@ def main(argv=None):
     if steps < 1 or args.probe_every < 0:
         sys.exit(f"配置错误：--steps 必须 >= 1（得到 {steps}），--probe-every 不能为负")
     torch.set_num_threads(1)  # 单线程：结果与机器核数无关（和 grpo_train.py 在 CPU 上一样）
-    defaults = script_config("tiny")
+    defaults = preset_config("tiny")  # grpo_train.py 的 tiny 默认配置（common/grpo_config.py）
     heldout = grpo_heldout(defaults)
-    probe = dict(group_size=defaults["pass_k"], max_new_tokens=defaults["max_new_tokens"],
-                 temperature=defaults["temperature"])  # fmt: skip
+    probe = dict(group_size=defaults.pass_k, max_new_tokens=defaults.max_new_tokens,
+                 temperature=defaults.temperature)  # fmt: skip
 
     if args.check:
         if not (args.out / "model.safetensors").is_file():
@@ -241,7 +239,7 @@ def main(argv=None):
         return
 
     model, tok = load_model("tiny", init="random")
-    problems = sft_problems(defaults["n_train"])
+    problems = sft_problems(defaults.n_train)
     n_params = sum(p.numel() for p in model.parameters())
     print(
         f"配方 {args.recipe}：随机初始化的 tiny 模型 {n_params:,} 个参数；SFT 题目 {len(problems)} 道"

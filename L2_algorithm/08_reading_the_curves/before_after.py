@@ -24,7 +24,7 @@ import torch
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
 from common.evaluate import completer, evaluate
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
 
@@ -78,12 +78,15 @@ def main(argv=None) -> None:
     if not cfg_path.is_file():
         sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    if cfg["preset"] != "tiny" or cfg["data"] != "synthetic":
-        sys.exit("错误：题型是按合成题的题面认的，只适用于 tiny 预设 + --data synthetic 的运行")
-    torch.set_num_threads(1)
-    preset = get_preset("tiny")
     try:
-        model, tok = load_model(preset, cfg["init"], model_path=cfg.get("model"))
+        preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
+    except ValueError as err:
+        sys.exit(f"错误：{err}")
+    if not preset.tiny or cfg["data"] != "synthetic":
+        sys.exit("错误：题型是按合成题的题面认的，只适用于 tiny 模型 + --data synthetic 的运行")
+    torch.set_num_threads(1)
+    try:
+        model, tok = load_model(preset, cfg["init"])
         _, heldout = D.load_splits("synthetic", cfg["n_heldout"], n_train=cfg["n_train"],
                                    difficulty=cfg["difficulty"])  # fmt: skip
         before = greedy_answers(model, tok, preset, heldout, cfg["max_new_tokens"])

@@ -28,13 +28,13 @@ sys.path.insert(
 import torch
 
 from common import data as D
-from common.models import get_preset, load_model
+from common.models import load_model, model_spec
 from common.rollout import generate
 from common.vllm_rollout import VLLMEngine, trainer_logp
 from solutions.l2_02_logprobs_and_masks import token_logprobs
 
-PRESET = get_preset("tiny")
-EOS, PAD = list(PRESET.eos_token_ids), PRESET.pad_token_id
+TINY = model_spec(None)  # 课程的 tiny 模型
+EOS, PAD = list(TINY.eos_token_ids), TINY.pad_token_id
 COMBOS = (("float32", "float32"), ("bfloat16", "float32"), ("bfloat16", "bfloat16"))
 LENGTH_BINS = ((1, 16), (17, 64), (65, 128), (129, 200))
 
@@ -84,12 +84,12 @@ def by_length(diff, mask, lengths):
 def measure(model, ids, engine_dtype, max_new_tokens):
     engine = VLLMEngine(model, max_model_len=256, dtype=engine_dtype)
     try:
-        ro, elogp = engine.generate(
+        ro = engine.generate(
             ids, max_new_tokens=max_new_tokens, eos_token_ids=EOS, pad_token_id=PAD
         )
     finally:
         engine.close()
-    return ro, elogp
+    return ro, ro.engine_logp
 
 
 def bench(model, ids, repeats=5):
@@ -102,7 +102,7 @@ def bench(model, ids, repeats=5):
         engine.generate(ids[:8], max_new_tokens=8, eos_token_ids=EOS, pad_token_id=PAD)  # 预热
         for _ in range(repeats):
             t = time.perf_counter()
-            ro, _ = engine.generate(ids, max_new_tokens=40, eos_token_ids=EOS, pad_token_id=PAD)
+            ro = engine.generate(ids, max_new_tokens=40, eos_token_ids=EOS, pad_token_id=PAD)
             times["vllm_s"].append(time.perf_counter() - t)
             tokens["vllm"].append(int(ro.lengths.sum()))
             t = time.perf_counter()
@@ -131,7 +131,7 @@ def main(argv=None):
     results = {"torch_threads": 1, "combos": {}}
     combos = COMBOS[:1] if a.quick else COMBOS
     for init, max_new in (("pretrained", 40), ("random", 200))[: 1 if a.quick else 2]:
-        model, tok = load_model(PRESET, init=init)
+        model, tok = load_model(TINY, init=init)
         model.eval()
         ids = prompts(tok)
         for engine_dtype, train_dtype in combos:
@@ -157,7 +157,7 @@ def main(argv=None):
                     f"    长度 {bin_name:>7s}：{b['n_seq']:3d} 条  token |Δ| 均值 {b['token_abs_mean']:.2e}"
                     f"  序列 |ΣΔ| 均值 {b['seq_abs_sum_mean']:.2e}"
                 )
-    model, tok = load_model(PRESET)
+    model, tok = load_model(TINY)
     results["bench"] = bench(model, prompts(tok))
     b = results["bench"]
     print(

@@ -26,9 +26,9 @@ from common.data import synthetic_problems  # noqa: E402
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 EARLY = 10  # grpo_train.py 的 EARLY_EVALS 最后一步（测试核对）
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
-# grpo_train.py 没有 --cap-gb：用 common.cuda_memory.cap_to_gpu_gb 包一层 runpy，和 L3.01 README 的命令一样
+# grpo_train.py 没有 --cap-gb：用 common.vram.measure.cap_to_gpu_gb 包一层 runpy，和 L3.01 README 的命令一样
 CAPPED = (
-    "import sys, runpy; from common.cuda_memory import cap_to_gpu_gb; cap = float(sys.argv[1]); "
+    "import sys, runpy; from common.vram.measure import cap_to_gpu_gb; cap = float(sys.argv[1]); "
     "cap and cap_to_gpu_gb(cap); sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 

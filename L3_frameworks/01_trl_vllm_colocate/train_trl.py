@@ -511,7 +511,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--cap-gb",
         type=float,
         default=None,
-        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.cuda_memory.cap_to_gpu_gb）",
+        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.measure.cap_to_gpu_gb）",
     )
     a = ap.parse_args(argv)
 
@@ -620,7 +620,7 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         else torch.device("cpu")
     )
     if a.cap_gb:
-        from common.cuda_memory import cap_to_gpu_gb
+        from common.vram.measure import cap_to_gpu_gb
 
         try:  # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器
             cap_to_gpu_gb(a.cap_gb, device)

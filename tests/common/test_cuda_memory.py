@@ -1,12 +1,12 @@
-"""common.cuda_memory：测一段代码的 CUDA 显存峰值、把显存上限压到 32 GiB。没有 GPU 时走 CPU 分支，并假装有 GPU 检查接线。"""
+"""common.vram.measure：测一段代码的 CUDA 显存峰值、把显存上限压到 32 GiB。没有 GPU 时走 CPU 分支，并假装有 GPU 检查接线。"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from common import cuda_memory
-from common.ledger import GiB
+from common.vram import measure as cuda_memory
+from common.vram.ledger import GiB
 
 
 def test_measuring_helpers_on_cpu(capsys):

@@ -1,80 +1,94 @@
-"""common.models.validate_model_dir / load_model(model_path=...)：从本地目录加载 Qwen3（ModelScope、镜像下载的）。
+"""common.model_dir：本地模型目录（ModelScope、镜像下载的，或自己微调过的）在加载任何权重之前的检查。
 
-每种坏目录各有一条中文报错（说出路径和毛病），而且都在加载任何权重之前；好目录能加载。
-目录都是测试自己造的：小形状的随机 Qwen3（save_pretrained）+ 离线的真实 Qwen3 tokenizer 文件，
-预设的期望形状用 monkeypatch 换成同样的小形状（见 small_qwen3.py）。
+每种坏目录各有一条中文报错（说出路径和毛病）；好目录（小形状的随机 Qwen3 / Qwen2 + 真实 tokenizer 文件，
+见 small_qwen.py）通过检查并能加载。
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import shutil
 
 import pytest
 import torch
-from small_qwen3 import SMALL_QWEN3, make_model_dir, patch_small_shapes
+from small_qwen import SMALL, make_model_dir
 
-from common.models import PRESETS, PresetError, load_model, model_config, validate_model_dir
-
-PRESET = "qwen3-0.6b"
+from common.model_dir import ModelDirError, inspect_model_dir, main
+from common.models import TINY_WARMSTART_DIR, load_model, model_spec
+from common.vram.shapes import SHAPES, ModelShape
 
 
 @pytest.fixture(scope="module")
-def good_dir(tmp_path_factory):
-    return make_model_dir(tmp_path_factory.mktemp("qwen3") / "Qwen3-0.6B")
+def good_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("models")
+    return {f: make_model_dir(root / f, family=f) for f in ("qwen3", "qwen2")}
 
 
-@pytest.fixture
-def model_dir(good_dir, tmp_path, monkeypatch):
-    """一份可以随便改坏的好目录（每个测试一份）；预设的期望形状 = 小形状。"""
-    patch_small_shapes(monkeypatch)
-    folder = tmp_path / "Qwen3-0.6B"
-    shutil.copytree(good_dir, folder)
+def _copy(good_dirs, tmp_path, family):
+    folder = tmp_path / f"{family}-small"
+    shutil.copytree(good_dirs[family], folder)
     return folder
 
 
-def _edit_config(folder, **changes):
-    path = folder / "config.json"
+@pytest.fixture
+def model_dir(good_dirs, tmp_path):
+    """一份可以随便改坏的好目录（每个测试一份）：文件层面的检查两个家族一样，用 Qwen3 的。"""
+    return _copy(good_dirs, tmp_path, "qwen3")
+
+
+@pytest.fixture(params=["qwen3", "qwen2"])
+def any_dir(request, good_dirs, tmp_path):
+    """和家族有关的检查：Qwen3、Qwen2 各一次。"""
+    return _copy(good_dirs, tmp_path, request.param)
+
+
+def _edit(folder, name="config.json", **changes):
+    path = folder / name
     cfg = json.loads(path.read_text())
     cfg.update(changes)
     path.write_text(json.dumps(cfg))
 
 
-def _fails(folder, *needles, preset=PRESET):
-    with pytest.raises(PresetError) as err:
-        validate_model_dir(folder, preset)
+def _fails(folder, *needles, expect=None):
+    with pytest.raises(ModelDirError) as err:
+        inspect_model_dir(folder, expect=expect)
     msg = str(err.value)
     for needle in needles:
         assert needle in msg, msg
     return msg
 
 
-def test_good_dir_passes(model_dir):
-    assert validate_model_dir(model_dir, PRESET) == model_dir
-    assert validate_model_dir(str(model_dir), PRESETS[PRESET]) == model_dir
+def test_good_dirs_pass(any_dir):
+    found = inspect_model_dir(any_dir)
+    family = any_dir.name.split("-")[0]
+    assert found.family == family and found.shape.hidden == 64 and found.shape.vocab == 151936
+    assert found.shape.qk_norm == (family == "qwen3") and found.shape.attention_bias == (
+        family == "qwen2"
+    )
+    assert found.eos_token_ids == (151645, 151643) and found.pad_token_id == 151643
+    assert found.warmstart is None
+    shape = ModelShape.from_config_json(found.config)
+    assert inspect_model_dir(str(any_dir), expect=shape).path == any_dir
 
 
 def test_missing_folder_or_a_file(tmp_path):
-    _fails(
-        tmp_path / "Qwen3-0.6B", "模型目录不存在", str(tmp_path / "Qwen3-0.6B"), "Qwen/Qwen3-0.6B"
-    )
+    _fails(tmp_path / "Qwen3-0.6B", "模型目录不存在", str(tmp_path / "Qwen3-0.6B"))
     (tmp_path / "weights.safetensors").write_bytes(b"x")
     _fails(tmp_path / "weights.safetensors", "模型目录不是目录")
 
 
-def test_tiny_loads_a_warm_start_folder(model_dir, tmp_path):
-    """tiny 的 --model：make_warmstart.py --out 写出的目录（这里拿仓库附带的那个复制一份）。"""
-    from common.models import MAKE_WARMSTART, TINY_WARMSTART_DIR
-
+@pytest.mark.slow
+def test_tiny_warm_start_folder(tmp_path):
+    """make_warmstart.py --out 写出的目录（这里拿仓库附带的那个复制一份）：认出是 tiny 的起点。"""
     folder = tmp_path / "ws"
     shutil.copytree(TINY_WARMSTART_DIR, folder)
-    assert validate_model_dir(folder, "tiny") == folder
-    model, _ = load_model("tiny", model_path=folder)
+    found = inspect_model_dir(folder)
+    assert found.warmstart is not None and found.shape.n_params() < 2_000_000
+    spec = model_spec(folder)
+    assert spec.tiny and not spec.needs_cuda
+    model, _ = load_model(spec)
     shipped, _ = load_model("tiny")
     assert all(torch.equal(a, b) for a, b in zip(model.parameters(), shipped.parameters()))
-    _fails(tmp_path / "nope", "模型目录不存在", MAKE_WARMSTART, preset="tiny")
-    _fails(model_dir, "形状与预设 tiny", "make_warmstart.py", preset="tiny")  # 一个 Qwen3 目录
 
 
 def test_missing_or_broken_config(model_dir):
@@ -84,31 +98,47 @@ def test_missing_or_broken_config(model_dir):
     _fails(model_dir, "没有 config.json", str(model_dir))
 
 
-def test_wrong_model_type(model_dir):
-    _edit_config(model_dir, model_type="llama")
-    _fails(model_dir, "model_type 是 'llama'", "qwen3")
-    _edit_config(model_dir, model_type="qwen3_moe")
-    _fails(model_dir, "model_type 是 'qwen3_moe'")
+def test_unsupported_model_types_say_what_is_supported(any_dir):
+    _edit(any_dir, model_type="llama")
+    _fails(any_dir, "model_type 是 'llama'", "qwen3", "qwen2")
+    _edit(any_dir, model_type="qwen3_moe")
+    _fails(any_dir, "model_type 是 'qwen3_moe'", "MoE", "全部专家", "32 GB")
 
 
-def test_wrong_shapes_are_all_listed(model_dir):
-    _edit_config(model_dir, hidden_size=64, num_hidden_layers=3)
-    msg = _fails(model_dir, "形状与预设 qwen3-0.6b", "hidden_size = 64，应为 32")
-    assert "num_hidden_layers = 3，应为 2" in msg
-    _edit_config(model_dir, hidden_size=32, num_hidden_layers=2, vocab_size=None)
-    _fails(model_dir, "vocab_size = None，应为 151936")
+def test_sliding_window_is_refused(model_dir):
+    _edit(model_dir, use_sliding_window=True)
+    _fails(model_dir, "sliding window", "use_sliding_window")
 
 
-def test_shape_of_another_preset_names_it(tmp_path):
-    """真实形状（不 monkeypatch）：下成了 Qwen3-1.7B，却用 --preset qwen3-0.6b。"""
-    cfg = model_config("qwen3-1.7b-lora").to_dict()
+def test_wrong_shapes_are_all_listed_when_a_preset_is_given(model_dir):
+    expect = SHAPES["Qwen3-0.6B"]
+    msg = _fails(
+        model_dir, "形状与预设要的 Qwen3-0.6B", "hidden_size = 64，应为 1024", expect=expect
+    )
+    assert "num_hidden_layers = 2，应为 28" in msg and "去掉 --preset" in msg
+
+
+def test_shape_of_another_known_model_names_it(tmp_path):
+    """真实形状：下成了 Qwen3-1.7B，却用了 Qwen3-0.6B 的预设。"""
+    cfg = {"model_type": "qwen3", **SHAPES["Qwen3-1.7B"].config_dict()}
     (tmp_path / "config.json").write_text(json.dumps(cfg))
-    _fails(tmp_path, "hidden_size = 2048，应为 1024", "改用 --preset qwen3-1.7b-lora")
+    _fails(
+        tmp_path,
+        "hidden_size = 2048，应为 1024",
+        "这是 Qwen3-1.7B 的形状",
+        expect=SHAPES["Qwen3-0.6B"],
+    )
 
 
 def test_missing_weights(model_dir):
     (model_dir / "model.safetensors").rename(model_dir / "pytorch_model.bin")
     _fails(model_dir, "里没有权重", "model.safetensors", "pytorch_model.bin")
+
+
+def test_weights_path_that_is_a_folder(model_dir):
+    (model_dir / "model.safetensors").unlink()
+    (model_dir / "model.safetensors").mkdir()
+    _fails(model_dir, "里没有权重", "model.safetensors 不是一个文件")
 
 
 def test_truncated_weights(model_dir):
@@ -129,16 +159,37 @@ def test_git_lfs_pointer(model_dir):
     _fails(model_dir, "Git LFS", "git lfs pull")
 
 
-def test_sharded_weights(model_dir, tmp_path, monkeypatch):
+def test_sharded_weights(tmp_path):
     sharded = make_model_dir(tmp_path / "sharded", max_shard_size="4MB")
     index = json.loads((sharded / "model.safetensors.index.json").read_text())
     shards = sorted(set(index["weight_map"].values()))
     assert len(shards) >= 2 and not (sharded / "model.safetensors").exists()
-    assert validate_model_dir(sharded, PRESET) == sharded
+    assert inspect_model_dir(sharded).shape.layers == SMALL["num_hidden_layers"]
     (sharded / shards[-1]).unlink()
     _fails(sharded, "缺少 1 个权重分片", shards[-1])
     (sharded / "model.safetensors.index.json").write_text('{"metadata": {}}')
     _fails(sharded, "没有 weight_map")
+
+
+def test_weights_must_match_the_config(model_dir):
+    """config.json 说的层数、词表、是否共享 lm_head 要和权重文件头里的张量对得上。"""
+    _edit(model_dir, num_hidden_layers=3)
+    _fails(model_dir, "缺第 [2] 层")
+    _edit(model_dir, num_hidden_layers=2, vocab_size=151_000)
+    _fails(model_dir, "embed_tokens.weight", "[151000, 64]")
+    _edit(model_dir, vocab_size=151936, tie_word_embeddings=False)
+    _fails(model_dir, "tie_word_embeddings=false", "lm_head.weight")
+
+
+@pytest.mark.slow
+def test_a_resized_vocab_is_fine_while_the_tokenizer_fits(tmp_path):
+    """自己微调过、词表扩到 151,680 的模型：权重和 config 一致、tokenizer 的 id 都在词表里，就接受。"""
+    folder = make_model_dir(tmp_path / "resized", vocab_size=151_680)
+    assert inspect_model_dir(folder).shape.vocab == 151_680
+    small = make_model_dir(
+        tmp_path / "too-small", vocab_size=151_000, pad_token_id=None, eos_token_id=[0]
+    )
+    _fails(small, "tokenizer 有 id", "vocab_size 只有 151000")
 
 
 def test_missing_tokenizer(model_dir):
@@ -154,32 +205,65 @@ def test_missing_chat_template(model_dir):
     path.write_text(json.dumps(cfg))
     _fails(model_dir, "chat template")
     (model_dir / "chat_template.jinja").write_text("{{ messages }}")  # transformers 5 的另一种存法
-    assert validate_model_dir(model_dir, PRESET) == model_dir
+    assert inspect_model_dir(model_dir).path == model_dir
+
+
+def test_stop_tokens_come_from_the_folder(any_dir):
+    """generation_config.json 没了也认得出 Qwen 的两个停止 token（tokenizer 里有它们）。"""
+    (any_dir / "generation_config.json").unlink()
+    _edit(any_dir, eos_token_id=None, pad_token_id=None)
+    found = inspect_model_dir(any_dir)
+    assert set(found.eos_token_ids) == {151645, 151643} and found.pad_token_id == 151643
+
+
+def test_check_command(model_dir, capsys):
+    assert main(["check", str(model_dir)]) == 0
+    out = capsys.readouterr().out
+    assert str(model_dir) in out and "python -m common.vram --model" in out
+    assert main(["check", str(model_dir / "nope")]) == 2
+    assert "模型目录不存在" in capsys.readouterr().err
 
 
 def test_load_model_validates_before_anything_else(tmp_path):
-    """坏目录在检查 CUDA、加载任何东西之前就报错（这台机器没有 GPU 也一样看到的是目录的问题）。"""
-    with pytest.raises(PresetError, match="模型目录不存在"):
-        load_model(PRESET, model_path=tmp_path / "nope")
-    with pytest.raises(PresetError, match="--init random"):
-        load_model(PRESET, init="random", model_path=tmp_path)
+    """坏目录在检查 CUDA、加载任何东西之前就报错。"""
+    with pytest.raises(ModelDirError, match="模型目录不存在"):
+        load_model("qwen3-0.6b", model_path=tmp_path / "nope")
+    with pytest.raises(ValueError, match="--init random"):
+        load_model("qwen3-0.6b", init="random", model_path=tmp_path)
 
 
-def test_good_dir_loads(model_dir):
-    cpu_preset = dataclasses.replace(PRESETS[PRESET], needs_cuda=False)  # 这台机器只有 CPU
-    model, tok = load_model(cpu_preset, model_path=model_dir)
-    assert model.config.hidden_size == SMALL_QWEN3["hidden_size"] and model.training
-    assert next(model.parameters()).dtype == torch.bfloat16
-    assert model.config._name_or_path == str(model_dir)  # TRL 的参考模型、vLLM 都按这个路径再加载
-    # 权重就是目录里的那份
+@pytest.mark.slow
+def test_good_dirs_load_on_the_cpu(any_dir):
+    """≤ 50M 参数的模型在 CPU 上加载（fp32），权重就是目录里的那份。"""
+    spec = model_spec(any_dir)
+    model, tok = load_model(spec)
+    assert model.config.hidden_size == 64 and model.training and not spec.needs_cuda
+    assert next(model.parameters()).dtype == torch.float32
+    assert model.config._name_or_path == str(any_dir)  # TRL 的参考模型、vLLM 都按这个路径再加载
     from safetensors.torch import load_file
 
-    saved = load_file(model_dir / "model.safetensors")
-    assert torch.equal(model.model.embed_tokens.weight, saved["model.embed_tokens.weight"])
-    # tokenizer 是目录里的真实 Qwen3 tokenizer：chat template、EOS、左侧 padding
+    saved = load_file(any_dir / "model.safetensors")
+    assert torch.equal(model.model.embed_tokens.weight, saved["model.embed_tokens.weight"].float())
     from common.data import build_prompt
 
-    assert build_prompt(tok, "1 + 1 = ?").endswith("<think>\n\n</think>\n\n")
-    assert tok.padding_side == "left" and tok.pad_token_id == PRESETS[PRESET].pad_token_id
-    ids = torch.tensor([tok(build_prompt(tok, "1 + 1 = ?"), add_special_tokens=False).input_ids])
-    assert torch.isfinite(model(ids).logits.float()).all()
+    prompt = build_prompt(tok, "1 + 1 = ?")
+    if spec.shape.family == "qwen3":  # Qwen3：关掉 thinking 的空 <think> 块
+        assert prompt.endswith("<think>\n\n</think>\n\n")
+    else:  # Qwen2.5：默认 system prompt，没有 thinking
+        assert prompt.startswith("<|im_start|>system\nYou are Qwen, created by Alibaba Cloud.")
+        assert "<think>" not in prompt and prompt.endswith("<|im_start|>assistant\n")
+    assert tok.padding_side == "left" and tok.pad_token_id == spec.pad_token_id
+    ids = torch.tensor([tok(prompt, add_special_tokens=False).input_ids])
+    assert torch.isfinite(model(ids).logits).all()
+
+
+@pytest.mark.slow
+def test_corrupted_weights_are_refused_at_load(any_dir):
+    """safetensors 没有校验和：数据区里的随机字节能通过文件头检查，加载后查出 NaN/inf 就拒绝。"""
+    path = any_dir / "model.safetensors"
+    data = bytearray(path.read_bytes())
+    data[-4096:] = b"\xff" * 4096  # bf16 的 0xFFFF 是 NaN
+    path.write_bytes(bytes(data))
+    spec = model_spec(any_dir)  # 文件头完好：检查通过
+    with pytest.raises(ValueError, match="NaN/inf"):
+        load_model(spec)

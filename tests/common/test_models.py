@@ -6,7 +6,9 @@ import pytest
 import torch
 
 from common.data import build_prompt, reference_completion, synthetic_problems
-from common.models import PRESETS, PresetError, get_preset, load_model, model_config
+from common.grpo_config import FIELDS
+from common.models import hf_config, load_model, model_spec
+from common.presets import PresetError, get_preset, gpu_recipe, preset_names
 from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
 
 
@@ -18,9 +20,8 @@ def tiny_tok():
 def test_unknown_preset_lists_valid_names():
     with pytest.raises(ValueError) as err:
         get_preset("qwen3-7b")
-    for name in PRESETS:
+    for name in preset_names():
         assert name in str(err.value)
-    assert get_preset(PRESETS["tiny"]) is PRESETS["tiny"]
 
 
 def test_unknown_init_is_an_error():
@@ -29,36 +30,39 @@ def test_unknown_init_is_an_error():
 
 
 def test_preset_fields():
-    assert set(PRESETS) == {"tiny", "qwen3-0.6b", "qwen3-1.7b-lora"}
-    assert PRESETS["tiny"].needs_cuda is False and PRESETS["tiny"].hub_id is None
-    assert (
-        PRESETS["qwen3-0.6b"].hub_id == "Qwen/Qwen3-0.6B"
-        and PRESETS["qwen3-0.6b"].lora_rank is None
-    )
-    assert (
-        PRESETS["qwen3-1.7b-lora"].hub_id == "Qwen/Qwen3-1.7B"
-        and PRESETS["qwen3-1.7b-lora"].lora_rank > 0
-    )
-    for p in PRESETS.values():  # GPU 预设写出它们和 tiny（grpo_train.py 的 CONFIG）不同的旋钮
-        if p.needs_cuda:
+    assert set(preset_names()) == {
+        "tiny", "qwen3-0.6b", "qwen3-1.7b-lora", "qwen2.5-0.5b-instruct", "qwen2.5-math-1.5b",
+    }  # fmt: skip
+    assert get_preset("tiny").overrides == {} and get_preset("tiny").model is None
+    assert get_preset("qwen3-0.6b").model == "Qwen/Qwen3-0.6B"
+    assert get_preset("qwen3-0.6b").lora_rank == 0 and get_preset("qwen3-1.7b-lora").lora_rank > 0
+    gpu = gpu_recipe()
+    for name in preset_names():  # 每个 GPU 预设 = GPU 配方 + 自己的几行（都是 GRPOConfig 的字段）
+        preset = get_preset(name)
+        assert set(preset.overrides) <= set(FIELDS), name
+        if preset.model is not None:
             for key in ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta"):
-                assert key in p.defaults, (p.name, key)
-    assert PRESETS["tiny"].defaults == {}
+                assert key in preset.overrides, (name, key)
+            assert all(
+                preset.overrides[k] == v
+                for k, v in gpu.items()
+                if k not in ("lr", "prompts_per_step")
+            )
 
 
 def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):
     qwen = load_qwen3_tokenizer()
-    for preset, tok in (
-        (PRESETS["tiny"], tiny_tok),
-        (PRESETS["qwen3-0.6b"], qwen),
-        (PRESETS["qwen3-1.7b-lora"], qwen),
+    for spec, tok in (
+        (model_spec(None), tiny_tok),
+        (model_spec("Qwen/Qwen3-0.6B"), qwen),
+        (model_spec("Qwen/Qwen2.5-0.5B-Instruct"), qwen),
     ):
-        assert tok.convert_ids_to_tokens(list(preset.eos_token_ids)) == [
+        assert tok.convert_ids_to_tokens(list(spec.eos_token_ids)) == [
             "<|im_end|>",
             "<|endoftext|>",
         ]
-        assert tok.convert_ids_to_tokens(preset.pad_token_id) == "<|endoftext|>"
-        assert tok.pad_token_id == preset.pad_token_id
+        assert tok.convert_ids_to_tokens(spec.pad_token_id) == "<|endoftext|>"
+        assert tok.pad_token_id == spec.pad_token_id
 
 
 def test_tiny_tokenizer_chat_template_and_round_trip(tiny_tok):
@@ -94,10 +98,14 @@ def test_tiny_tokenizer_is_deterministic(tiny_tok):
 
 
 def _count_params(cfg) -> int:
-    """Parameter count of a dense Qwen3 from its config (tied embeddings counted once)."""
-    h, i, L, hd = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.head_dim
+    """Parameter count of a dense Qwen3 / Qwen2 from its config (tied embeddings counted once)."""
+    h, i, L = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers
+    hd = getattr(cfg, "head_dim", None) or h // cfg.num_attention_heads
     q, kv = cfg.num_attention_heads * hd, cfg.num_key_value_heads * hd
-    attn = h * q + 2 * h * kv + q * h + 2 * hd  # q,k,v,o projections + q_norm, k_norm
+    if cfg.model_type == "qwen3":
+        attn = h * q + 2 * h * kv + q * h + 2 * hd  # q,k,v,o projections + q_norm, k_norm
+    else:
+        attn = h * q + 2 * h * kv + q * h + q + 2 * kv  # q,k,v,o projections + q/k/v biases
     mlp = 3 * h * i
     per_layer = attn + mlp + 2 * h  # two RMSNorms
     emb = cfg.vocab_size * h * (1 if cfg.tie_word_embeddings else 2)
@@ -106,39 +114,35 @@ def _count_params(cfg) -> int:
 
 @pytest.mark.parametrize(
     "name, hidden, inter, layers, n_params",
-    [("qwen3-0.6b", 1024, 3072, 28, 596_049_920), ("qwen3-1.7b-lora", 2048, 6144, 28, None)],
+    [
+        ("qwen3-0.6b", 1024, 3072, 28, 596_049_920),
+        ("qwen3-1.7b-lora", 2048, 6144, 28, None),
+        ("qwen2.5-0.5b-instruct", 896, 4864, 24, 494_032_768),
+    ],
 )
-def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_params):
-    cfg = model_config(name)
+def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params):
+    spec = model_spec(get_preset(name).model)
+    cfg = hf_config(spec)
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (
         hidden,
         inter,
         layers,
     )
-    assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim, cfg.vocab_size) == (
-        16,
-        8,
-        128,
-        151936,
-    )
-    assert (
-        cfg.tie_word_embeddings
-        and cfg.rope_parameters["rope_theta"] == 1e6
-        and cfg.rms_norm_eps == 1e-6
-    )
-    assert cfg.max_position_embeddings == 40960
+    assert cfg.vocab_size == 151936 and cfg.tie_word_embeddings and cfg.rms_norm_eps == 1e-6
+    assert cfg.model_type == spec.shape.family
+    if spec.shape.family == "qwen3":
+        assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (16, 8, 128)
+        assert cfg.max_position_embeddings == 40960 and cfg.rope_parameters["rope_theta"] == 1e6
     # shapes only, no memory, no download
     model, tok = load_model(name, init="random", device="meta")
     assert len(tok) == 151669
-    base = model.get_base_model() if get_preset(name).lora_rank else model
-    n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
+    lora = get_preset(name).lora_rank
+    base = model.get_base_model() if lora else model
     n_base = sum(p.numel() for n_, p in base.named_parameters() if "lora_" not in n_)
-    assert n_base == _count_params(cfg)
-    # Qwen3-0.6B: 0.6B parameters incl. the tied embedding (hub model card)
-    if n_params is not None:
+    assert n_base == _count_params(cfg) == spec.shape.n_params()
+    if n_params is not None:  # the hub model cards: 0.6B (Qwen3, tied), 0.49B (Qwen2.5)
         assert n_base == n_params
-    assert n >= n_base
-    if get_preset(name).lora_rank:
+    if lora:
         trainable = [n_ for n_, p in model.named_parameters() if p.requires_grad]
         assert trainable and all("lora_" in n_ for n_ in trainable)
     assert next(base.parameters()).dtype == torch.bfloat16
@@ -173,32 +177,27 @@ def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
 
 
 def test_ledger_settings_follow_the_presets():
-    """显存账本对每个 GPU 预设的设定就在预设旁边（common.models.ledger_settings），来自预设的默认值。"""
-    from common.models import ledger_settings, uses_gradient_checkpointing
-    from common.qwen3_shapes import QWEN3
+    """显存账本对每个 GPU 预设的设定来自 presets.toml 的值（common.vram.plan.preset_settings）。"""
+    from common.vram.plan import preset_settings
+    from common.vram.shapes import SHAPES
 
     for name, shape_name, method in (
         ("qwen3-0.6b", "Qwen3-0.6B", "full"),
         ("qwen3-1.7b-lora", "Qwen3-1.7B", "lora"),
+        ("qwen2.5-math-1.5b", "Qwen2.5-Math-1.5B", "lora"),
     ):
-        preset = PRESETS[name]
-        shape, s = ledger_settings(preset)
-        assert shape is QWEN3[shape_name] and s.method == method, name
+        o = get_preset(name).overrides
+        shape, s = preset_settings(name)
+        assert shape is SHAPES[shape_name] and s.method == method, name
         assert (s.prompts, s.group, s.max_new_tokens, s.beta) == (
-            preset.defaults["prompts_per_step"],
-            preset.defaults["group_size"],
-            preset.defaults["max_new_tokens"],
-            preset.defaults["beta"],
-        ), name
-        # 训练脚本在 GPU 上走 fast_decode
-        assert s.layout == "policy" and s.rollout_backend == "fast"
-        # 检查点跟 load_model 的实际做法一致（GPU 预设默认打开）
-        assert s.checkpointing is uses_gradient_checkpointing(preset) is True, name
+            o["prompts_per_step"], o["group_size"], o["max_new_tokens"], o["beta"],
+        ), name  # fmt: skip
+        # 训练脚本在 GPU 上走 fast_decode，开检查点（load_model 在 GPU 上的做法）
+        assert s.layout == "policy" and s.rollout_backend == "fast" and s.checkpointing, name
     assert (
-        ledger_settings(PRESETS["qwen3-1.7b-lora"])[1].lora_rank
-        == PRESETS["qwen3-1.7b-lora"].lora_rank
+        preset_settings("qwen3-1.7b-lora")[1].lora_rank == get_preset("qwen3-1.7b-lora").lora_rank
     )
-    assert ledger_settings("tiny") is None  # tiny 在 CPU 上跑，账本没有它的形状
+    assert preset_settings("tiny") is None  # tiny 在 CPU 上跑，账本没有它的形状
 
 
 def _checkpointing_kwargs(model):

@@ -2,23 +2,21 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from common.ledger import ADAMW8BIT_STATE_BYTES
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer
+from common.vram.ledger import ADAMW8BIT_STATE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_names_match_the_training_script():
-    sys.path.insert(0, str(ROOT / "L2_algorithm" / "07_grpo_train"))
-    import train_config
+    from common import grpo_config
 
-    assert train_config.OPTIMIZERS == OPTIMIZERS
+    assert grpo_config.OPTIMIZERS == OPTIMIZERS
 
 
 def test_unknown_name_is_a_clear_error():

@@ -29,8 +29,8 @@ def test_logp_mismatch_ignores_padding_and_nan():
 
 
 def test_gpu_memory_utilization_is_the_ledger_engine_line():
-    from common.ledger import Settings, ledger
-    from common.qwen3_shapes import shape_for_hub_id
+    from common.vram.ledger import Settings, ledger
+    from common.vram.shapes import shape_for_hub_id
 
     s = Settings(prompts=8, group=8, prompt_len=256, max_new_tokens=512)
     frac = gpu_memory_utilization("Qwen/Qwen3-0.6B", s, total_gib=32.0)

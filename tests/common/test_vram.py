@@ -1,5 +1,5 @@
-"""显存账本：模型形状（common.qwen3_shapes）、账本的每一行（common.ledger，与手算对照）、
-种子表的结论（common.fit）和命令行（common.vram）。测显存的辅助函数见 test_cuda_memory.py。
+"""显存账本：模型形状（common.vram.shapes）、账本的每一行（common.vram.ledger，与手算对照）、
+种子表的结论（common.vram.fit）和命令行（common.vram）。测显存的辅助函数见 test_cuda_memory.py。
 
 手算的数字直接从 config.json 的形状写出来，不调用被测函数。
 「按字节数对照」的几个测试在 CPU 上数 autograd 真正存下/分配的张量字节——它们检验账本的算术，
@@ -15,12 +15,13 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from common import fit, vram
-from common import ledger as ledger_module
-from common.fast_decode import static_shape
-from common.fit import fit_table
-from common.ledger import GiB, Settings, ledger
-from common.qwen3_shapes import MODELS, QWEN3, ModelShape, get_model
+from common.decode_shape import static_shape
+from common.vram import fit
+from common.vram import ledger as ledger_module
+from common.vram import report as vram
+from common.vram.fit import fit_table
+from common.vram.ledger import GiB, Settings, ledger
+from common.vram.shapes import MODELS, SHAPES, ModelShape, get_model
 
 # 种子表（单卡 32 GB）：模型, 方式 -> 结论
 SEED_VERDICTS = {
@@ -59,7 +60,7 @@ def test_param_counts_from_the_config_shapes():
     }
     assert expected["Qwen3-0.6B"] == 596_049_920
     for name, n in expected.items():
-        assert QWEN3[name].n_params() == n, name
+        assert SHAPES[name].n_params() == n, name
     published = {
         "Qwen3-0.6B": 0.596e9,
         "Qwen3-1.7B": 1.72e9,
@@ -67,14 +68,14 @@ def test_param_counts_from_the_config_shapes():
         "Qwen3-8B": 8.19e9,
     }
     for name, n in published.items():
-        assert abs(QWEN3[name].n_params() - n) / n < 0.005, name
+        assert abs(SHAPES[name].n_params() - n) / n < 0.005, name
 
     # MoE：每层 注意力 + 路由 2048×128 + 128 个专家（每个 3×2048×768）+ 范数；嵌入与 lm_head 不共享
     attn = 2048 * 4096 + 2 * 2048 * 512 + 4096 * 2048
     expert = 3 * 2048 * 768
     norms = 2 * 2048 + 2 * 128
     emb = 2 * 151936 * 2048
-    moe = QWEN3["Qwen3-30B-A3B"]
+    moe = SHAPES["Qwen3-30B-A3B"]
     assert moe.n_params() == 48 * (attn + 2048 * 128 + 128 * expert + norms) + emb + 2048
     assert (
         moe.n_params(active_only=True) == 48 * (attn + 2048 * 128 + 8 * expert + norms) + emb + 2048
@@ -84,24 +85,52 @@ def test_param_counts_from_the_config_shapes():
 
 
 def test_config_dict_is_the_source_for_the_model_presets():
-    """common.models 的 Qwen3 形状必须与这里的 config.json 数值一致（同一份真相）。"""
-    from common.models import PRESETS, model_config
+    """每个预设的模型形状都来自这里（同一份真相），transformers 的 config 也由它造出来。"""
+    from common.models import hf_config, model_spec
+    from common.presets import get_preset, preset_names
 
-    by_hub = {m.hub_id: m for m in QWEN3.values()}
-    for preset in PRESETS.values():
-        if preset.hub_id is None:
+    by_hub = {m.hub_id: m for m in SHAPES.values()}
+    for name in preset_names():
+        hub = get_preset(name).model
+        if hub is None:
             continue
-        cfg = model_config(preset)
-        for key, value in by_hub[preset.hub_id].config_dict().items():
+        spec = model_spec(hub)
+        assert spec.shape is by_hub[hub], name
+        cfg = hf_config(spec)
+        assert cfg.model_type == spec.shape.family, name
+        for key, value in spec.shape.config_dict().items():
             got = cfg.rope_parameters["rope_theta"] if key == "rope_theta" else getattr(cfg, key)
-            assert got == value, (preset.name, key)
+            assert got == value, (name, key)
+
+
+def test_qwen25_counts_match_the_published_sizes():
+    """Qwen2.5：q/k/v 有 bias、没有 q/k norm。0.5B 公布的是 494,032,768（0.49B），1.5B 是 1.54B。"""
+    d, L, H, KV, hd, I, V = 896, 24, 14, 2, 64, 4864, 151936
+    attn = d * H * hd + 2 * d * KV * hd + H * hd * d + (H * hd + 2 * KV * hd)  # 最后一项是 bias
+    per_layer = attn + 3 * d * I + 2 * d
+    assert SHAPES["Qwen2.5-0.5B-Instruct"].n_params() == L * per_layer + V * d + d == 494_032_768
+    assert abs(SHAPES["Qwen2.5-1.5B-Instruct"].n_params() - 1.54e9) / 1.54e9 < 0.005
+    assert SHAPES["Qwen2.5-Math-1.5B"].n_params() == SHAPES["Qwen2.5-1.5B-Instruct"].n_params()
+
+
+def test_a_config_json_gives_the_same_shape_as_the_table():
+    for shape in SHAPES.values():
+        cfg = {"model_type": shape.family + ("_moe" if shape.is_moe else ""), **shape.config_dict()}
+        again = ModelShape.from_config_json(cfg, name=shape.name, hub_id=shape.hub_id)
+        assert again == shape, shape.name
+    qwen2 = {k: v for k, v in SHAPES["Qwen2.5-0.5B-Instruct"].config_dict().items()}
+    del qwen2["head_dim"]  # Qwen2 的 config.json 不写 head_dim：= hidden / heads
+    again = ModelShape.from_config_json({"model_type": "qwen2", **qwen2}, "Qwen2.5-0.5B-Instruct")
+    assert again.head_dim == 64 and not again.qk_norm and again.attention_bias
+    with pytest.raises(ValueError, match="llama"):
+        ModelShape.from_config_json({"model_type": "llama", **qwen2})
 
 
 def test_unknown_model_lists_the_valid_names():
     with pytest.raises(ValueError) as err:
         get_model("Qwen3-7B")
     assert all(name in str(err.value) for name in MODELS)
-    assert get_model("qwen3-0.6b") is QWEN3["Qwen3-0.6B"]
+    assert get_model("qwen3-0.6b") is SHAPES["Qwen3-0.6B"]
 
 
 # ---------------------------------------------------------------- 种子表 -------------------------------------
@@ -172,7 +201,7 @@ def test_lines_full_finetune_by_hand():
     assert L.lines["logits"].nbytes == 4 * 512 * 151936 * 10
     # 每层每 token：范数 16d + q/k 范数 6(hq+hkv) + rsqrt 4(2+H+Hkv) + 注意力 8hq + 4H + MLP 8I
     per_layer = 16 * 1024 + 6 * (2048 + 1024) + 4 * (2 + 16 + 8) + 8 * 2048 + 4 * 16 + 8 * 3072
-    assert ledger_module.activation_bytes_per_token_layer(QWEN3["Qwen3-0.6B"]) == per_layer
+    assert ledger_module.activation_bytes_per_token_layer(SHAPES["Qwen3-0.6B"]) == per_layer
     tokens = 4 * 768
     assert L.lines["activations"].nbytes == tokens * (28 * 2 * 1024 + 8 * 1024)
     assert L.lines["recompute"].nbytes == tokens * per_layer * 1.25 + 4 * 768 * 768 * 2
@@ -230,7 +259,7 @@ def test_moe_experts_stay_bf16_under_4bit():
 
     experts = modeling_qwen3_moe.Qwen3MoeExperts
     assert not issubclass(experts, torch.nn.Linear)
-    moe = QWEN3["Qwen3-30B-A3B"]
+    moe = SHAPES["Qwen3-30B-A3B"]
     qlora = ledger(moe, Settings(method="qlora", layout="policy"))
     expert_bytes = 48 * 128 * 3 * 2048 * 768 * 2
     assert qlora.lines["weights"].nbytes > expert_bytes > 32 * GiB
@@ -519,7 +548,7 @@ def test_fast_decoder_line_uses_the_decoders_own_buckets():
 
 
 def test_verdict_is_an_explicit_assessment():
-    """账本只做算术（合计在构造时算好）；结论和「回答上限」的搜索由 common.fit.assess 显式完成。"""
+    """账本只做算术（合计在构造时算好）；结论和「回答上限」的搜索由 common.vram.fit.assess 显式完成。"""
     L = ledger("Qwen3-4B", dataclasses.replace(fit.TABLE_BASE, method="lora"))
     assert L.total == L.peak_allocated + L.slack + L.context
     assert L.usage == L.total / (32 * GiB)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.models import TINY_ARCH, TINY_WARMSTART_DIR, get_preset, load_model
+from common.models import TINY_ARCH, TINY_WARMSTART_DIR, load_model
 from common.tokenizer import build_tiny_tokenizer
 
 SCRIPT = (
@@ -62,7 +62,7 @@ def test_shipped_checkpoint_is_small_and_matches_the_code(info):
         assert got == value, (
             f"checkpoint 的 {key}={got}，代码里是 {value}：运行 `{REGENERATE}` 重新生成"
         )
-    assert model.config.vocab_size == len(tok) and model.dtype == get_preset("tiny").dtype
+    assert model.config.vocab_size == len(tok) and model.dtype == torch.float32
 
 
 def test_recorded_start_is_a_good_rl_starting_point(info):
@@ -79,9 +79,9 @@ def test_shipped_checkpoint_reproduces_its_recorded_start(info):
     """Re-measure greedy accuracy on grpo_train.py's 200 held-out problems (what eval_before.json holds)."""
     ws = _script()
     model, tok = load_model("tiny")
-    defaults = ws.script_config("tiny")
+    defaults = ws.preset_config("tiny")
     stats = ws.measure(model, tok, ws.grpo_heldout(defaults), group_size=0,
-                       max_new_tokens=defaults["max_new_tokens"], temperature=1.0)  # fmt: skip
+                       max_new_tokens=defaults.max_new_tokens, temperature=1.0)  # fmt: skip
     # same machine: identical; another CPU may round differently and flip a problem or two
     assert abs(stats["accuracy"] - info["start"]["accuracy"]) <= 0.03, (
         f"重新测得贪心正确率 {stats['accuracy']}，warmstart.json 记的是 {info['start']['accuracy']}"
@@ -101,9 +101,9 @@ def test_recipes():
 
 def test_sft_problems_never_contain_a_heldout_question():
     ws = _script()
-    defaults = ws.script_config("tiny")
+    defaults = ws.preset_config("tiny")
     heldout = {p.question for p in ws.grpo_heldout(defaults)}
-    sft = ws.sft_problems(defaults["n_train"])
+    sft = ws.sft_problems(defaults.n_train)
     assert len(sft) > 10_000 and not heldout & {p.question for p in sft}
 
 

@@ -1,15 +1,28 @@
-"""The Qwen3 model shapes: one source of truth for the model presets (common.models) and the VRAM
-ledger (common.ledger).
+"""Model shapes: one source of truth for the models (common.models) and the VRAM ledger (common.vram).
 
-The numbers are the config.json of each hub repo (Qwen/Qwen3-0.6B, Qwen/Qwen3-1.7B, Qwen/Qwen3-4B,
-Qwen/Qwen3-8B, Qwen/Qwen3-30B-A3B), written out below; cross-checked against slime's Megatron model
-arguments (zyzshishui/slime, a THUDM/slime fork: scripts/models/qwen3-{0.6B,1.7B,4B,8B,30B-A3B}.sh).
-Parameter counts are derived from the shapes (no torch needed).
+Two dense families are supported end to end: Qwen3 (q/k RMSNorm, no biases) and Qwen2 / Qwen2.5
+(q/k/v biases, no q/k norm). A shape comes either from the named table below or from any model
+folder's config.json (`ModelShape.from_config_json`), so the ledger can price a folder it has never
+seen. MoE shapes (Qwen3-30B-A3B) are in the table for the fit verdict only: no script trains them.
+
+The numbers are each hub repo's config.json, written out below. Qwen3: Qwen/Qwen3-0.6B, -1.7B, -4B,
+-8B, -30B-A3B; cross-checked against slime's Megatron model arguments (zyzshishui/slime, a THUDM/slime
+fork: scripts/models/qwen3-{0.6B,1.7B,4B,8B,30B-A3B}.sh). Qwen2.5: Qwen/Qwen2.5-0.5B-Instruct,
+Qwen/Qwen2.5-1.5B-Instruct, Qwen/Qwen2.5-Math-1.5B (hub configs as published; the Math model keeps
+rope_theta 10000 and a 4096-token context). Parameter counts are derived from the shapes (no torch).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# model_type values of config.json, by what the course can do with them
+DENSE_FAMILIES = ("qwen3", "qwen2")  # trained by every script (HF, fast decoder, vLLM, TRL)
+MOE_TYPES = ("qwen3_moe", "qwen2_moe")  # priced by the ledger's table only: experts stay resident
+
+
+class ShapeError(ValueError):
+    """A config.json the shapes cannot be read from; the message (Chinese) says what is wrong."""
 
 
 @dataclass(frozen=True)
@@ -30,6 +43,54 @@ class ModelShape:
     moe_intermediate: int = 0  # moe_intermediate_size
     rope_theta: float = 1_000_000.0  # rope_theta
     rms_norm_eps: float = 1e-6  # rms_norm_eps
+    family: str = "qwen3"  # model_type: qwen3 (q/k norm, no biases) | qwen2 (q/k/v biases)
+
+    @property
+    def qk_norm(self) -> bool:
+        """Qwen3 normalises q and k per head (RMSNorm over head_dim); Qwen2 does not."""
+        return self.family.startswith("qwen3")
+
+    @property
+    def attention_bias(self) -> bool:
+        """Qwen2 / Qwen2.5 have biases on q, k and v (not on o); Qwen3 has none."""
+        return self.family.startswith("qwen2")
+
+    @classmethod
+    def from_config_json(cls, cfg: dict, name: str = "", hub_id: str = "") -> ModelShape:
+        """The shape of a model folder's config.json (a dict), for Qwen2 / Qwen2.5 / Qwen3 (dense or MoE).
+
+        Raises ShapeError (Chinese) for another model_type or a missing field.
+        """
+        kind = cfg.get("model_type")
+        if kind not in DENSE_FAMILIES + MOE_TYPES:
+            raise ShapeError(
+                f"model_type {kind!r} 不是账本认识的 Qwen 家族（{', '.join(DENSE_FAMILIES)}）"
+            )
+        need = ("hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
+        missing = [k for k in need + ("vocab_size",) if not isinstance(cfg.get(k), int)]
+        if missing:
+            raise ShapeError(f"config.json 缺少（或不是整数）：{', '.join(missing)}")
+        rope = cfg.get("rope_parameters") or {}
+        heads = cfg["num_attention_heads"]
+        return cls(
+            name or cfg.get("_name_or_path") or "model",
+            hub_id or cfg.get("_name_or_path") or "",
+            hidden=cfg["hidden_size"],
+            layers=cfg["num_hidden_layers"],
+            heads=heads,
+            kv_heads=cfg.get("num_key_value_heads") or heads,
+            head_dim=cfg.get("head_dim") or cfg["hidden_size"] // heads,
+            intermediate=cfg["intermediate_size"],
+            vocab=cfg["vocab_size"],
+            tied=bool(cfg.get("tie_word_embeddings", False)),
+            max_position=cfg.get("max_position_embeddings") or 32768,
+            experts=cfg.get("num_experts") or 0,
+            experts_per_token=cfg.get("num_experts_per_tok") or 0,
+            moe_intermediate=cfg.get("moe_intermediate_size") or 0,
+            rope_theta=float(rope.get("rope_theta", cfg.get("rope_theta", 1_000_000.0))),
+            rms_norm_eps=float(cfg.get("rms_norm_eps", 1e-6)),
+            family=kind.removesuffix("_moe"),
+        )
 
     @classmethod
     def from_config(cls, config, name: str = "", hub_id: str = "") -> ModelShape:
@@ -52,6 +113,7 @@ class ModelShape:
             moe_intermediate=get("moe_intermediate_size"),
             rope_theta=(get("rope_parameters", {}) or {}).get("rope_theta", 1_000_000.0),
             rms_norm_eps=get("rms_norm_eps", 1e-6),
+            family=get("model_type", "qwen3").removesuffix("_moe"),
         )
 
     def config_dict(self) -> dict:
@@ -81,11 +143,12 @@ class ModelShape:
     def is_moe(self) -> bool:
         return self.experts > 0
 
-    # ---- parameter counts, from the shapes (Qwen3: no biases, q/k RMSNorm over head_dim) ----
+    # ---- parameter counts, from the shapes (Qwen3: q/k RMSNorm; Qwen2: q/k/v biases) ----
     def attn_params(self) -> int:
-        """q, k, v, o projections of one layer."""
+        """q, k, v, o projections of one layer (with Qwen2's q/k/v biases)."""
         d, q, kv = self.hidden, self.heads * self.head_dim, self.kv_heads * self.head_dim
-        return d * q + 2 * d * kv + q * d
+        bias = q + 2 * kv if self.attention_bias else 0
+        return d * q + 2 * d * kv + q * d + bias
 
     def expert_params(self) -> int:
         """One SwiGLU expert (gate, up, down) of size moe_intermediate."""
@@ -99,8 +162,8 @@ class ModelShape:
         return self.hidden * self.experts + n * self.expert_params()
 
     def norm_params(self) -> int:
-        """input + post-attention RMSNorm (hidden each) + q_norm, k_norm (head_dim each)."""
-        return 2 * self.hidden + 2 * self.head_dim
+        """input + post-attention RMSNorm (hidden each) + Qwen3's q_norm, k_norm (head_dim each)."""
+        return 2 * self.hidden + (2 * self.head_dim if self.qk_norm else 0)
 
     def embedding_params(self) -> int:
         """embed_tokens (+ a separate lm_head when the embeddings are not tied)."""
@@ -134,7 +197,7 @@ class ModelShape:
         return self.layers * 2 * self.kv_heads * self.head_dim * dtype_bytes
 
 
-QWEN3: dict[str, ModelShape] = {
+SHAPES: dict[str, ModelShape] = {
     m.name: m
     for m in [
         ModelShape(
@@ -206,19 +269,64 @@ QWEN3: dict[str, ModelShape] = {
             experts_per_token=8,
             moe_intermediate=768,
         ),
+        # Qwen2.5: q/k/v biases, no q/k norm, two KV heads (a small KV cache per token).
+        ModelShape(
+            "Qwen2.5-0.5B-Instruct",
+            "Qwen/Qwen2.5-0.5B-Instruct",
+            hidden=896,
+            layers=24,
+            heads=14,
+            kv_heads=2,
+            head_dim=64,
+            intermediate=4864,
+            vocab=151936,
+            tied=True,
+            max_position=32768,
+            family="qwen2",
+        ),
+        ModelShape(
+            "Qwen2.5-1.5B-Instruct",
+            "Qwen/Qwen2.5-1.5B-Instruct",
+            hidden=1536,
+            layers=28,
+            heads=12,
+            kv_heads=2,
+            head_dim=128,
+            intermediate=8960,
+            vocab=151936,
+            tied=True,
+            max_position=32768,
+            family="qwen2",
+        ),
+        # the model of Stanford CS336 assignment 5: a base model, rope_theta 10000, 4096-token context
+        ModelShape(
+            "Qwen2.5-Math-1.5B",
+            "Qwen/Qwen2.5-Math-1.5B",
+            hidden=1536,
+            layers=28,
+            heads=12,
+            kv_heads=2,
+            head_dim=128,
+            intermediate=8960,
+            vocab=151936,
+            tied=True,
+            max_position=4096,
+            rope_theta=10000.0,
+            family="qwen2",
+        ),
     ]
 }
-MODELS = tuple(QWEN3)
+MODELS = tuple(SHAPES)
 
 
 def get_model(name: str) -> ModelShape:
     """Look a model up by name, case-insensitively ("qwen3-0.6b" works)."""
-    for key, shape in QWEN3.items():
+    for key, shape in SHAPES.items():
         if key.lower() == name.lower():
             return shape
     raise ValueError(f"未知模型 {name!r}；可选：{', '.join(MODELS)}")
 
 
 def shape_for_hub_id(hub_id: str) -> ModelShape | None:
-    """The shape of a hub repo ("Qwen/Qwen3-0.6B"), or None if it is not in QWEN3."""
-    return next((m for m in QWEN3.values() if m.hub_id == hub_id), None)
+    """The shape of a hub repo ("Qwen/Qwen3-0.6B"), or None if it is not in SHAPES."""
+    return next((m for m in SHAPES.values() if m.hub_id == hub_id), None)

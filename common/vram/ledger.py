@@ -24,7 +24,7 @@ copy of the weights and the KV cache for the whole run), the engine's share is a
 phase and the policy's own rollout phase disappears.
 
 What the card must hold: `Ledger.total` = peak allocated + allocator slack + CUDA context, and
-`Ledger.usage` = total / card. Whether that "fits" is decided in common.fit.
+`Ledger.usage` = total / card. Whether that "fits" is decided in common.vram.fit.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from common.data import GSM8K_PROMPT_TOKENS_MAX
-from common.fast_decode import static_shape
-from common.qwen3_shapes import ModelShape, get_model
+from common.decode_shape import static_shape
+from common.vram.shapes import ModelShape, get_model
 
 GiB = 2**30
 METHODS = ("full", "lora", "qlora")
@@ -80,8 +80,7 @@ NOGRAD_LOGPROB_BYTES = 4
 LOGPROB_CHUNK_ROWS = 128
 NOGRAD_CHUNK_BYTES = 12
 CHUNK_BACKWARD_BYTES = 16  # chunk being recomputed in backward: fp32 upcast, x - lse, exp, grad
-# The hidden-state path: rows per chunk on the GPU (= HIDDEN_CHUNK_ROWS in measure_vram.py and the
-# chunk_rows in grpo_train.py; tests/common/test_vram_hidden.py ties them). Its backward peak is one
+# The hidden-state path: rows per chunk (grpo_train.py and measure_vram.py import this one). Its backward peak is one
 # recomputed chunk (CHUNK_BACKWARD_BYTES per element) plus that chunk's fp32 gradient of the lm_head
 # weight (V x H x 4) before it is added to the rest.
 HIDDEN_CHUNK_ROWS = 256

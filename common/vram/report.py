@@ -4,8 +4,8 @@
     python -m common.vram --gpu-gb 24                       # another card
     python -m common.vram --model Qwen3-4B --method lora    # one configuration, line by line
 
-The arithmetic is in common.ledger (lines and phases of one GRPO step, from the shapes in
-common.qwen3_shapes); the verdicts and the fit table in common.fit. This module only prints them.
+The arithmetic is in common.vram.ledger (lines and phases of one GRPO step, from the shapes in
+common.vram.shapes); the verdicts and the fit table in common.vram.fit. This module only prints them.
 L1.01 and L1.04 paste this output verbatim (tests/L1/test_l1_lessons.py checks it).
 """
 
@@ -16,7 +16,7 @@ import dataclasses
 import sys
 import unicodedata
 
-from common.fit import (
+from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
     FITS_MAX_USAGE,
     TABLE_BASE,
@@ -24,7 +24,7 @@ from common.fit import (
     fit_table,
     lab_rows,
 )
-from common.ledger import (
+from common.vram.ledger import (
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_GIB,
     LOGPROB_BYTES,
@@ -35,7 +35,7 @@ from common.ledger import (
     Settings,
     ledger,
 )
-from common.qwen3_shapes import MODELS, get_model
+from common.vram.shapes import MODELS, get_model
 
 PHASE_LABELS = {
     "loaded": "加载后",
@@ -151,7 +151,9 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--beta", type=float, help="KL 系数；>0 需要参考模型")
     p.add_argument("--lora-rank", type=int)
     p.add_argument(
-        "--precision", choices=tuple(PRECISIONS), help="mixed / fp32 / bf16，见 common/ledger.py"
+        "--precision",
+        choices=tuple(PRECISIONS),
+        help="mixed / fp32 / bf16，见 common/vram/ledger.py",
     )
     p.add_argument(
         "--checkpointing", action=argparse.BooleanOptionalAction, help="gradient checkpointing"

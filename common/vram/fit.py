@@ -1,7 +1,7 @@
 """Does a GRPO step fit on one card? The verdict rule, the searches behind it, and the fit table.
 
 Verdict (`assess`): usage = (peak allocated + allocator slack + CUDA context) / gpu, from
-common.ledger.
+common.vram.ledger.
     no     usage > 1.00
     tight  usage <= 1.00, but either usage > 0.85 (less than 15 % headroom) or the answer budget
            cannot grow to 1024 tokens with the other settings unchanged (no room to tune)
@@ -17,8 +17,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from common.ledger import METHODS, GiB, Ledger, Settings, ledger
-from common.qwen3_shapes import MODELS, ModelShape, get_model
+from common.vram.ledger import METHODS, GiB, Ledger, Settings, ledger
+from common.vram.shapes import MODELS, ModelShape, get_model
 
 FITS_MAX_USAGE = 0.85  # "fits": at least 15 % of the card left over ...
 # ... and answers can grow to 1024 tokens on the same card ("room to tune")

@@ -10,7 +10,7 @@ import contextlib
 
 import torch
 
-from common.ledger import GiB
+from common.vram.ledger import GiB
 
 
 def cuda_available() -> bool:

