@@ -337,9 +337,8 @@ def base_config(preset: str | None = None, model: str | None = None) -> GRPOConf
     make_warmstart.py folder keeps the tiny defaults); tiny's when neither is given."""
     name = preset or (None if model else DEFAULT_PRESET)
     if name is not None:
-        return dataclasses.replace(
-            apply(GRPOConfig(), get_preset(name).overrides, where=f"预设 {name}"), preset=name
-        )
+        cfg = apply(GRPOConfig(), get_preset(name).overrides, where=f"预设 {name}")
+        return dataclasses.replace(cfg, preset=name, model=model or cfg.model)
     if _is_warm_start(model):
         return GRPOConfig(model=model)
     return apply(GRPOConfig(model=model), gpu_recipe(), where="presets.toml 的 [recipe.gpu]")

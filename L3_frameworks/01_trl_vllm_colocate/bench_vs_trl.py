@@ -22,9 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from common.data import synthetic_problems  # noqa: E402
+from common.grpo_config import EARLY_EVALS  # noqa: E402
+
+EARLY = max(EARLY_EVALS)  # grpo_train.py 前几步多做的评估：比较时跳过这些步
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
-EARLY = 10  # grpo_train.py 的 EARLY_EVALS 最后一步（测试核对）
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 # grpo_train.py 没有 --cap-gb：用 common.vram.measure.cap_to_gpu_gb 包一层 runpy，和 L3.01 README 的命令一样
 CAPPED = (

