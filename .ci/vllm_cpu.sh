@@ -24,8 +24,8 @@ else
     from=(--index-url "$PYTORCH_CPU_INDEX"); where=$PYTORCH_CPU_INDEX
 fi
 "$PY" -m pip install -q "$TORCH" "${from[@]}" || {
-    echo "vLLM：第 1 步从 $where 装 $TORCH 失败。PyTorch 的索引连不上时，按 README「国内网络」一节"
-    echo "     用镜像或下载的 wheel 先在 $VENV 里装好它，再重跑"
+    echo "vLLM：第 1 步从 $where 装 $TORCH 失败。PyTorch 的索引连不上时，按 README「国内网络：PyPI 镜像与"
+    echo "     CPU 版 torch」一节用镜像（-f）或下载的 wheel，先用 $VENV/bin/pip 装好它，再重跑"
     exit 1
 }
 t1=$(date +%s)
