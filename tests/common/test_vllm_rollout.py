@@ -76,7 +76,7 @@ def _trainer_logp(model, ro, temperature):
 
 
 def _greedy_pair(engine, model, prompts):
-    mine, _ = engine.generate(
+    mine = engine.generate(
         prompts, max_new_tokens=MAX_NEW, eos_token_ids=EOS, pad_token_id=PAD, greedy=True
     )
     ref = generate(
@@ -95,13 +95,14 @@ def _same_tokens(a, b):
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
 def test_sampled_rollout_and_engine_logp_match_the_trainer(engine, tiny, temperature):
     model, prompts = tiny
-    ro, elogp = engine.generate(
+    ro = engine.generate(
         [p for p in prompts for _ in range(4)],
         max_new_tokens=MAX_NEW,
         eos_token_ids=EOS,
         pad_token_id=PAD,
         temperature=temperature,
     )
+    elogp = ro.engine_logp
     B = 4 * len(prompts)
     assert ro.completion_ids.shape[0] == B and elogp.shape == ro.completion_ids.shape
     assert elogp.dtype == torch.float32 and (elogp[ro.completion_mask == 0] == 0).all()
@@ -146,10 +147,8 @@ def test_greedy_equal_after_a_real_optimizer_step_and_sync(engine, tiny):
     )
     assert 0 < seconds < 30
     # 采样的 logp 也跟上了新权重
-    ro, elogp = engine.generate(
-        prompts, max_new_tokens=MAX_NEW, eos_token_ids=EOS, pad_token_id=PAD
-    )
-    stats = logp_mismatch(elogp, _trainer_logp(model, ro, 1.0), ro.completion_mask)
+    ro = engine.generate(prompts, max_new_tokens=MAX_NEW, eos_token_ids=EOS, pad_token_id=PAD)
+    stats = logp_mismatch(ro.engine_logp, _trainer_logp(model, ro, 1.0), ro.completion_mask)
     assert stats["rollout_logp_diff_max"] < 1e-3, stats
 
 
@@ -162,3 +161,43 @@ def test_lora_model_is_refused_with_a_clear_message():
 
     with pytest.raises(VLLMUnavailable, match="LoRA"):
         VLLMEngine(FakePeft(), max_model_len=64)
+
+
+@pytest.mark.vllm
+def test_a_qwen2_folder_runs_in_the_engine(tmp_path):
+    """Qwen2（q/k/v 有 bias、没有 q/k norm）的目录也能进 vLLM：贪心输出与训练端逐 token 相同，
+    改了权重、同步之后仍然相同（bias 也同步过去了）。"""
+    from small_qwen import make_model_dir
+
+    from common.models import load_model, model_spec
+    from common.vllm_rollout import VLLMEngine
+
+    spec = model_spec(make_model_dir(tmp_path / "small-qwen2", family="qwen2"))
+    model, tok = load_model(spec)
+    model.eval()
+    eos, pad = list(spec.eos_token_ids), spec.pad_token_id
+    prompts = [
+        tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
+        for p in D.load_gsm8k("test")[:3]
+    ]
+
+    def pair():
+        kw = dict(max_new_tokens=12, eos_token_ids=eos, pad_token_id=pad, greedy=True)
+        return engine.generate(prompts, **kw), generate(model, prompts, **kw)
+
+    engine = VLLMEngine(model, max_model_len=512, dtype="float32", seed=0)
+    try:
+        mine, ref = pair()
+        assert _same_tokens(mine, ref), "Qwen2 目录：vLLM 的贪心输出和训练端不一样"
+        with torch.no_grad(), torch.random.fork_rng():  # 只改 bias：同步要把它们也带过去
+            torch.manual_seed(0)
+            for name, p in model.named_parameters():
+                if name.endswith(("q_proj.bias", "k_proj.bias", "v_proj.bias")):
+                    p.add_(torch.randn_like(p) * 20.0)
+        stale, new_ref = pair()
+        assert not _same_tokens(new_ref, ref), "改了 bias 却没改变贪心输出，测试没有意义"
+        engine.sync_weights(model)
+        synced, new_ref = pair()
+        assert _same_tokens(synced, new_ref), "同步之后 Qwen2 的贪心输出应与训练端相同"
+    finally:
+        engine.close()
