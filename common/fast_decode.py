@@ -47,6 +47,7 @@ from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
+from torch.profiler import record_function
 
 
 def _rms(x: torch.Tensor, w: torch.Tensor, eps: float) -> torch.Tensor:
@@ -660,7 +661,7 @@ class StaticDecoder:
         no_cache = contextlib.nullcontext()
         if torch.is_autocast_enabled("cuda"):
             no_cache = torch.autocast("cuda", torch.get_autocast_dtype("cuda"), cache_enabled=False)
-        with no_cache:
+        with no_cache, record_function("fast_decode.prefill"):  # the ranges name profiler events
             out = self.model(
                 input_ids=prompt_ids,
                 attention_mask=mask.long(),
@@ -668,13 +669,13 @@ class StaticDecoder:
                 use_cache=True,
                 logits_to_keep=1,
             )
-        for i, (kc, vc) in enumerate(zip(self.k, self.v)):
-            kc.zero_()
-            vc.zero_()
-            kc[:b, :, :tp].copy_(out.past_key_values.layers[i].keys)
-            vc[:b, :, :tp].copy_(out.past_key_values.layers[i].values)
-        first = self.sample(out.logits[:, -1].float(), how)
-        del out
+            for i, (kc, vc) in enumerate(zip(self.k, self.v)):
+                kc.zero_()
+                vc.zero_()
+                kc[:b, :, :tp].copy_(out.past_key_values.layers[i].keys)
+                vc[:b, :, :tp].copy_(out.past_key_values.layers[i].values)
+            first = self.sample(out.logits[:, -1].float(), how)
+            del out
         self.valid.zero_()
         self.valid[:b, :tp] = mask
         # filler rows of the bucket attend to one dummy slot (no NaN) and are done
@@ -688,14 +689,15 @@ class StaticDecoder:
         self.token.fill_(self.pad)
         self.token[:b] = first
         self._emit(self.token.clone())
-        for window in windows:
-            if cuda_graph:
-                self.graphs[(how, window)].replay()
-            else:
-                self._run(how, window)
-            # one host sync per replay: early exit once every row hit EOS
-            if bool(self.done[:b].all()):
-                break
+        with record_function("fast_decode.decode"):
+            for window in windows:
+                if cuda_graph:
+                    self.graphs[(how, window)].replay()
+                else:
+                    self._run(how, window)
+                # one host sync per replay: early exit once every row hit EOS
+                if bool(self.done[:b].all()):
+                    break
         return self.out[:b, tp : tp + max_new_tokens].clone()
 
 
@@ -822,6 +824,11 @@ def host_gradients(params, buffers: Sequence[torch.Tensor], align: int = 256) ->
                 hosted += need
                 break
     return hosted
+
+
+def decoders_of(model) -> list[StaticDecoder]:
+    """The decoders `fast_generate` has cached for ``model`` (one per shape bucket and option set)."""
+    return list(_DECODERS.get(model, {}).values())
 
 
 def rollout_memory_bytes(model) -> int:
