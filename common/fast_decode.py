@@ -235,7 +235,7 @@ def unsupported_reason(model) -> str | None:
             names = module.active_adapters
             if any(getattr(module, "use_dora", {}).get(n, False) for n in names):
                 return "这个 peft 模型用了 DoRA：快速解码器只会合并普通 LoRA（W + scaling·B@A）"
-            if any(getattr(module.lora_B[n], "bias", None) is not None for n in names):
+            if any(n in module.lora_B and module.lora_B[n].bias is not None for n in names):
                 return "这个 peft 模型的 LoRA 带 bias（lora_bias=True）：快速解码器没有实现它的合并"
     return None
 
