@@ -471,6 +471,7 @@ class StaticDecoder:
         attention: str | None = None,
         fused: bool | None = None,
         window: int | None = None,
+        compile_mode: str | None = None,
     ):
         cfg = model.config
         dev, dt = model.device, dtype or model.dtype
@@ -513,8 +514,12 @@ class StaticDecoder:
         if compile:
             limit = torch._dynamo.config.recompile_limit
             torch._dynamo.config.recompile_limit = max(limit, RECOMPILE_LIMIT)
+        # compile_mode: torch.compile's mode, e.g. "max-autotune-no-cudagraphs" (inductor benchmarks
+        # Triton matmul templates that can fuse their neighbours; slow to compile). The CUDA graphs are ours.
         self.layer_fn = (
-            torch.compile(_layer_step, dynamic=False, fullgraph=True) if compile else _layer_step
+            torch.compile(_layer_step, dynamic=False, fullgraph=True, mode=compile_mode)
+            if compile
+            else _layer_step
         )
         self.graphs: dict[tuple[Sampling, int], torch.cuda.CUDAGraph] = {}
         self.pool = None  # the graphs' shared memory pool
@@ -722,6 +727,7 @@ def fast_generate(
     attention: str | None = None,
     fused: bool | None = None,
     window: int | None = None,
+    compile_mode: str | None = None,
     release: bool = False,
 ) -> torch.Tensor:
     """Generate with the model's cached ``StaticDecoder`` for this shape bucket.
@@ -734,6 +740,7 @@ def fast_generate(
     ``attention`` ("einsum" | "reduce" | "sdpa", see `_layer_step`), ``fused`` (q/k/v and gate/up as one
     matmul each, see `LayerWeights`), ``window`` (0 = attend over the whole static cache; W > 0 = over
     its filled front rounded up to W slots): None = the module defaults ATTENTION, FUSED, WINDOW.
+    ``compile_mode``: torch.compile's mode for the layer step (None = its default).
     ``release``: free the rollout-only memory (static KV caches, weight copies, CUDA graphs) before
     returning; the next call makes it again and re-captures its graph (no recompilation, but a
     warm-up and a capture: measured in L2.06). The default keeps it, and the training step borrows
@@ -750,6 +757,7 @@ def fast_generate(
         attention or ATTENTION,
         FUSED if fused is None else bool(fused),
         WINDOW if window is None else int(window),
+        compile_mode,
     )
     key = (
         *static_shape(b, tp, max_new_tokens, steps_per_graph, batch_bucket, len_bucket),

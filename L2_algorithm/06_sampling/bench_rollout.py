@@ -12,6 +12,7 @@ CPU 上没有 CUDA graph，速度没有意义；--dry-run 用 tiny 形状、不�
     win128      attention 只读 cache 里已经填了的前缀（按 128 个槽取整；每个窗口一张 CUDA graph）
     sdpa / reduce / einsum   attention 的三种写法（见 common/fast_decode.py 的 _layer_step）
     k32         每张 CUDA graph 录 32 步
+    autotune    torch.compile(mode="max-autotune-no-cudagraphs")：inductor 给矩阵乘挑 Triton 模板（编译慢得多）
 
 每个变体：先在 fp32 下和 HF generate 比贪心输出（左 padding、长短不一的 prompt、两个 EOS id），再在 bf16 下
 计时（B × prompt + N 个新 token，长度固定：EOS 设成不存在的 id），最后用 torch.profiler 按 kernel 类别分解一次生成。
@@ -42,7 +43,7 @@ DEFAULT_VARIANTS = (
     "base,sdpa,fused,win128,fused+win128,fused+win64,fused+win128+sdpa,fused+win128+k32"
 )
 DRY_VARIANTS = "base,fused+win64+sdpa+k32"  # --dry-run：一个今天的写法 + 一个把开关都打开的
-BASE = dict(attention="einsum", fused=False, window=0, steps_per_graph=16)  # 今天的写法
+BASE = dict(attention="einsum", fused=False, window=0, steps_per_graph=16, compile_mode=None)
 CATEGORIES = (
     "矩阵乘（投影、lm_head）",
     "attention",
@@ -65,11 +66,13 @@ def parse_variant(name: str) -> dict:
             opts["attention"] = part
         elif part.startswith("win") and part[3:].isdigit() and int(part[3:]) > 0:
             opts["window"] = int(part[3:])
+        elif part == "autotune":
+            opts["compile_mode"] = "max-autotune-no-cudagraphs"
         elif part.startswith("k") and part[1:].isdigit() and int(part[1:]) > 0:
             opts["steps_per_graph"] = int(part[1:])
         else:
             raise ValueError(
-                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、fused、winN（N>0）、einsum、reduce、sdpa、kN"
+                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、fused、winN（N>0）、einsum、reduce、sdpa、kN、autotune"
             )
     return opts
 
@@ -81,6 +84,7 @@ def is_module_default(opts: dict) -> bool:
         fused=fd.FUSED,
         window=fd.WINDOW,
         steps_per_graph=fd.STEPS_PER_GRAPH,
+        compile_mode=None,
     )
 
 
@@ -93,6 +97,7 @@ def run_fast(model, ids, mask, n, opts, eos, pad, dry, greedy=True, **extra):
             **opts, **sampling, **extra,
         )  # fmt: skip
     rows, slots = fd.static_shape(ids.shape[0], ids.shape[1], n, opts["steps_per_graph"])
+    # --dry-run 不编译，compile_mode 用不上
     dec = fd.StaticDecoder(
         model, rows, slots, eos, pad, opts["steps_per_graph"], compile=False,
         attention=opts["attention"], fused=opts["fused"], window=opts["window"],
@@ -437,6 +442,11 @@ def choose_default(rows: list[dict], base: dict | None) -> dict | None:
         f"{'达到' if speedup >= 12 else '没有达到'}）。要把它设为默认，在 common/fast_decode.py 里设 "
         f"ATTENTION = {o['attention']!r}，FUSED = {o['fused']}，WINDOW = {o['window']}，"
         f"STEPS_PER_GRAPH = {o['steps_per_graph']}"
+        + (
+            f"，并让 fast_generate 用 compile_mode={o['compile_mode']!r}"
+            if o["compile_mode"]
+            else ""
+        )
         + ("（它已经是默认）。" if is_module_default(o) else "。")
     )
     return {"name": best["name"], "speedup": speedup, "text": text}

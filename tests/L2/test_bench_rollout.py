@@ -21,8 +21,9 @@ def test_variant_names():
     parse = BENCH["parse_variant"]
     assert parse("base") == BENCH["BASE"]
     assert parse("fused+win64+sdpa+k32") == dict(
-        attention="sdpa", fused=True, window=64, steps_per_graph=32
+        attention="sdpa", fused=True, window=64, steps_per_graph=32, compile_mode=None
     )
+    assert parse("autotune")["compile_mode"] == "max-autotune-no-cudagraphs"
     for bad in ("fast", "win0", "k", "fused+winX"):
         with pytest.raises(ValueError, match="不认识"):
             parse(bad)
