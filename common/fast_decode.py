@@ -414,6 +414,8 @@ def _merged_lora(layer) -> torch.Tensor:
     into W, it is W itself."""
     w = layer.base_layer.weight.float()
     for name in layer.active_adapters if _lora_on(layer) else ():
+        if name not in layer.lora_A:  # an adapter that does not touch this layer
+            continue
         w = w + layer.scaling[name] * (
             layer.lora_B[name].weight.float() @ layer.lora_A[name].weight.float()
         )
