@@ -180,7 +180,9 @@ def generate(
 
     backend: "eager" (this file, any device), "fast" (`common.fast_decode`: static cache + compiled step +
     CUDA graphs, sampling on the GPU with the global CUDA RNG, so `generator` is not used), or "auto" =
-    fast for a plain Qwen3 model on CUDA, eager otherwise (CPU, LoRA). Both return the same `Rollout`.
+    fast when `common.fast_decode.supports_fast_decode(model)` (a Qwen2 / Qwen2.5 / Qwen3 model, plain
+    or peft LoRA, on CUDA, no sliding window), eager otherwise (CPU, other families). "fast" on a model
+    the fast decoder cannot serve raises its reason. Both return the same `Rollout`.
     An inference engine samples through its own `generate` instead (`common.vllm_rollout.VLLMEngine`).
     """
     if max_new_tokens < 1:

@@ -16,7 +16,9 @@ SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 
 
 def _load_script(name):
-    sys.path.insert(0, str(SCRIPT.parent))  # 同目录的 course_trainer.py（直接运行脚本时 Python 自己会加）
+    sys.path.insert(
+        0, str(SCRIPT.parent)
+    )  # 同目录的 course_trainer.py（直接运行脚本时 Python 自己会加）
     spec = importlib.util.spec_from_file_location(name, SCRIPT)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod

@@ -217,3 +217,242 @@ def test_other_attention_variants_match_hf_generate(model, attention):
     ref = _hf_greedy(model, ids, mask, n, eos)
     dec = StaticDecoder(model, 8, 128, eos, 0, 4, compile=False, attention=attention)
     assert torch.equal(dec.generate(ids, mask, n, Sampling(greedy=True), cuda_graph=False), ref)
+
+
+# ---------------------------------------------------------------- Qwen2 / Qwen3、融合布局、attention 窗口 -----------
+# 解码器的同一份 layer step 在 CPU 上不编译、不录 CUDA graph 地跑：Qwen2（q/k/v 有 bias、没有 q/k norm，
+# lm_head 绑定或独立）和 Qwen3（q/k norm、没有 bias），逐层分开的权重或融合的 qkv / gate_up，读整个 cache
+# 或只读已填的前缀（window），贪心输出都要与 HF generate 逐 token 相同。
+
+
+def _sharpen(m, norm=20.0, weight_std=0.0, bias_std=0.0):
+    """让随机模型的输出有区分度：末层 norm 放大 ``norm`` 倍（logits 更尖；放大 lm_head 会连绑定的 embedding
+    一起放大），weight_std > 0 时矩阵权重重抽为 N(0, weight_std²)，bias_std > 0 时 q/k/v 的 bias 重抽
+    （HF 把它们初始化成 0，测不到）。"""
+    g = torch.Generator().manual_seed(5)
+    with torch.no_grad():
+        for name, p in m.named_parameters():
+            if weight_std and p.dim() >= 2:
+                p.copy_(torch.randn(p.shape, generator=g) * weight_std)
+            if bias_std and name.endswith("_proj.bias"):
+                p.copy_(torch.randn(p.shape, generator=g) * bias_std)
+        m.model.norm.weight.mul_(norm)
+    return m.eval()
+
+
+def _qwen2(tied: bool):
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(2)
+    cfg = Qwen2Config(
+        vocab_size=300,
+        hidden_size=128,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=4,  # head_dim = 128 / 4 = 32（Qwen2 的配置里没有 head_dim，由它推出）
+        num_key_value_heads=2,
+        max_position_embeddings=512,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+        tie_word_embeddings=tied,
+    )
+    return _sharpen(Qwen2ForCausalLM(cfg), norm=2.0, weight_std=0.15, bias_std=0.2)
+
+
+def _qwen3_hd64():
+    torch.manual_seed(3)
+    cfg = Qwen3Config(
+        vocab_size=300,
+        hidden_size=64,
+        intermediate_size=96,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=512,
+    )
+    return _sharpen(Qwen3ForCausalLM(cfg))
+
+
+FAMILY_MODELS = {
+    "qwen2-untied": lambda: _qwen2(tied=False),
+    "qwen2-tied": lambda: _qwen2(tied=True),
+    "qwen3-hd64": _qwen3_hd64,
+}
+N_NEW, EOS = 24, [7, 11]
+
+
+@pytest.fixture(scope="module")
+def family_refs():
+    """每个模型建一次、HF generate 的参照只算一次：{名字: (模型, ids, mask, 参照)}。"""
+    out = {}
+    for name, build in FAMILY_MODELS.items():
+        m = build()
+        ids, mask = _prompts(4, 9)
+        out[name] = (m, ids, mask, _hf_greedy(m, ids, mask, N_NEW, EOS))
+    return out
+
+
+@pytest.mark.parametrize("name", list(FAMILY_MODELS))
+@pytest.mark.parametrize(
+    "fused, window, attention",
+    [(False, 0, "einsum"), (True, 0, "einsum"), (True, 16, "einsum"), (False, 16, "sdpa")],
+)
+def test_families_layouts_and_windows_match_hf_generate(
+    family_refs, name, fused, window, attention
+):
+    m, ids, mask, ref = family_refs[name]
+    dec = StaticDecoder(
+        m, 4, 128, EOS, 0, 4, compile=False, fused=fused, window=window, attention=attention
+    )
+    got = dec.generate(ids, mask, N_NEW, Sampling(greedy=True), cuda_graph=False)
+    assert torch.equal(got, ref), (
+        f"{name}（fused={fused}，window={window}，{attention}）的贪心输出与 HF generate 不同："
+        f"第 {int((got != ref).any(0).nonzero()[0])} 步开始"
+    )
+
+
+def test_hf_reference_is_not_trivial(family_refs):
+    """参照本身要有区分度：每个模型的各行输出不同，且 Qwen2 的 bias 确实改变了输出。"""
+    for name, (*_, ref) in family_refs.items():
+        assert len({tuple(r.tolist()) for r in ref}) == len(ref), (
+            f"{name}：各行输出一样，测不出东西"
+        )
+    m, ids, mask, ref = family_refs["qwen2-untied"]
+    import copy
+
+    no_bias = copy.deepcopy(m)
+    with torch.no_grad():
+        for n, p in no_bias.named_parameters():
+            if n.endswith("_proj.bias"):
+                p.zero_()
+    assert not torch.equal(_hf_greedy(no_bias, ids, mask, N_NEW, EOS), ref), "bias 应当改变输出"
+
+
+def test_windows_cover_every_slot_a_replay_attends_to():
+    """第 i 次 replay 最后一步读到第 prompt + (i+1)·k - 1 个槽：窗口要盖住它，到了 cache 长度就读整个 cache（0）。"""
+    m = FAMILY_MODELS["qwen3-hd64"]()
+    dec = StaticDecoder(m, 4, 128, EOS, 0, 4, compile=False, window=16)
+    assert dec.windows(9, 24) == [16, 32, 32, 32, 32, 48]  # 需要 13, 17, 21, 25, 29, 33 个槽
+    assert dec.windows(100, 24)[-1] == 0  # 需要 124 个槽 -> 128 = 整个 cache
+    assert StaticDecoder(m, 4, 128, EOS, 0, 4, compile=False).windows(9, 24) == [0] * 6
+    with pytest.raises(ValueError, match="装不进"):
+        dec.generate(*_prompts(4, 9), 200, Sampling(greedy=True), cuda_graph=False)
+
+
+def test_fused_layout_stacks_q_k_v_and_gate_up_rows_in_one_buffer(family_refs):
+    """融合布局：qkv 是 [Wq; Wk; Wv] 按行叠起来（bias 同样），gate_up 是 [Wg; Wu]，都是同一块缓冲区的视图。"""
+    from common.fast_decode import DecodeWeights
+
+    m = family_refs["qwen2-untied"][0]
+    w = DecodeWeights(m, torch.float32, fused=True)
+    layer, att, mlp = w.layers[1], m.model.layers[1].self_attn, m.model.layers[1].mlp
+    (qkv,), (qkv_bias,), (gate_up,) = layer.qkv, layer.qkv_bias, layer.gate_up
+    assert torch.equal(qkv, torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight]))
+    assert torch.equal(qkv_bias, torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias]))
+    assert torch.equal(gate_up, torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]))
+    flat = w.flat.untyped_storage().data_ptr()
+    assert all(t.untyped_storage().data_ptr() == flat for t in (qkv, qkv_bias, gate_up))
+    assert layer.q_norm is None and layer.o_bias is None  # Qwen2：没有 q/k norm，o_proj 没有 bias
+    # 不融合、dtype 相同：全部零拷贝，包括 bias；lm_head 独立（untied）
+    plain = DecodeWeights(m, torch.float32)
+    assert plain.nbytes == 0
+    assert plain.layers[1].qkv_bias[0].data_ptr() == att.q_proj.bias.data_ptr()
+    assert plain.lm_head.data_ptr() == m.lm_head.weight.data_ptr() != plain.embed.data_ptr()
+    # 原地更新主权重：融合副本在下一次 sync 后跟上（就地刷新，地址不变）
+    old = att.k_proj.weight.detach().clone()
+    with torch.no_grad():
+        att.k_proj.weight.add_(1.0)
+    try:
+        ptr = qkv.data_ptr()
+        w.sync()
+        (qkv,) = w.layers[1].qkv
+        assert qkv.data_ptr() == ptr and torch.equal(qkv[128:192], att.k_proj.weight)
+    finally:
+        with torch.no_grad():
+            att.k_proj.weight.copy_(old)
+
+
+def test_tied_lm_head_is_one_copy(family_refs):
+    from common.fast_decode import DecodeWeights
+
+    m = family_refs["qwen2-tied"][0]
+    w = DecodeWeights(m, torch.bfloat16)
+    assert w.lm_head.data_ptr() == w.embed.data_ptr()
+    assert (
+        w.nbytes >= sum(p.numel() for p in m.parameters()) * 2
+    )  # 每个参数一份 bf16 副本，嵌入只一份
+
+
+def test_lora_merge_on_qwen2_equals_peft_merge_and_follows_disable_adapter(family_refs):
+    """LoRA（q_proj、v_proj、up_proj）合并进融合的解码权重：与 peft 自己 merge_and_unload 的权重相同；
+    disable_adapter() 里同步出来的是底座权重；贪心输出与 HF generate（逐层走 LoRA）相同。"""
+    import copy
+
+    from peft import LoraConfig, get_peft_model
+
+    from common.fast_decode import DecodeWeights
+
+    base, ids, mask, _ = family_refs["qwen2-untied"]
+    pm = get_peft_model(
+        copy.deepcopy(base),
+        LoraConfig(r=4, lora_alpha=8, target_modules=["q_proj", "v_proj", "up_proj"]),
+    )
+    torch.manual_seed(4)
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_B" in n:
+                p.normal_(0, 0.5)
+    pm.eval()
+    merged = copy.deepcopy(pm).merge_and_unload()  # 参照：peft 自己的合并
+    w = DecodeWeights(pm, torch.float32, fused=True)
+    for got, ref in zip(w.layers, merged.model.layers):
+        att, mlp = ref.self_attn, ref.mlp
+        want = torch.cat([att.q_proj.weight, att.k_proj.weight, att.v_proj.weight])
+        torch.testing.assert_close(got.qkv[0], want, rtol=1e-6, atol=1e-6)
+        torch.testing.assert_close(
+            got.qkv_bias[0], torch.cat([att.q_proj.bias, att.k_proj.bias, att.v_proj.bias])
+        )
+        torch.testing.assert_close(
+            got.gate_up[0],
+            torch.cat([mlp.gate_proj.weight, mlp.up_proj.weight]),
+            rtol=1e-6,
+            atol=1e-6,
+        )
+    with pm.disable_adapter():
+        w.sync()
+        q = base.model.layers[0].self_attn.q_proj.weight
+        assert torch.equal(w.layers[0].qkv[0][: q.shape[0]], q), "关掉 adapter 时应当是底座权重"
+    w.sync()
+    ref = _hf_greedy(pm, ids, mask, N_NEW, EOS)
+    assert not torch.equal(ref, family_refs["qwen2-untied"][3]), "LoRA 应当改变输出"
+    dec = StaticDecoder(pm, 4, 128, EOS, 0, 4, compile=False, fused=True, window=16)
+    assert torch.equal(dec.generate(ids, mask, N_NEW, Sampling(greedy=True), cuda_graph=False), ref)
+
+
+def test_unsupported_models_are_refused_with_the_reason():
+    """sliding window、别的 model_type、DoRA：说清原因；auto 不选快速路径，显式构造解码器报 ValueError。"""
+    from peft import LoraConfig, get_peft_model
+    from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
+    from common.fast_decode import supports_fast_decode, unsupported_reason
+
+    small = dict(
+        vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1,
+    )  # fmt: skip
+    sliding = Qwen2ForCausalLM(
+        Qwen2Config(**small, use_sliding_window=True, sliding_window=16, max_window_layers=1)
+    )
+    assert "use_sliding_window" in unsupported_reason(sliding)
+    with pytest.raises(ValueError, match="sliding window"):
+        StaticDecoder(sliding, 4, 128, [1], 0, 4, compile=False)
+    llama = LlamaForCausalLM(LlamaConfig(**small))
+    assert "'llama'" in unsupported_reason(llama) and "qwen2" in unsupported_reason(llama)
+    dora = get_peft_model(
+        Qwen2ForCausalLM(Qwen2Config(**small)),
+        LoraConfig(r=2, target_modules=["q_proj"], use_dora=True),
+    )
+    assert "DoRA" in unsupported_reason(dora)
+    plain = Qwen2ForCausalLM(Qwen2Config(**small))
+    assert unsupported_reason(plain) is None
+    assert not supports_fast_decode(plain)  # 支持的结构，但在 CPU 上

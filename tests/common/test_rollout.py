@@ -291,3 +291,33 @@ def test_greedy_matches_hf_generate_on_the_warm_start_model():
     assert not ours.truncated.any()  # the SFT taught it to stop
     for ids, n in zip(ours.completion_ids, ours.lengths):
         assert tok.decode(ids[:n]).endswith("<|im_end|>")
+
+
+def test_auto_backend_is_picked_by_supports_fast_decode(model_and_prompts, monkeypatch):
+    """backend="auto" 走快速路径与否只由 common.fast_decode.supports_fast_decode 决定（Qwen2 / Qwen3、CUDA），
+    不在 rollout 里另写一份 model_type 判断；CPU 上的真实判断是 False，显式的 "fast" 在 CPU 上报错。"""
+    from common import fast_decode
+
+    model, prompts = model_and_prompts
+    kw = dict(max_new_tokens=3, eos_token_ids=[9], pad_token_id=PAD, greedy=True)
+    assert not fast_decode.supports_fast_decode(model)
+    calls = []
+
+    def fake_fast(
+        model, ids, mask, **options
+    ):  # 代替 GPU 上的 fast_generate：每行第一个 token 就是 EOS
+        calls.append(options)
+        return torch.full((ids.shape[0], options["max_new_tokens"]), 9)
+
+    monkeypatch.setattr(fast_decode, "fast_generate", fake_fast)
+    monkeypatch.setattr(fast_decode, "supports_fast_decode", lambda m: True)
+    r = generate(model, prompts, **kw)
+    assert len(calls) == 1 and calls[0]["greedy"] and r.lengths.tolist() == [1] * len(prompts)
+    monkeypatch.setattr(fast_decode, "supports_fast_decode", lambda m: False)
+    eager = generate(model, prompts, **kw)
+    assert len(calls) == 1, "supports_fast_decode 为 False 时 auto 应当走 eager 路径"
+    T = eager.completion_ids.shape[1]
+    assert torch.equal(eager.completion_ids, _hf_greedy(model, prompts, 3, [9])[:, :T])
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="CUDA"):
+        generate(model, prompts, backend="fast", **kw)

@@ -1,0 +1,124 @@
+"""L2.06 bench_rollout.py：变体名字的解析、profile 的 kernel 分类（用假的 GPU 事件）、默认值的挑法；CPU 上 --dry-run 走通。
+
+GPU 上的计时本身不在这里测（CPU 没有 CUDA graph）；这里测的是脚本在 GPU 上要走的那几段纯 Python 逻辑，
+免得一次借来的 GPU 运行因为一个笔误白跑。
+"""
+
+from __future__ import annotations
+
+import runpy
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+from torch.autograd import DeviceType
+
+ROOT = Path(__file__).resolve().parents[2]
+BENCH = runpy.run_path(str(ROOT / "L2_algorithm" / "06_sampling" / "bench_rollout.py"))
+
+
+def test_variant_names():
+    parse = BENCH["parse_variant"]
+    assert parse("base") == BENCH["BASE"]
+    assert parse("fused+win64+sdpa+k32") == dict(
+        attention="sdpa", fused=True, window=64, steps_per_graph=32, compile_mode=None
+    )
+    assert parse("autotune")["compile_mode"] == "max-autotune-no-cudagraphs"
+    for bad in ("fast", "win0", "k", "fused+winX"):
+        with pytest.raises(ValueError, match="不认识"):
+            parse(bad)
+    with pytest.raises(SystemExit) as err:  # 命令行上：argparse 的用法错误，退出码 2
+        BENCH["parse_args"](["--out", "x", "--variants", "base,fastest"])
+    assert err.value.code == 2
+
+
+class _Prof:
+    """假的 torch.profiler 结果：CPU 算子（带父节点）和 CUDA kernel（linked_correlation_id 指向发射它的算子）。"""
+
+    def __init__(self):
+        self._events, self._next = [], 1
+
+    def op(self, name, parent=None):
+        e = SimpleNamespace(
+            id=self._next, name=name, device_type=DeviceType.CPU, cpu_parent=parent,
+            cpu_children=[], self_cpu_time_total=0.0,
+        )  # fmt: skip
+        self._next += 1
+        self._events.append(e)
+        return e
+
+    def kernel(self, name, op, us, start=0.0):
+        self._events.append(
+            SimpleNamespace(
+                id=0, name=name, device_type=DeviceType.CUDA, linked_correlation_id=op.id,
+                time_range=SimpleNamespace(start=start, end=start + us),
+            )
+        )  # fmt: skip
+
+    def events(self):
+        return self._events
+
+
+def test_kernel_categories_come_from_the_launching_op():
+    """不用 CUDA graph 的那次运行：同名的 cuBLAS kernel 由 aten::bmm 发射算 attention，由 aten::mm 发射算矩阵乘。
+    CUDA graph 的那次运行里 kernel 只对得上 fast_decode.decode，按对照表分类，对不上的按名字猜；prefill 单独一类。"""
+    eager = _Prof()
+    dec = eager.op("fast_decode.decode")
+    eager.kernel("nvjet_tst_64x8_NNT", eager.op("aten::bmm", eager.op("aten::einsum", dec)), 10)
+    eager.kernel("nvjet_tst_256x8_TNT", eager.op("aten::mm", dec), 20)
+    eager.kernel("triton_per_fused__softmax_0", eager.op("Torch-Compiled Region", dec), 3)
+    eager.kernel("reduce_kernel_argmax", eager.op("aten::argmax", dec), 2)
+    mapping = BENCH["name_map"](BENCH["kernel_records"](eager, dry=False))
+    assert mapping["nvjet_tst_64x8_NNT"] == "attention"
+    assert mapping["nvjet_tst_256x8_TNT"] == BENCH["CATEGORIES"][0]
+    assert mapping["triton_per_fused__softmax_0"] == "attention"
+    assert mapping["reduce_kernel_argmax"] == BENCH["CATEGORIES"][2]
+
+    graph = _Prof()
+    replay, prefill = graph.op("fast_decode.decode"), graph.op("fast_decode.prefill")
+    for name, us in [("nvjet_tst_64x8_NNT", 100), ("nvjet_tst_256x8_TNT", 200)]:
+        graph.kernel(name, replay, us)
+    graph.kernel("triton_poi_fused_add_mul_rsqrt_7", replay, 30)  # 对照表里没有：按名字归「其它」
+    graph.kernel("sm90_xmma_gemm_bf16", replay, 40)  # 没有：名字像矩阵乘
+    graph.kernel("flash_fwd_kernel", graph.op("aten::_flash_attention_forward", prefill), 50)
+    out = BENCH["breakdown"](
+        BENCH["kernel_records"](graph, dry=False), mapping, steps=4, wall_ms=1.0
+    )
+    cats = out["categories_ms"]
+    assert cats["attention"] == pytest.approx(0.1) and cats[BENCH["PREFILL"]] == pytest.approx(0.05)
+    assert cats[BENCH["CATEGORIES"][0]] == pytest.approx(0.24)
+    assert cats[BENCH["CATEGORIES"][3]] == pytest.approx(0.03)
+    assert out["busy_ms"] == pytest.approx(0.42) and out["idle_ms"] == pytest.approx(0.58)
+    assert out["kernels"][0]["name"] == "nvjet_tst_256x8_TNT"
+    assert out["kernels"][0]["calls_per_step"] == pytest.approx(0.25)
+
+
+def test_the_default_is_the_fastest_greedy_identical_variant():
+    opts = BENCH["parse_variant"]
+    same = {"fp32": {"identical": True}}
+    rows = [
+        {"name": "base", "median_s": 1.0, "identity": same, "options": opts("base")},
+        {"name": "win128", "median_s": 0.5, "identity": {"fp32": {"identical": False}},
+         "options": opts("win128")},
+        {"name": "fused", "median_s": 0.8, "identity": same, "options": opts("fused")},
+        {"name": "sdpa", "error": "..."},
+    ]  # fmt: skip
+    best = BENCH["choose_default"](rows, {"median_s": 8.0})
+    assert best["name"] == "fused" and best["speedup"] == pytest.approx(10.0)
+    assert "FUSED = True" in best["text"] and "没有达到" in best["text"]
+
+
+@pytest.mark.slow
+def test_dry_run_on_cpu_writes_the_tables(tmp_path):
+    code = BENCH["main"](["--dry-run", "--variants", "fused+win16+sdpa", "--out", str(tmp_path)])
+    assert code == 0
+    names = {p.name for p in tmp_path.iterdir()}
+    assert names == {
+        "rollout_table.md",
+        "rollout_profile.md",
+        "rollout_kernels.csv",
+        "rollout_results.json",
+    }
+    table = (tmp_path / "rollout_table.md").read_text(encoding="utf-8")
+    assert "HF generate 默认" in table and "逐 token 相同" in table
+    assert "fused+win16+sdpa，采样 T=1" in table
