@@ -56,13 +56,15 @@ def evaluate(
     device: torch.device | str = "cpu",
     seed: int = EVAL_SEED,
     extra_ks: Sequence[int] = (),
+    answers: bool = False,
 ) -> dict:
     """Greedy accuracy / format rate and, when k >= 1, pass@1 and pass@k from k samples per problem.
 
     extra_ks: more pass@k values (each <= k) estimated from the same k samples per problem.
     Returns {"accuracy", "format_rate", "n", "pass_at": {"1": ..., str(k): ...} (absent when k == 0),
     "zero_std_frac" (k >= 2: share of problems whose k samples all got the same correctness),
-    "examples": the first N_EXAMPLES greedy answers with their reward}.
+    "examples": the first N_EXAMPLES greedy answers with their reward, and with answers=True
+    "answers": every greedy answer the same way (what a reader checks the reward against)}.
     """
     if not problems:
         raise ValueError("evaluate 需要至少一道题")
@@ -94,10 +96,13 @@ def evaluate(
         }
         if k >= 2:
             result["zero_std_frac"] = sum(c in (0, k) for c in correct) / len(problems)
-    result["examples"] = [
+    graded = [
         {"question": p.question, "gold": p.gold, "completion": t, "reward": r}
-        for p, t, r in list(zip(problems, greedy, right))[:N_EXAMPLES]
+        for p, t, r in zip(problems, greedy, right)
     ]
+    result["examples"] = graded[:N_EXAMPLES]
+    if answers:
+        result["answers"] = graded
     return result
 
 

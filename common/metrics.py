@@ -99,6 +99,20 @@ def write_json(path: str | Path, obj: dict) -> None:
     os.replace(tmp, path)
 
 
+def write_jsonl(path: str | Path, rows: list[dict]) -> None:
+    """Write rows as JSON lines atomically (temp file, then rename)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(
+        "".join(
+            json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False) + "\n"
+            for r in rows
+        ),
+        encoding="utf-8",
+    )
+    os.replace(tmp, path)
+
+
 def _smooth(values: list[float], window: int) -> list[float]:
     """Trailing moving average that skips missing values (None)."""
     out, buf = [], []

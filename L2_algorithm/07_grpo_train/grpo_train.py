@@ -28,7 +28,7 @@ from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint,
 from common.evaluate import evaluate
 from common.fast_decode import host_gradients, rollout_buffers
 from common.grpo_config import EARLY_EVALS, parse_config, to_json
-from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
+from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json, write_jsonl
 from common.models import compute_dtype, load_model, model_spec, resolve_device
 from common.optim import OptimizerError, make_optimizer
 from common.presets import PresetError
@@ -105,10 +105,11 @@ def main(cfg):
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
-    def heldout_eval(k=cfg.pass_k):
+    def heldout_eval(k=cfg.pass_k, answers=False):
         """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 gen。"""
         complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]
-        return evaluate(complete, heldout, k=k, batch_size=cfg.eval_batch, device=device)
+        b = cfg.eval_batch
+        return evaluate(complete, heldout, k=k, batch_size=b, device=device, answers=answers)
 
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
@@ -139,7 +140,8 @@ def main(cfg):
         print(f"从 {checkpoint_path(out)} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     else:
         write_json(out / "config.json", {**to_json(cfg), "provenance": provenance(device)})
-        ev = heldout_eval()
+        ev = heldout_eval(answers=True)
+        write_jsonl(out / "answers_before.jsonl", ev.pop("answers"))  # 每道题的贪心回答和判分
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
     engine = None  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
@@ -263,9 +265,12 @@ def main(cfg):
         if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
             row.update(logp_mismatch(ro.engine_logp, torch.cat(train_logp), mask))
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
-        periodic = step % cfg.eval_every == 0
+        final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
+        periodic = step % cfg.eval_every == 0 or final
         if periodic or step in EARLY_EVALS:  # 前几步只评贪心（便宜）；定期的评估加上 pass@k
-            ev = heldout_eval(cfg.pass_k if periodic else 0)
+            ev = heldout_eval(cfg.pass_k if periodic else 0, answers=final)
+            if final:
+                write_jsonl(out / "answers_after.jsonl", ev.pop("answers"))
             row["eval_accuracy"] = ev["accuracy"]
             row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
         logger.log(row)
@@ -279,8 +284,7 @@ def main(cfg):
             title = f"{cfg.preset or spec.name} GRPO  {out.name}"
             plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
 
-    if start < cfg.steps:  # 训练后：同一批题、同样的评估，和训练前一比就是这次训练的成绩
-        ev = ev if cfg.steps % cfg.eval_every == 0 else heldout_eval()
+    if start < cfg.steps:  # 训练后：最后一步的评估就是这次训练的成绩
         write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
         before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))["accuracy"]
         after = ev["accuracy"]
