@@ -10,12 +10,26 @@ import importlib
 import os
 import types
 
+import pytest
+
 # 测试全部离线：不访问 Hugging Face hub（模型、tokenizer、数据都由本仓库在本地造出）
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import pytest
+# 测试里的张量和模型都很小：多线程的同步开销比省下的计算还多，在 2 核、还有别的负载的机器上
+# CPU 时间能翻两三倍。所以测试单线程跑（和 grpo_train.py 在 CPU 上一样）；你自己设了
+# OMP_NUM_THREADS 就按你的来。必须在 import torch 之前设；子进程（测试里运行的脚本）也继承它。
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# 用 ATEN_CPU_CAPABILITY=avx2 / default 模拟一台指令集更低的 CPU 时，oneDNN 也得按同一级别选 kernel：
+# 否则在有 AMX 的机器上，bf16 的 SDPA 会按硬件选 AMX 的打包路径，再调用按低指令集编译、不支持它的
+# 函数（RuntimeError: pack_vnni2 is only supported when avx512 is supported）——这种组合在真的
+# AVX2 机器上不存在。你自己设了 ONEDNN_MAX_CPU_ISA 就按你的来。
+_ONEDNN_ISA_FOR_ATEN = {"default": "SSE41", "avx2": "AVX2"}
+_aten = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+if _aten in _ONEDNN_ISA_FOR_ATEN:
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", _ONEDNN_ISA_FOR_ATEN[_aten])
 
 
 @pytest.fixture(scope="session")

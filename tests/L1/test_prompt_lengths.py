@@ -55,6 +55,7 @@ def test_bad_tokenizer_folder_is_a_clear_error(script, tmp_path, capsys):
     assert err.value.code != 0 and "tokenizer.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 用真实 Qwen3 tokenizer 重新分词全部 8,792 道 GSM8K：约 3 s CPU
 def test_script_prints_the_table_and_the_ledger_uses_its_max(script, tmp_path, capsys, monkeypatch):
     """重新量一遍随仓库附带的全部 GSM8K（真实 Qwen3 tokenizer）：账本的 prompt 长度就是量出来的最长 prompt，
     L1.04 贴的表就是脚本现在打印的表。"""

@@ -72,6 +72,7 @@ def test_script_reads_like_nanogpt():
     assert not wide, f"grpo_train.py 这些行超过 100 列（不该横向滚动）：{wide}"
 
 
+@pytest.mark.slow  # 子进程里跑 grpo_train.py --help：先要 import torch/transformers，约 2 s CPU
 def test_every_knob_is_in_config_with_help(tc):
     values, helps = tc._config_block()
     assert set(values) == set(helps) and all(h.strip() for h in helps.values())

@@ -15,6 +15,19 @@ def tiny_tok():
     return build_tiny_tokenizer()
 
 
+@pytest.fixture(scope="module")
+def meta_model():
+    """`load_model(name, init="random", device="meta")`，每个预设只建一次（建 1.7B + LoRA 约 1 s CPU）。"""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = load_model(name, init="random", device="meta")
+        return built[name]
+
+    return get
+
+
 def test_unknown_preset_lists_valid_names():
     with pytest.raises(ValueError) as err:
         get_preset("qwen3-7b")
@@ -108,7 +121,7 @@ def _count_params(cfg) -> int:
     "name, hidden, inter, layers, n_params",
     [("qwen3-0.6b", 1024, 3072, 28, 596_049_920), ("qwen3-1.7b-lora", 2048, 6144, 28, None)],
 )
-def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_params):
+def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_params, meta_model):
     cfg = model_config(name)
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (
         hidden,
@@ -128,7 +141,7 @@ def test_random_init_builds_exact_qwen3_shapes(name, hidden, inter, layers, n_pa
     )
     assert cfg.max_position_embeddings == 40960
     # shapes only, no memory, no download
-    model, tok = load_model(name, init="random", device="meta")
+    model, tok = meta_model(name)
     assert len(tok) == 151669
     base = model.get_base_model() if get_preset(name).lora_rank else model
     n = sum(p.numel() for p in base.parameters() if "lora_" not in p.__class__.__name__)
@@ -209,9 +222,9 @@ def _checkpointing_kwargs(model):
     return base.model.layers[0]._gradient_checkpointing_func.keywords
 
 
-def test_load_model_turns_on_gradient_checkpointing():
+def test_load_model_turns_on_gradient_checkpointing(meta_model):
     """库里打开 gradient checkpointing 的唯一地方是 load_model：GPU 预设默认开，非 reentrant（LoRA 冻结的输入也能反向）。"""
-    model, _ = load_model("qwen3-1.7b-lora", init="random", device="meta")
+    model, _ = meta_model("qwen3-1.7b-lora")
     assert _checkpointing_kwargs(model) == {"use_reentrant": False}
     tiny, _ = load_model("tiny", init="random")
     assert _checkpointing_kwargs(tiny) is None  # tiny 默认不开（CPU 上激活很小）
