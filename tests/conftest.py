@@ -45,3 +45,16 @@ def impl(impl_name):
         return importlib.import_module(f"{impl_name}.{module}")
 
     return load
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    """标了 `@pytest.mark.exercises_only` 的测试只在 `--impl exercises` 时收集。
+
+    它们给学习者自己的作答判分（比如 tests/test_checkpoints.py 的 test_your_answers）：默认的
+    `pytest` 测的是 solutions/，拿答案键给答案键判分什么也证明不了，所以干脆不收集（不是跳过）。
+    """
+    marks = getattr(obj, "pytestmark", [])
+    if any(getattr(m, "name", None) == "exercises_only" for m in marks):
+        if collector.config.getoption("--impl") != "exercises":
+            return []
+    return None
