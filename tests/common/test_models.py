@@ -7,7 +7,7 @@ import torch
 
 from common.data import build_prompt, reference_completion, synthetic_problems
 from common.models import PRESETS, PresetError, get_preset, load_model, model_config
-from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
+from common.tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
@@ -59,8 +59,8 @@ def test_preset_fields():
     assert PRESETS["tiny"].defaults == {}
 
 
-def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):
-    qwen = load_qwen3_tokenizer()
+def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok, qwen3_tokenizer):
+    qwen = qwen3_tokenizer
     for preset, tok in (
         (PRESETS["tiny"], tiny_tok),
         (PRESETS["qwen3-0.6b"], qwen),
