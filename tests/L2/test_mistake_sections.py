@@ -1,7 +1,7 @@
 """诊断信息里「回看 L2.0X「…」」指向的课文小节必须真的存在（课文改标题时，这里会先报出来）。
 
-扫描的模块按文件名自动发现，不用登记：tests/L2 里每节课的测试（test_l<级>_<NN>_*.py）和
-典型错误表（mistakes_l<级>_<NN>.py）。扫的是它们模块级的值：字符串、`Mistake` 这样带 `section`
+扫描的模块自动发现，不用登记：tests/L2 里的每个模块（每节课的测试 test_l<级>_<NN>_*.py、
+典型错误表 mistakes_*.py、其它测试）。扫的是它们模块级的值：字符串、`Mistake` 这样带 `section`
 的对象，以及由它们组成的 list / tuple / dict。指向写成 `L2.05「标题开头」`，按 tests/diagnose.py 的
 `section_heading` 找到 L2_algorithm/05_*/README.md 里以它开头的标题；任何一级（L1/L2/L3）的课都可以指。
 """
@@ -17,7 +17,7 @@ import pytest
 from diagnose import section_heading
 
 HERE = Path(__file__).resolve().parent
-MODULE_FILES = sorted([*HERE.glob("test_l[0-9]_*.py"), *HERE.glob("mistakes_l[0-9]_*.py")])
+MODULE_FILES = sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name)
 _POINTER = re.compile(r"L[1-3]\.\d\d「[^」{]+」")  # `{`：f-string 里还没填的模板不算
 
 
@@ -59,7 +59,7 @@ def _lesson(pointer: str) -> str:
 
 def test_every_tested_lesson_points_back_to_its_sections():
     """扫描本身没漏：有测试文件的每节课，诊断里至少指向一次课文（否则多半是典型错误换了写法，这里没扫到）。"""
-    tested = {p.stem[len("test_") :][:5] for p in MODULE_FILES if p.stem.startswith("test_")}
+    tested = {p.stem[len("test_") :][:5] for p in HERE.glob("test_l[0-9]_[0-9][0-9]_*.py")}
     pointed = {_lesson(p) for p in POINTERS}
     assert tested, f"{HERE} 里没有找到 test_l<级>_<NN>_*.py"
     assert tested <= pointed, (
