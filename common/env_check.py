@@ -202,7 +202,7 @@ def report() -> str:
         lines += [
             "",
             "这台机器没有 GPU，走「无 GPU 路线」：",
-            "  1. 读 L1 的概念课，做 L2 的练习（pytest --impl exercises tests/L2），全部在 CPU 上几秒钟验证；",
+            "  1. 读 L1 的概念课，做 L2 的练习（pytest --impl exercises tests/L2），全部在 CPU 上验证（写完后整个 tests/L2 约 10 CPU 秒）；",
             f"  2. 在 CPU 上跑完整的 GRPO：{NO_GPU_ROUTE}（tiny 预设，几分钟，held-out 正确率会明显上升）；",
             "  3. 要跑 Qwen3-0.6B 时再租一张 4090/5090，先在那台机器上重跑 python -m common.env_check。",
         ]

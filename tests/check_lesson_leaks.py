@@ -1,11 +1,14 @@
 """课文有没有把练习的答案原样抄进去：数参考实现里有多少「非平凡」的行逐字出现在课文 README 里。
 
-    python tests/check_lesson_leaks.py            # 打印 L2.01–L2.07 每个函数的统计
+    python tests/check_lesson_leaks.py            # 打印每个参考实现里每个函数的统计
     python tests/check_lesson_leaks.py -v         # 同时列出泄露的行
 
 tests/test_lesson_leaks.py 用同一套规则做检查：每个函数最多 MAX_PER_FUNCTION 行，全部合计低于 MAX_SHARE。
 
-「非平凡行」的定义（solutions/l2_0[1-7]*.py 里每个顶层函数的函数体，逐物理行）：
+扫描的是 solutions/ 里的每个课程模块（l<级>_<NN>_<名字>.py，按文件名自动发现，不用登记），
+每个模块对照它自己那节课的 README（solutions/l2_05_grpo_loss.py -> L2_algorithm/05_grpo_loss/README.md）。
+
+「非平凡行」的定义（每个顶层函数的函数体，逐物理行）：
 - 去掉注释、去掉所有空白后再比较（所以改缩进、改空格、加注释都不算「不一样」）；
 - 不算：docstring；`raise` 语句和只负责抛错的 `if ...: raise ...`（输入校验）；`assert`；
   `return 名字` / `return 常量` / `pass` / `continue` / `break` 这样的平凡语句；
@@ -25,10 +28,11 @@ import tokenize
 from dataclasses import dataclass, field
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-MODULE_GLOB = "l2_0[1-7]_*.py"
+from quiz import LEVELS, ROOT
+
+MODULE_GLOB = "l[0-9]_*.py"  # solutions/ 里的每个课程模块
 MAX_PER_FUNCTION = 2  # 每个函数最多这么多行逐字出现在课文里
-MAX_SHARE = 0.10  # L2.01–L2.07 全部函数合计：逐字出现的行必须低于这个比例
+MAX_SHARE = 0.10  # 全部函数合计：逐字出现的行必须低于这个比例
 MIN_CHARS = 6  # 去空白后短于这个长度的行不算（收尾括号、else: 之类）
 
 _WS = re.compile(r"\s+")
@@ -111,15 +115,21 @@ def function_lines(path: Path) -> dict[str, list[str]]:
 
 
 def lesson_readme(module_path: Path, root: Path = ROOT) -> Path:
-    """solutions/l2_01_advantages.py -> L2_algorithm/01_advantages/README.md"""
+    """solutions/l2_01_advantages.py -> L2_algorithm/01_advantages/README.md（级别的对应在 quiz.LEVELS）"""
     level, rest = module_path.stem.split("_", 1)
-    folder = {"l1": "L1_concepts", "l2": "L2_algorithm", "l3": "L3_frameworks"}[level]
+    folder = next((f for f, prefix in LEVELS.items() if prefix == level), f"<没有 {level} 这一级>")
     return root / folder / rest / "README.md"
 
 
+def lesson_modules(root: Path = ROOT) -> list[Path]:
+    """solutions/ 里的每个课程模块（按文件名发现）。"""
+    return sorted((root / "solutions").glob(MODULE_GLOB))
+
+
 def scan(root: Path = ROOT) -> list[FunctionLeaks]:
+    """每个课程模块的每个顶层函数一条（课文不存在时按空课文算；test_lesson_leaks.py 另查课文在不在）。"""
     results = []
-    for path in sorted((root / "solutions").glob(MODULE_GLOB)):
+    for path in lesson_modules(root):
         readme = lesson_readme(path, root)
         text = _squash(readme.read_text(encoding="utf-8")) if readme.is_file() else ""
         for name, lines in function_lines(path).items():

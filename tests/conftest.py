@@ -10,12 +10,34 @@ import importlib
 import os
 import types
 
+import pytest
+
 # 测试全部离线：不访问 Hugging Face hub（模型、tokenizer、数据都由本仓库在本地造出）
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 
-import pytest
+# 测试里的张量和模型都很小：多线程的同步开销比省下的计算还多，在 2 核、还有别的负载的机器上
+# CPU 时间能翻两三倍。所以测试单线程跑（和 grpo_train.py 在 CPU 上一样）；你自己设了
+# OMP_NUM_THREADS 就按你的来。必须在 import torch 之前设；子进程（测试里运行的脚本）也继承它。
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+# 用 ATEN_CPU_CAPABILITY=avx2 / default 模拟一台指令集更低的 CPU 时，oneDNN 也得按同一级别选 kernel：
+# 否则在有 AMX 的机器上，bf16 的 SDPA 会按硬件选 AMX 的打包路径，再调用按低指令集编译、不支持它的
+# 函数（RuntimeError: pack_vnni2 is only supported when avx512 is supported）——这种组合在真的
+# AVX2 机器上不存在。你自己设了 ONEDNN_MAX_CPU_ISA 就按你的来。
+_ONEDNN_ISA_FOR_ATEN = {"default": "SSE41", "avx2": "AVX2"}
+_aten = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
+if _aten in _ONEDNN_ISA_FOR_ATEN:
+    os.environ.setdefault("ONEDNN_MAX_CPU_ISA", _ONEDNN_ISA_FOR_ATEN[_aten])
+
+
+@pytest.fixture(scope="session")
+def qwen3_tokenizer():
+    """离线的真实 Qwen3 tokenizer，整个测试会话只加载一次（每加载一次约 0.6 s CPU）。只读，别改它的属性。"""
+    from common.tokenizer import load_qwen3_tokenizer
+
+    return load_qwen3_tokenizer()
 
 
 @pytest.fixture(scope="session")
@@ -31,3 +53,16 @@ def impl(impl_name):
         return importlib.import_module(f"{impl_name}.{module}")
 
     return load
+
+
+def pytest_pycollect_makeitem(collector, name, obj):
+    """标了 `@pytest.mark.exercises_only` 的测试只在 `--impl exercises` 时收集。
+
+    它们给学习者自己的作答判分（比如 tests/test_checkpoints.py 的 test_your_answers）：默认的
+    `pytest` 测的是 solutions/，拿答案键给答案键判分什么也证明不了，所以干脆不收集（不是跳过）。
+    """
+    marks = getattr(obj, "pytestmark", [])
+    if any(getattr(m, "name", None) == "exercises_only" for m in marks):
+        if collector.config.getoption("--impl") != "exercises":
+            return []
+    return None

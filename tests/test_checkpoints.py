@@ -1,7 +1,8 @@
 """每节课的检查点：README 的题目、答案页 ANSWERS.md、答案键（solutions）和你的作答（exercises）四方一致。
 
-`pytest` 用答案键给自己判分（必须全对），并证明判分两个方向都灵：对的答案过、错的答案不过，
-而且错的时候只指回课文的某一节，不泄露答案。`pytest --impl exercises` 给你的作答判分。
+`pytest` 检查四方一致，并证明判分两个方向都灵：对的答案过、错的答案不过，而且错的时候只指回
+课文的某一节，不泄露答案。给你的作答判分的 `test_your_answers` 只在 `pytest --impl exercises` 时收集。
+答案页的每一行都要有「回看」：对所有的课检查（按 `quiz.lesson_readmes()` 自动发现，不用登记）。
 """
 
 from __future__ import annotations
@@ -69,11 +70,12 @@ def test_readme_answers_page_and_key_agree(readme):
             )
 
 
+@pytest.mark.exercises_only  # 默认的 pytest 不收集：拿答案键给答案键判分，什么也证明不了
 @pytest.mark.parametrize("readme", READMES, ids=_ids)
-def test_your_answers(readme, impl_name):
-    """给 --impl 指定的作答判分（默认 solutions：答案键自己必须全对）。"""
+def test_your_answers(readme):
+    """给你在 exercises/ 里的作答判分（`pytest --impl exercises tests/test_checkpoints.py`）。"""
     mod = module_name(readme)
-    yours = importlib.import_module(f"{impl_name}.{mod}").CHECKPOINT_ANSWERS
+    yours = importlib.import_module(f"exercises.{mod}").CHECKPOINT_ANSWERS
     problems = grade(readme, _key(readme), yours)
     if problems:
         head = f"{readme.parent.relative_to(ROOT)} 的检查点还有 {len(problems)} 题没过："
@@ -99,16 +101,7 @@ def test_grading_rejects_a_wrong_answer_without_revealing_it(readme):
     )
 
 
-POINTED = ("L1_concepts", "L3_frameworks")  # 这几级的答案页每一行都写了「回看」；L2 补齐后加进来
-# L2 里已经补齐的课（L2 全部补齐后，把 L2_algorithm 加进 POINTED、删掉这一行）
-POINTED_LESSONS = {"l2_01_advantages", "l2_02_logprobs_and_masks", "l2_03_policy_loss"}
-
-
-@pytest.mark.parametrize(
-    "readme",
-    [r for r in READMES if r.parent.parent.name in POINTED or module_name(r) in POINTED_LESSONS],
-    ids=_ids,
-)
+@pytest.mark.parametrize("readme", READMES, ids=_ids)
 def test_every_answer_points_back_to_a_section(readme):
     """答错时只能给指向：所以答案页的每一行都要有「回看「…」。」（标题是否存在由上面的测试检查）。"""
     missing = [qid for qid, a in parse_answers(readme).items() if a.section is None]

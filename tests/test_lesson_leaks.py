@@ -1,20 +1,44 @@
-"""课文不给练习的答案：参考实现的非平凡行逐字出现在课文里的，每个函数最多 2 行，L2.01–L2.07 合计低于 10%。
+"""课文不给练习的答案：参考实现的非平凡行逐字出现在课文里的，每个函数最多 2 行，全部合计低于 10%。
 
+扫描 solutions/ 里的每个课程模块，各对照它自己那节课的 README（按文件名自动发现，不用登记）。
 规则（什么算「非平凡行」、什么算「逐字出现」）写在 tests/check_lesson_leaks.py 的开头；
 `python tests/check_lesson_leaks.py -v` 列出每一行。
 """
 
 from __future__ import annotations
 
+import pkgutil
+
 import pytest
-from check_lesson_leaks import MAX_PER_FUNCTION, MAX_SHARE, scan, totals
+from check_lesson_leaks import (
+    MAX_PER_FUNCTION,
+    MAX_SHARE,
+    function_lines,
+    lesson_modules,
+    lesson_readme,
+    scan,
+    totals,
+)
+from quiz import ROOT
 
 RESULTS = scan()
+MODULES = lesson_modules()
 
 
-def test_every_l2_lesson_function_was_scanned():
-    modules = {r.module for r in RESULTS}
-    assert len(modules) == 7, f"应扫描 L2.01–L2.07 的 7 个参考实现，实际扫到 {sorted(modules)}"
+def test_every_solutions_module_is_scanned_against_its_lesson():
+    on_disk = sorted(
+        m.name
+        for m in pkgutil.iter_modules([str(ROOT / "solutions")])
+        if not m.name.startswith("_")
+    )
+    assert [p.stem for p in MODULES] == on_disk, "check_lesson_leaks.py 的 MODULE_GLOB 漏了模块"
+    no_lesson = [p.name for p in MODULES if not lesson_readme(p).is_file()]
+    assert not no_lesson, (
+        f"这些 solutions/ 模块没有对应的课文 README（模块名 = 级别前缀 + 课的文件夹名，"
+        f"见 MAINTAINING.md「加一节课」）：{no_lesson}"
+    )
+    with_functions = {p.stem for p in MODULES if function_lines(p)}
+    assert {r.module for r in RESULTS} == with_functions
     empty = [r.id for r in RESULTS if not r.lines]
     assert not empty, f"这些函数一行可比的代码都没有，规则可能漏掉了它们：{empty}"
 
@@ -57,6 +81,6 @@ def test_lesson_does_not_contain_the_solution(fn):
 def test_total_share_is_small():
     leaked, total = totals(RESULTS)
     assert leaked / total < MAX_SHARE, (
-        f"L2.01–L2.07 参考实现的非平凡行有 {leaked}/{total} = {leaked / total:.1%} 逐字出现在课文里，"
+        f"参考实现的非平凡行有 {leaked}/{total} = {leaked / total:.1%} 逐字出现在课文里，"
         f"上限是 {MAX_SHARE:.0%}"
     )

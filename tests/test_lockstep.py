@@ -71,6 +71,54 @@ def test_constants_copied_into_exercises_match(name):
         assert ex[key] == value, f"exercises/{name}.py 的 {key} 和 solutions/ 里的不一样"
 
 
+TESTS = Path(__file__).resolve().parent
+
+
+def lesson_test_files(name: str) -> list[Path]:
+    """这节课自己的测试文件：l2_02_logprobs_and_masks -> tests/L2/test_l2_02_*.py（按文件名发现）。"""
+    level, number = name.split("_")[:2]
+    return sorted(TESTS.glob(f"L{level[1:]}/test_{level}_{number}_*.py"))
+
+
+def _names_in(path: Path) -> set[str]:
+    """测试文件里出现的名字：变量名、属性名（`mod.kl_k3`），以及字符串常量（`getattr(mod, "kl_k3")`）。"""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Name):
+            names.add(node.id)
+        elif isinstance(node, ast.Attribute):
+            names.add(node.attr)
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            names.add(node.value)
+    return names
+
+
+def _public_functions(name: str) -> list[str]:
+    sol = importlib.import_module(f"solutions.{name}")
+    return sorted(k for k, v in _public(sol).items() if inspect.isfunction(v))
+
+
+# 只有检查点、没有函数的课（L1、L3 的阅读课）不在这里：它们由 tests/test_checkpoints.py 检查
+WITH_FUNCTIONS = [name for name in MODULES if _public_functions(name)]
+
+
+@pytest.mark.parametrize("name", WITH_FUNCTIONS)
+def test_every_public_function_has_a_lesson_test(name):
+    """solutions/ 里每个公开函数，这节课的测试文件（tests/L<级>/test_<模块前缀>_*.py）里至少有一个用到它。"""
+    functions = _public_functions(name)
+    files = lesson_test_files(name)
+    level, number = name.split("_")[:2]
+    assert files, (
+        f"solutions/{name}.py 有公开函数 {functions}，但没有这节课的测试文件"
+        f" tests/L{level[1:]}/test_{level}_{number}_*.py（MAINTAINING.md「加一节课」第 4 步）"
+    )
+    used = set().union(*(_names_in(f) for f in files))
+    untested = [f for f in functions if f not in used]
+    assert not untested, (
+        f"solutions/{name}.py 的这些公开函数在 {[f.name for f in files]} 里一次也没有出现：{untested}"
+    )
+
+
 def test_aggregation_names_are_defined_once():
     from solutions import l2_05_grpo_loss, l2_07_grpo_train
 

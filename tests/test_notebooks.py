@@ -8,8 +8,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbclient
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -43,6 +41,9 @@ def test_notebooks_are_discovered():
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=_rel)
 def test_notebook_runs(path):
+    import nbclient  # 只有这个 slow 测试用到：默认的 pytest 不必付 import 的时间（约 1–2 s CPU）
+    import nbformat
+
     nb = nbformat.read(path, as_version=4)
     client = nbclient.NotebookClient(
         nb, kernel_name="python3", timeout=300, resources={"metadata": {"path": str(path.parent)}}

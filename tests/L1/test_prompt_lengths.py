@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from common.data import GSM8K_PROMPT_TOKENS_MAX, GSM8K_SPLITS, INSTRUCTION, load_gsm8k
-from common.tokenizer import load_qwen3_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L1_concepts" / "04_vram_ledger" / "prompt_lengths.py"
@@ -32,9 +31,9 @@ def test_nearest_rank_percentile(script):
         script["percentile"]([], 0.5)
 
 
-def test_lengths_match_tokenized_chat_template(script):
+def test_lengths_match_tokenized_chat_template(script, qwen3_tokenizer):
     """脚本数的 token = 让 chat template 自己分词（tokenize=True）得到的 token 数。"""
-    tok = load_qwen3_tokenizer()
+    tok = qwen3_tokenizer
     problems = load_gsm8k("test", limit=20)
     got = script["prompt_lengths"](tok, problems)
     for p, n in zip(problems, got):
@@ -55,6 +54,7 @@ def test_bad_tokenizer_folder_is_a_clear_error(script, tmp_path, capsys):
     assert err.value.code != 0 and "tokenizer.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # 用真实 Qwen3 tokenizer 重新分词全部 8,792 道 GSM8K：约 3 s CPU
 def test_script_prints_the_table_and_the_ledger_uses_its_max(script, tmp_path, capsys, monkeypatch):
     """重新量一遍随仓库附带的全部 GSM8K（真实 Qwen3 tokenizer）：账本的 prompt 长度就是量出来的最长 prompt，
     L1.04 贴的表就是脚本现在打印的表。"""

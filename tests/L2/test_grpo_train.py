@@ -92,6 +92,14 @@ def test_every_knob_is_in_the_config_with_help():
     assert text.count("(default:") >= len(FIELDS)
 
 
+@pytest.mark.slow  # 子进程里跑 grpo_train.py --help：要先 import torch/transformers，约 2 CPU-s
+def test_the_scripts_help_lists_every_knob():
+    proc = _run("--help")
+    text = " ".join(proc.stdout.split())
+    assert all(f"--{name.replace('_', '-')}" in text for name in FIELDS)
+    assert "qwen3-0.6b" in text and proc.stderr == ""
+
+
 def test_defaults_are_the_config_plus_the_preset(tmp_path):
     cfg = parse_config(["--out", str(tmp_path / "run")])
     plain = GRPOConfig(preset="tiny", lora_rank=0, out=cfg.out)

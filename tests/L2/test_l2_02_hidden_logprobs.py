@@ -162,7 +162,13 @@ def test_no_grad_path_and_entropy_has_no_grad(mod):
     hidden, weight, tokens = _case(seed=5)
     with torch.no_grad():
         logp, ent = mod.hidden_token_logprobs(hidden, weight, tokens)
-    torch.testing.assert_close(logp, _plain(hidden, weight, tokens)[0], **TOL)
+    check(
+        logp,
+        _plain(hidden, weight, tokens)[0],
+        where="no_grad 下的 log-prob",
+        section=SECTION,
+        **TOL,
+    )
     w = weight.clone().requires_grad_()
     _, ent = mod.hidden_token_logprobs(hidden, w, tokens)
     assert not ent.requires_grad, (

@@ -670,7 +670,7 @@ def test_variant_without_bug_is_the_naive_loop(agg, beta):
     for weights in (None, TOKEN_WEIGHTS):
         kw = _inputs(case, beta, 0.28, agg, weights=weights)
         want = _naive(case, beta, 0.2, 0.28, agg, MAX_LEN, weights=weights)
-        torch.testing.assert_close(_variant(**kw).item(), want[0], rtol=1e-12, atol=1e-14)
+        assert _variant(**kw).item() == pytest.approx(want[0], rel=1e-12, abs=1e-14)
 
 
 @pytest.mark.parametrize("m", LOSS_MISTAKES + GRAD_MISTAKES, ids=lambda m: BUG_OF[id(m)])

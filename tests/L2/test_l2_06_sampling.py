@@ -344,7 +344,12 @@ def test_bf16_dtype_is_kept_and_samples_stay_in_nucleus(mod):
 
 def test_variant_without_bug_is_the_naive_nucleus():
     """测试自己的前提：造典型错误用的 _variant（bug=None）给出的就是题目要求的结果。"""
-    torch.testing.assert_close(_variant(**REMOVED_PROBE), REMOVED_WANT)
+    check(
+        _variant(**REMOVED_PROBE),
+        REMOVED_WANT,
+        where="测试自己的 _variant(bug=None)",
+        section="本文件的 _naive_nucleus",
+    )
     rows, want = _bf16_want()
     assert torch.equal(_kept(_variant(**BF16_PROBE))[rows], want[rows])
 

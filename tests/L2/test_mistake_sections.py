@@ -1,47 +1,74 @@
-"""诊断信息里「回看 L2.0X「…」」指向的课文小节必须真的存在（课文改标题时，这里会先报出来）。"""
+"""诊断信息里「回看 L2.0X「…」」指向的课文小节必须真的存在（课文改标题时，这里会先报出来）。
+
+扫描的模块自动发现，不用登记：tests/L2 里的每个模块（每节课的测试 test_l<级>_<NN>_*.py、
+典型错误表 mistakes_*.py、其它测试）。扫的是它们模块级的值：字符串、`Mistake` 这样带 `section`
+的对象，以及由它们组成的 list / tuple / dict。指向写成 `L2.05「标题开头」`，按 tests/diagnose.py 的
+`section_heading` 找到 L2_algorithm/05_*/README.md 里以它开头的标题；任何一级（L1/L2/L3）的课都可以指。
+"""
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import re
+from pathlib import Path
 
 import pytest
-import test_l2_04_kl
-import test_l2_05_grpo_loss
-import test_l2_06_sampling
-import test_l2_07_grpo_train
-from quiz import ROOT, find_heading
+from diagnose import section_heading
 
-LESSONS = {
-    "L2.04": "04_kl",
-    "L2.05": "05_grpo_loss",
-    "L2.06": "06_sampling",
-    "L2.07": "07_grpo_train",
-}
-MODULES = [test_l2_04_kl, test_l2_05_grpo_loss, test_l2_06_sampling, test_l2_07_grpo_train]
+HERE = Path(__file__).resolve().parent
+MODULE_FILES = sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name)
+_POINTER = re.compile(r"L[1-3]\.\d\d「[^」{]+」")  # `{`：f-string 里还没填的模板不算
 
 
-def _sections():
-    found = set()
-    for mod in MODULES:
+def _texts(value, depth=0):
+    """`value` 里所有的字符串（往下最多看 4 层容器 / dataclass）。"""
+    if isinstance(value, str):
+        yield value
+    elif depth < 4:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            items = [getattr(value, f.name) for f in dataclasses.fields(value)]
+        elif isinstance(value, dict):
+            items = [*value.keys(), *value.values()]
+        elif isinstance(value, (list, tuple, set, frozenset)):
+            items = list(value)
+        else:
+            items = [getattr(value, "section", None)]
+        for item in items:
+            yield from _texts(item, depth + 1)
+
+
+def _pointers():
+    found = {}
+    for path in MODULE_FILES:
+        mod = importlib.import_module(path.stem)
         for value in vars(mod).values():
-            items = value if isinstance(value, list) else [value]
-            for item in items:
-                text = getattr(item, "section", item)
-                if isinstance(text, str):
-                    found.update(re.findall(r"(L2\.0[4-7])「([^」{]+)」", text))
-    return sorted(found)
+            for text in _texts(value):
+                for pointer in _POINTER.findall(text):
+                    found.setdefault(pointer, path.name)
+    return found
 
 
-SECTIONS = _sections()
+POINTERS = _pointers()
 
 
-def test_sections_were_collected():
-    assert len(SECTIONS) >= 8, SECTIONS
+def _lesson(pointer: str) -> str:
+    """`L2.05「…」` -> `l2_05`（和测试文件名 test_l2_05_*.py 的写法一样）。"""
+    return f"l{pointer[1]}_{pointer[3:5]}"
 
 
-@pytest.mark.parametrize("lesson,heading", SECTIONS)
-def test_section_exists(lesson, heading):
-    readme = ROOT / "L2_algorithm" / LESSONS[lesson] / "README.md"
-    assert find_heading(readme, heading), (
-        f"{readme.relative_to(ROOT)} 里没有以「{heading}」开头的标题"
+def test_every_tested_lesson_points_back_to_its_sections():
+    """扫描本身没漏：有测试文件的每节课，诊断里至少指向一次课文（否则多半是典型错误换了写法，这里没扫到）。"""
+    tested = {p.stem[len("test_") :][:5] for p in HERE.glob("test_l[0-9]_[0-9][0-9]_*.py")}
+    pointed = {_lesson(p) for p in POINTERS}
+    assert tested, f"{HERE} 里没有找到 test_l<级>_<NN>_*.py"
+    assert tested <= pointed, (
+        f"这些课的测试里没有找到任何「L2.0X「…」」指向：{sorted(tested - pointed)}"
+    )
+
+
+@pytest.mark.parametrize("pointer", sorted(POINTERS))
+def test_section_exists(pointer):
+    assert section_heading(pointer) is not None, (
+        f"{POINTERS[pointer]} 里的「{pointer}」在课文里找不到以它开头的标题（课文改了标题？）"
     )

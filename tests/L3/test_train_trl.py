@@ -37,13 +37,13 @@ def _tiny_args(T, tmp_path, *extra):
 
 
 # ---------------------------------------------------------------- 数据与奖励 -----------------------------------------
-def test_prompt_messages_render_exactly_like_build_prompt(T):
+def test_prompt_messages_render_exactly_like_build_prompt(T, qwen3_tokenizer):
     """对话格式的 "prompt" 列经 TRL 的 chat template（enable_thinking=False）渲染后，与 common.data.build_prompt 逐字相同。"""
     from common import data as D
-    from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
+    from common.tokenizer import build_tiny_tokenizer
 
     q = D.synthetic_problems(1, seed=3, difficulty=2)[0].question
-    for tok in (build_tiny_tokenizer(), load_qwen3_tokenizer(offline=True)):
+    for tok in (build_tiny_tokenizer(), qwen3_tokenizer):
         rendered = tok.apply_chat_template(
             D.prompt_messages(q), tokenize=False, add_generation_prompt=True, enable_thinking=False
         )

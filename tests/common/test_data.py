@@ -25,7 +25,7 @@ from common.data import (
     split_train_heldout,
     synthetic_problems,
 )
-from common.tokenizer import QWEN3_EOS_IDS, load_qwen3_tokenizer
+from common.tokenizer import QWEN3_EOS_IDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -280,8 +280,8 @@ def test_reference_completion_is_correct_and_formatted():
 
 
 @pytest.fixture(scope="module")
-def qwen3_tok():
-    return load_qwen3_tokenizer()
+def qwen3_tok(qwen3_tokenizer):
+    return qwen3_tokenizer  # tests/conftest.py：整个会话共用一份
 
 
 def test_qwen3_prompt_has_empty_think_block(qwen3_tok):

@@ -9,12 +9,25 @@ from common.data import build_prompt, reference_completion, synthetic_problems
 from common.grpo_config import FIELDS
 from common.models import hf_config, load_model, model_spec
 from common.presets import PresetError, get_preset, gpu_recipe, preset_names
-from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
+from common.tokenizer import build_tiny_tokenizer
 
 
 @pytest.fixture(scope="module")
 def tiny_tok():
     return build_tiny_tokenizer()
+
+
+@pytest.fixture(scope="module")
+def meta_model():
+    """`load_model(name, init="random", device="meta")`，每个预设只建一次（建 1.7B + LoRA 约 1 s CPU）。"""
+    built = {}
+
+    def get(name):
+        if name not in built:
+            built[name] = load_model(name, init="random", device="meta")
+        return built[name]
+
+    return get
 
 
 def test_unknown_preset_lists_valid_names():
@@ -50,8 +63,8 @@ def test_preset_fields():
             )
 
 
-def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok):
-    qwen = load_qwen3_tokenizer()
+def test_eos_and_pad_ids_name_the_right_tokens(tiny_tok, qwen3_tokenizer):
+    qwen = qwen3_tokenizer
     for spec, tok in (
         (model_spec(None), tiny_tok),
         (model_spec("Qwen/Qwen3-0.6B"), qwen),
@@ -120,7 +133,7 @@ def _count_params(cfg) -> int:
         ("qwen2.5-0.5b-instruct", 896, 4864, 24, 494_032_768),
     ],
 )
-def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params):
+def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params, meta_model):
     spec = model_spec(get_preset(name).model)
     cfg = hf_config(spec)
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (
@@ -134,7 +147,7 @@ def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params):
         assert (cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim) == (16, 8, 128)
         assert cfg.max_position_embeddings == 40960 and cfg.rope_parameters["rope_theta"] == 1e6
     # shapes only, no memory, no download
-    model, tok = load_model(name, init="random", device="meta")
+    model, tok = meta_model(name)
     assert len(tok) == 151669
     lora = get_preset(name).lora_rank
     base = model.get_base_model() if lora else model
@@ -208,9 +221,9 @@ def _checkpointing_kwargs(model):
     return base.model.layers[0]._gradient_checkpointing_func.keywords
 
 
-def test_load_model_turns_on_gradient_checkpointing():
+def test_load_model_turns_on_gradient_checkpointing(meta_model):
     """库里打开 gradient checkpointing 的唯一地方是 load_model：GPU 预设默认开，非 reentrant（LoRA 冻结的输入也能反向）。"""
-    model, _ = load_model("qwen3-1.7b-lora", init="random", device="meta")
+    model, _ = meta_model("qwen3-1.7b-lora")
     assert _checkpointing_kwargs(model) == {"use_reentrant": False}
     tiny, _ = load_model("tiny", init="random")
     assert _checkpointing_kwargs(tiny) is None  # tiny 默认不开（CPU 上激活很小）

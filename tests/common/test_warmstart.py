@@ -75,6 +75,7 @@ def test_recorded_start_is_a_good_rl_starting_point(info):
     assert info["loss_last"] < info["loss_first"] / 3
 
 
+@pytest.mark.slow  # 200 道 held-out 题的贪心生成
 def test_shipped_checkpoint_reproduces_its_recorded_start(info):
     """Re-measure greedy accuracy on grpo_train.py's 200 held-out problems (what eval_before.json holds)."""
     ws = _script()
