@@ -24,6 +24,10 @@ from pathlib import Path
 # 仓库根目录（没 pip install -e 也能跑）和 L2.07 的目录（读 grpo_train.py 的默认配置）
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [str(ROOT), str(ROOT / "L2_algorithm" / "07_grpo_train")]
+# common 要在 transformers 之前 import：它挡掉 transformers 顺带 import torchao 时打印的两类无害启动信息
+import common as _common  # noqa: F401
+
+# isort: split
 import torch
 from datasets import Dataset
 from train_config import script_config
