@@ -262,6 +262,11 @@ def assert_named(
     assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
 
 
+def hint_sections(crashes: Mapping[str, Mapping[str, str | tuple[str, str]]]) -> set[str]:
+    """`guarded` 的 hints 里指向别处的章节（(原因, 章节) 的第二项），给 `assert_sections_exist` 核对。"""
+    return {h[1] for per_fn in crashes.values() for h in per_fn.values() if isinstance(h, tuple)}
+
+
 def assert_sections_exist(sections) -> None:
     """每个 `L2.01「标题开头」` 形式的章节指向，在课文里都要有对应的标题。"""
     missing = sorted(s for s in set(sections) if section_heading(s) is None)
@@ -331,11 +336,14 @@ def _guard(name, fn, section, hints, keep_inputs):
     @functools.wraps(fn)
     def call(*args, **kwargs):
         tensors = _tensor_args(fn, args, kwargs) if keep_inputs else {}
-        versions = {k: t._version for k, t in tensors.items()}
+        before = {k: (t._version, t.detach().clone()) for k, t in tensors.items()}
         with explained(name, section, hints):
             out = fn(*args, **kwargs)
-        changed = [k for k, t in tensors.items() if t._version != versions[k]]
+        changed = [k for k, t in tensors.items() if t._version != before[k][0]]
         if changed:
+            with torch.no_grad():  # 恢复原样：同一份输入（比如模块级的例子）还要给别的测试用
+                for k in changed:
+                    tensors[k].copy_(before[k][1])
             arg = changed[0]
             pytest.fail(
                 f"{name}() 原地修改了输入的 {arg}（-=、/=、masked_fill_、x[...] = … 之类）："
