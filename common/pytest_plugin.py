@@ -154,6 +154,12 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "有个值是 None：可选参数（默认 None）要先换成规格说的默认值；自己写的函数别忘了 return",
     ),
     (
+        "bad_args",
+        (TypeError,),
+        r"received an invalid combination of arguments|must be Tensor, not",
+        "传给 PyTorch 函数的参数类型不对（比如该传张量的地方传了 Python 的 list 或 int）",
+    ),
+    (
         "signature",
         (TypeError,),
         r"unexpected keyword argument|missing \d+ required positional argument|takes \d+ positional",

@@ -253,8 +253,11 @@ def test_in_place_change_is_named(impl_name):
         )
         return rewards
 
-    fake = guarded(types.SimpleNamespace(group_advantages=in_place), {"group_advantages": SPEC},
-                   keep_inputs={"group_advantages": SPEC})  # fmt: skip
+    fake = guarded(
+        types.SimpleNamespace(group_advantages=in_place),
+        {"group_advantages": SPEC},
+        keep_inputs={"group_advantages": SPEC},
+    )
     with pytest.raises(
         pytest.fail.Exception, match=r"^group_advantages\(\) 原地修改了输入的 rewards"
     ):
