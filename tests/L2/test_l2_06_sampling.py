@@ -82,7 +82,7 @@ def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
         "bf16_softmax": logits.dtype in (torch.bfloat16, torch.float16),
         "temp_mul": temperature != 1.0,
     }
-    if not applies.get(bug, True) or (top_p >= 1.0 and bug != "temp_mul"):
+    if not applies.get(bug, True) or (top_p >= 1.0 and bug not in (None, "temp_mul")):
         raise NotApplicable(bug)
     if bug == "temp_mul":  # 乘了 temperature（其余照规格）
         return _variant(logits * temperature * temperature, temperature, top_p)
