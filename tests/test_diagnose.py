@@ -13,7 +13,9 @@ from diagnose import (
     describe_mismatch,
     diagnosis_line,
     expect_value_error,
+    explained,
     guarded,
+    hint_sections,
     make_checker,
     named,
     require_grad,
@@ -285,3 +287,16 @@ def test_require_grad():
     require_grad(x * 2, "f", "L2.02「3.2」")
     with pytest.raises(pytest.fail.Exception, match="^f 的输出不带梯度（requires_grad=False）"):
         require_grad((x * 2).detach(), "f", "L2.02「3.2」")
+
+
+def test_explained_attaches_the_line_to_exceptions_raised_inside():
+    with pytest.raises(RuntimeError) as info, explained("f", "L2.01「2. 公式」"):
+        torch.zeros(2).reshape(3, -1)
+    assert info.value.course_hint.startswith(
+        "f() 抛出 RuntimeError：reshape 成 [3, -1] 装不下 2 个元素"
+    )
+
+
+def test_hint_sections_lists_the_sections_hints_point_to():
+    crashes = {"f": {"broadcast": "只有原因", "view": ("原因", "L2.01「3.4 提示」")}}
+    assert hint_sections(crashes) == {"L2.01「3.4 提示」"}

@@ -241,7 +241,13 @@ def test_no_grad_path_and_entropy_has_no_grad(mod):
     hidden, weight, tokens = _case(seed=5)
     with torch.no_grad():
         logp, ent = mod.hidden_token_logprobs(hidden, weight, tokens)
-    torch.testing.assert_close(logp, _plain(hidden, weight, tokens)[0], **TOL)
+    check(
+        logp,
+        _plain(hidden, weight, tokens)[0],
+        where="torch.no_grad() 下调用时的 logp（不需要梯度时直接算，不经过 checkpoint）",
+        section=WHY,
+        **TOL,
+    )
     w = weight.clone().requires_grad_()
     _, ent = mod.hidden_token_logprobs(hidden, w, tokens)
     assert not ent.requires_grad, (

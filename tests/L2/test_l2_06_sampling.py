@@ -323,7 +323,7 @@ def test_rows_are_independent_and_input_untouched(mod):
         check(
             batch[b],
             mod.process_logits(logits[b : b + 1], temperature=0.8, top_p=0.7)[0],
-            where=f"整批处理时第 {b} 行的输出（应与单独处理这一行相同：每行只看自己的 logits）",
+            where=f"整批处理时行 [{b}]（下标从 0 数）的输出（应与单独处理这一行相同：每行只看自己的 logits）",
             section=SPEC,
         )
 

@@ -165,7 +165,7 @@ def test_concrete_values(mod, rows, aggregation, want):
     check(
         _weight(mod, **kw),
         want,
-        where=f"长度 [3, 1, 0, 4] 的 batch 里第 {rows.start}–{rows.stop - 1} 行、{aggregation} 的权重",
+        where=f"长度 [3, 1, 0, 4] 的 batch 里行 [{rows.start}:{rows.stop}]、{aggregation} 的权重",
         section=SECTION,
         inputs=kw,
         mistakes=MISTAKES,

@@ -269,7 +269,9 @@ def test_properties(mod, B, T, seed, cap):
         row = seq[b, mask[b] != 0]
         if row.numel() == 0:
             continue
-        assert torch.all(row == row[0]), f"sequence 级第 {b} 行的有效 token 权重不全相同"
+        assert torch.all(row == row[0]), (
+            f"sequence 级行 [{b}]（下标从 0 数）的有效 token 权重不全相同：整行应是同一个值。回看 {SECTION}"
+        )
         if cap is None:
             prod = untruncated[b, mask[b] != 0].prod().item()
             assert row[0].item() == pytest.approx(prod, rel=1e-9), (
@@ -296,7 +298,9 @@ def test_no_gradient_flows_through_the_weights(mod):
 def test_float32_dtype_kept(mod):
     lt, lr = torch.full((2, 3), -1.0), torch.full((2, 3), -1.1)
     w = mod.tis_weights(lt, lr, torch.ones(2, 3), cap=2.0)
-    assert w.dtype == torch.float32
+    assert w.dtype == torch.float32, (
+        f"logp_train 是 float32，权重却是 {w.dtype}：dtype 要和 logp_train 相同。回看 {SECTION}"
+    )
 
 
 @pytest.mark.parametrize(
