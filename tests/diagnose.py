@@ -359,6 +359,9 @@ class _Guarded:
     def __init__(self, module, sections, hints, keep_inputs):
         self._module, self._sections, self._hints, self._keep = module, sections, hints, keep_inputs
 
+    def __repr__(self):  # hypothesis 的反例里写的是被测模块本身
+        return repr(self._module)
+
     def __getattr__(self, attr):
         value = getattr(self._module, attr)
         if attr in self._sections and callable(value):
