@@ -1,10 +1,36 @@
-"""Shared library for the course: rewards, data, models, rollout, VRAM ledger."""
+"""Shared library for the course: rewards, data, models, rollout, VRAM ledger.
+
+Importing it first (every lesson script does) drops two known, harmless start-up messages, and only
+those two, at the exact loggers that emit them; every other warning of those loggers still prints:
+
+- `torchao/__init__.py` tries to load its CUDA kernels (`torchao/_C*.so`) and logs
+  "Failed to load ...: Could not load this library" for each. transformers imports torchao (a dev
+  dependency, used only for --optimizer adamw8bit) from its quantizers as soon as a Trainer or a
+  model class is imported. On a CPU-only torch (torch.version.cuda is None) those kernels can never
+  load; with CUDA torch the message is kept, because there it may be a real installation problem.
+- torchao registers two Enums with torch 2.13's pytree through a deprecated call, and
+  `torch/utils/_pytree.py` logs "<enum ...> is an Enum subclass and is now natively supported ...".
+  Dropped only when the Enum is torchao's; the same warning about any other class still prints.
+"""
 
 import logging
+import re
+import sys
 
-# transformers imports torchao (a dev dependency, used only for --optimizer adamw8bit) for its
-# quantizers. On a CPU-only torch, torchao 0.18 logs that its CUDA kernels (.so) can't load, and it
-# registers two Enums with torch 2.13's pytree, which logs a deprecation warning: harmless noise at
-# the top of every run, so both loggers only speak at ERROR.
-for _name in ("torchao", "torch.utils._pytree"):
-    logging.getLogger(_name).setLevel(logging.ERROR)
+_TORCHAO_KERNEL = re.compile(r"Failed to load \S*torchao\S*_C\w*\S*\.so")
+
+
+def _is_torchao_cuda_kernel_on_cpu_torch(record: logging.LogRecord) -> bool:
+    torch = sys.modules.get("torch")
+    cpu_only = torch is not None and getattr(torch.version, "cuda", "") is None
+    return cpu_only and _TORCHAO_KERNEL.match(record.getMessage()) is not None
+
+
+def _is_torchao_enum_deprecation(record: logging.LogRecord) -> bool:
+    args = record.args if isinstance(record.args, tuple) else ()
+    owner = getattr(args[0], "__module__", "") if args else ""
+    return "is an Enum subclass" in str(record.msg) and str(owner).startswith("torchao")
+
+
+logging.getLogger("torchao").addFilter(lambda r: not _is_torchao_cuda_kernel_on_cpu_torch(r))
+logging.getLogger("torch.utils._pytree").addFilter(lambda r: not _is_torchao_enum_deprecation(r))

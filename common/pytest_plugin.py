@@ -4,21 +4,189 @@ It must be a plugin rather than tests/conftest.py so that `pytest --impl exercis
 when no path is given. It adds `--impl` and makes every failure start with one Chinese line:
 
 - a stub's NotImplementedError -> "还没实现：<file> 里的 <func>()。<hint> 写完后重跑：..." (always);
+  only a `raise` written in the course's or the learner's code counts as a stub: a NotImplementedError
+  that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other;
 - under `--impl exercises`, everything else as well:
   - `pytest.fail(msg, pytrace=False)` (tests/diagnose.py `check`) -> `msg` as it is;
   - `assert cond, msg` -> `msg`, then where the check is; no source traceback;
   - a bare `assert cond` -> "测试里的检查没通过：<the assert line>", then pytest's explanation;
   - `pytest.raises` that did not raise -> "应当抛出 <Error>，但没有抛";
-  - any other exception -> "运行出错：<Type>: <message>（出错位置：<file>:<line>）", then the traceback.
-Hypothesis' falsifying example (an exception note) is kept after the first line.
+  - any other exception -> the Chinese line a test attached to it (`exc.course_hint`, set by
+    tests/diagnose.py `guarded` for exceptions raised inside the learner's function: which function,
+    the likely cause there, the lesson section), or else "运行出错：<where> 抛了 <Type>：<what this kind
+    of error usually means>" from `exception_kind`; then the original message and the traceback.
+Hypothesis' failing example (an exception note) is kept after the first line; its "Explanation:"
+note (lines of tests/diagnose.py that only failing examples ran) and reproduction advice are dropped.
 """
 
 from __future__ import annotations
 
+import dis
 import re
+import sysconfig
 from pathlib import Path
 
 import pytest
+
+# 异常的种类：(种类, 异常类型, 匹配 str(exc) 的正则, 一句中文说明；{0} {1}… 是正则里的分组)
+# 按顺序取第一个匹配的。tests/diagnose.py 按「种类」给每个练习函数写更具体的原因。
+EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
+    (
+        "no_grad",
+        (RuntimeError,),
+        r"does not require grad and does not have a grad_fn",
+        "结果没有梯度（grad_fn 为空）：计算图被切断了——torch.no_grad()、.detach()、.item()/.tolist()，"
+        "或用 torch.tensor(...) 把结果重新包了一层",
+    ),
+    (
+        "inplace",
+        (RuntimeError,),
+        r"leaf Variable that requires grad is being used in an in-place operation"
+        r"|modified by an inplace operation",
+        "原地修改了 autograd 还要用的张量（+=、-=、masked_fill_、x[...] = ... 之类）：改成返回新张量的写法",
+    ),
+    (
+        "backward_twice",
+        (RuntimeError,),
+        r"Trying to backward through the graph a second time",
+        "同一张计算图 backward 了两次：是不是把带梯度的张量存起来、下次调用又用了它",
+    ),
+    (
+        "broadcast",
+        (RuntimeError,),
+        r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
+        r"dimension (\d+)",
+        "两个张量的形状对不上、广播失败（第 {2} 维一边是 {0}、一边是 {1}）：检查 keepdim=True、"
+        "[:, None] 这类补维度的地方",
+    ),
+    (
+        "reshape",
+        (RuntimeError,),
+        r"shape '\[([^\]]*)\]' is invalid for input of size (\d+)",
+        "reshape 成 [{0}] 装不下 {1} 个元素：检查要分成几行几列",
+    ),
+    (
+        "matmul",
+        (RuntimeError,),
+        r"mat1 and mat2 shapes cannot be multiplied \((\w+) and (\w+)\)",
+        "矩阵乘的形状对不上（{0} 乘 {1}，中间两维要相等）：是不是少了一个 .T",
+    ),
+    (
+        "dim_range",
+        (IndexError, RuntimeError),
+        r"Dimension out of range \(expected to be in range of \[(-?\d+), (-?\d+)\], but got (-?\d+)\)",
+        "dim={2} 超出了张量的维数（只能在 {0} 到 {1} 之间）：检查这个张量到底有几维",
+    ),
+    (
+        "view",
+        (RuntimeError,),
+        r"view size is not compatible with input tensor's size and stride",
+        "view 要求张量在内存里连续（切片出来的张量常常不是）：改用 reshape",
+    ),
+    (
+        "gather",
+        (RuntimeError,),
+        r"Index tensor must have the same number of dimensions as input tensor"
+        r"|Size does not match at dimension \d+ expected index",
+        "gather 的索引和输入的形状对不上：索引要和输入一样多维（先 unsqueeze(-1) 成 (…, 1)，取完再 "
+        "squeeze(-1)），除了被 gather 的那一维，其余各维要一样大",
+    ),
+    (
+        "index",
+        (IndexError, RuntimeError),
+        r"index (-?\d+) is out of bounds for dimension (\d+) with size (\d+)|index out of range",
+        "下标越界：检查用作下标的张量（token id、位置）是不是超出了那一维的大小",
+    ),
+    (
+        "int_dtype",
+        (RuntimeError, NotImplementedError),
+        r"could not infer output dtype\. Input dtype must be either a floating point"
+        r"|only support floating point and complex dtypes|not implemented for '(Long|Int|Bool)'",
+        "整数（或 bool）张量不能直接做这个运算（mean、std、softmax 之类）：先 .float()",
+    ),
+    (
+        "dtype",
+        (RuntimeError, NotImplementedError),
+        r"expected m1 and m2 to have the same dtype|expected scalar type|Expected .*dtype"
+        r"|can't be cast to the desired output type|not implemented for '\w+'|only supports boolean",
+        "dtype 不对（两个操作数的 dtype 不一致，或整数 / 浮点 / bool 用错了地方）：检查每个张量的 dtype",
+    ),
+    (
+        "autocast_device",
+        (RuntimeError,),
+        r"unsupported scalarType|unknown device type for autocast",
+        "torch.autocast 不认这个设备：meta 设备（只有形状、没有数值，课程用它按真实尺寸数字节）没有 autocast",
+    ),
+    (
+        "meta_value",
+        (RuntimeError, NotImplementedError),
+        r"cannot be called on meta tensors|Cannot copy out of meta tensor",
+        "meta 设备上的张量只有形状、没有数值：函数里不要用 .item()、.tolist()、float(...) 去读数值",
+    ),
+    (
+        "device",
+        (RuntimeError,),
+        r"Expected all tensors to be on the same device|is not on the expected device",
+        "张量不在同一个 device 上：新建张量时传 device=输入.device",
+    ),
+    (
+        "bool_ambiguous",
+        (RuntimeError,),
+        r"Boolean value of Tensor with more than one value is ambiguous",
+        "对多个元素的张量用了 Python 的 if / and / or / not：逐元素的条件用 torch.where、&、|、~",
+    ),
+    (
+        "empty_cat",
+        (ValueError, RuntimeError),
+        r"torch\.cat\(\): expected a non-empty list of Tensors",
+        "torch.cat 拿到了空列表：输入是空的时候（比如 B·T = 0）一块也没有，要单独处理",
+    ),
+    (
+        "zero_division",
+        (ZeroDivisionError,),
+        r"",
+        "Python 数除以了 0：分母可能为 0 的情况要先判断",
+    ),
+    (
+        "none",
+        (TypeError, AttributeError),
+        r"'NoneType'|NoneType",
+        "有个值是 None：可选参数（默认 None）要先换成规格说的默认值；自己写的函数别忘了 return",
+    ),
+    (
+        "bad_args",
+        (TypeError,),
+        r"received an invalid combination of arguments|must be Tensor, not",
+        "传给 PyTorch 函数的参数类型不对（比如该传张量的地方传了 Python 的 list 或 int）",
+    ),
+    (
+        "signature",
+        (TypeError,),
+        r"unexpected keyword argument|missing \d+ required positional argument|takes \d+ positional",
+        "调用时的参数和你的函数签名对不上：函数名、参数名、参数个数要和练习文件里的一模一样",
+    ),
+    (
+        "not_tensor",
+        (AttributeError,),
+        r"'(float|int|list|tuple|bool)' object has no attribute",
+        "得到的是 Python 的 {0}，不是张量：该返回张量的地方别用 .item()、.tolist()、float(...)",
+    ),
+    (
+        "value_error",
+        (ValueError,),
+        r"",
+        "这组输入是合法的，却抛了 ValueError：检查你写的输入检查条件",
+    ),
+]
+
+
+def exception_kind(exc: BaseException) -> tuple[str, str]:
+    """(种类, 一句中文说明)：`EXCEPTION_KINDS` 里第一个匹配的；都不匹配时是 ("other", "")。"""
+    text = str(exc)
+    for kind, types, pattern, explanation in EXCEPTION_KINDS:
+        if isinstance(exc, types) and (m := re.search(pattern, text)):
+            return kind, explanation.format(*(g or "" for g in m.groups()))
+    return "other", ""
 
 
 def pytest_addoption(parser):
@@ -38,6 +206,29 @@ def _rel(path, root: Path) -> str:
         return str(path)
 
 
+_INSTALLED = {
+    Path(p).resolve() for p in (sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"])
+}
+
+
+def is_stub(exc: BaseException) -> bool:
+    """NotImplementedError 是不是「还没写」：最深的一帧是一条 raise 语句，而且不在装好的库里。
+
+    PyTorch 也会抛 NotImplementedError（整数张量做 softmax、读 meta 张量的数值……）：那时最深的一帧是
+    调用 PyTorch 的那一行（或 PyTorch 自己的代码），不是 raise。
+    """
+    if not isinstance(exc, NotImplementedError) or exc.__traceback__ is None:
+        return False
+    tb = exc.__traceback__
+    while tb.tb_next is not None:
+        tb = tb.tb_next
+    code = tb.tb_frame.f_code
+    if dis.opname[code.co_code[tb.tb_lasti]] != "RAISE_VARARGS":
+        return False
+    path = Path(code.co_filename).resolve()
+    return not any(path.is_relative_to(p) for p in _INSTALLED)
+
+
 def _stub_location(excinfo, root: Path) -> tuple[str, str]:
     """找到抛出 NotImplementedError 的那一帧：哪个文件、哪个函数。"""
     for entry in reversed(excinfo.traceback):
@@ -47,20 +238,69 @@ def _stub_location(excinfo, root: Path) -> tuple[str, str]:
     return _rel(entry.path, root), entry.name
 
 
-def _where(excinfo, prefer: str, root: Path) -> str:
-    """`file:line`：优先取路径里含 `prefer` 的最深一帧（你的代码或测试文件），否则取最深一帧。"""
+def _deepest(excinfo, prefer: str):
+    """路径里含 `prefer` 的最深一帧（你的代码或测试文件）；没有就是最深一帧；没有帧时 None。"""
     entries = list(excinfo.traceback)
+    if not entries:
+        return None
+    return next((e for e in reversed(entries) if prefer in Path(e.path).as_posix()), entries[-1])
+
+
+def _where(excinfo, prefer: str, root: Path) -> str:
+    """`file:line`：优先取路径里含 `prefer` 的最深一帧，否则取最深一帧。"""
     if isinstance(excinfo.value, SyntaxError) and excinfo.value.filename:
         return f"{_rel(excinfo.value.filename, root)}:{excinfo.value.lineno}"
-    if not entries:
-        return "?"
-    chosen = next((e for e in reversed(entries) if prefer in Path(e.path).as_posix()), entries[-1])
-    return f"{_rel(chosen.path, root)}:{chosen.lineno + 1}"
+    chosen = _deepest(excinfo, prefer)
+    return "?" if chosen is None else f"{_rel(chosen.path, root)}:{chosen.lineno + 1}"
+
+
+# hypothesis 附在异常上的说明里，学习者用不上的几种（反例本身 "Failing test case: ..." 保留）
+_HYPOTHESIS_NOISE = re.compile(
+    r"^(Explanation:|These lines were always and only run by failing test cases"
+    r"|You can add @seed|You can reproduce this example|@reproduce_failure)"
+)
 
 
 def _notes(excinfo) -> str:
     notes = [n for n in getattr(excinfo.value, "__notes__", []) if isinstance(n, str)]
-    return ("\n" + "\n".join(notes)) if notes else ""
+    text = _strip_noise("\n".join(notes))
+    return ("\n" + text) if text.strip() else ""
+
+
+def _strip_noise(text: str) -> str:
+    """pytest 的原始报告里，去掉 hypothesis 的那几段说明（连同它下面缩进更深的行）。"""
+    kept, skip_deeper_than = [], None
+    for line in text.splitlines():
+        body = line[4:] if line.startswith("E   ") else line
+        indent = len(body) - len(body.lstrip())
+        if skip_deeper_than is not None and body.strip() and indent > skip_deeper_than:
+            continue
+        skip_deeper_than = None
+        if _HYPOTHESIS_NOISE.match(body.strip()):
+            skip_deeper_than = indent
+            continue
+        kept.append(line)
+    return "\n".join(kept)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else ""
+
+
+def _exception_head(item, excinfo, root: Path) -> str:
+    """其它异常的第一行：测试挂上的 course_hint，否则按异常种类给一句中文。"""
+    value = excinfo.value
+    hint = getattr(value, "course_hint", None)
+    if isinstance(hint, str) and hint:
+        return hint
+    _, explanation = exception_kind(value)
+    learner = _deepest(excinfo, "/exercises/")
+    if learner is not None and "/exercises/" in Path(learner.path).as_posix():
+        who = f"你的 {learner.name}()（{_rel(learner.path, root)}:{learner.lineno + 1}）"
+    else:
+        who = f"测试在 {_where(excinfo, Path(item.path).as_posix(), root)} "
+    name = type(value).__name__
+    return f"运行出错：{who}抛出 {name}：{explanation or _first_line(str(value))}。"
 
 
 def _in_chinese(item, excinfo, original: str) -> str:
@@ -68,21 +308,23 @@ def _in_chinese(item, excinfo, original: str) -> str:
     root = item.config.rootpath.resolve()
     test_at = _where(excinfo, Path(item.path).as_posix(), root)
     value = excinfo.value
+    notes = _notes(excinfo)
     if excinfo.errisinstance(pytest.fail.Exception):
         msg = str(getattr(value, "msg", value)).strip()
         if m := re.match(r"DID NOT RAISE (?:<class ')?(?:\w+\.)*(\w+)", msg):
-            return f"应当抛出 {m.group(1)}，但你的代码什么也没抛（{test_at}）。" + _notes(excinfo)
-        return msg + _notes(excinfo)
+            return f"应当抛出 {m.group(1)}，但你的代码什么也没抛（{test_at}）。" + notes
+        return msg + notes
     if excinfo.errisinstance(AssertionError):
         text = str(value).strip()
         if text and not text.startswith("assert "):  # assert cond, "中文说明"
             message = text.split("\nassert ", 1)[0]
-            return f"{message}\n（检查在 {test_at}）" + _notes(excinfo)
+            return f"{message}\n（检查在 {test_at}）" + notes
         line = str(excinfo.traceback[-1].statement).strip() if excinfo.traceback else ""
-        return f"测试里的检查没通过：{line}（{test_at}）\n{text}" + _notes(excinfo)
+        return f"测试里的检查没通过：{line}（{test_at}）\n{text}" + notes
+    head = _exception_head(item, excinfo, root)
+    detail = f"{type(value).__name__}: {_first_line(str(value))}"
     where = _where(excinfo, "/exercises/", root)
-    head = f"运行出错：{type(value).__name__}: {str(value).splitlines()[0] if str(value) else ''}"
-    return f"{head}（出错位置：{where}）\n\n{original}"
+    return f"{head}\n（原始信息：{detail}；出错位置：{where}）{notes}\n\n{_strip_noise(original)}"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -91,7 +333,7 @@ def pytest_runtest_makereport(item, call):
     report = outcome.get_result()
     if call.excinfo is None or not report.failed:
         return
-    if call.excinfo.errisinstance(NotImplementedError):
+    if is_stub(call.excinfo.value):
         path, func = _stub_location(call.excinfo, item.config.rootpath.resolve())
         hint = str(call.excinfo.value).strip()
         report.longrepr = (

@@ -23,7 +23,8 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
       - 任何时刻都不能存在完整的 float32 (B, T, V)：展平成 (B*T, V) 后每 CHUNK_ROWS 行算一块，
         每块用 x[y] - logsumexp(x) 得到 log 概率；
       - 能反向传播，而且 backward 也不能为所有块攒下 float32 副本（见 README 3.2 节「只分块还不够」）；
-      - logits 与 tokens 形状对不上时抛 ValueError；B*T == 0 时返回 (B, T) 的空 float32 张量。
+      - logits 与 tokens 形状对不上时抛 ValueError；B*T == 0 时返回 (B, T) 的空 float32 张量；
+      - 不改传进来的张量；在 meta 设备上也能跑（logprob_memory.py 用它按真实尺寸数字节：不要读数值）。
     """
     raise NotImplementedError(
         "规格、手算例子和分级提示在 L2_algorithm/02_logprobs_and_masks/README.md 3.1、3.6、3.7 节。"
@@ -34,6 +35,7 @@ def token_entropy(logits: torch.Tensor) -> torch.Tensor:
     """每个位置上整个分布的熵（单位 nat），(B, T, V) -> (B, T) float32。
 
     H = -Σ_v p_v · log p_v，p = softmax(logits.float())。与 token_logprobs 一样按 CHUNK_ROWS 行分块。
+    分布很尖时小概率会下溢成 0：结果也必须是有限的数（README 3.3 节）。
     """
     raise NotImplementedError(
         "规格见 L2_algorithm/02_logprobs_and_masks/README.md 3.3 节，提示在 3.7 节。"
@@ -58,7 +60,7 @@ def completion_mask(
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """只对 mask 非 0 的元素求（加权）平均。
 
-    x, mask: 同形状（mask 可以是 bool 或 0/1 浮点）。
+    x, mask: 同形状（mask 可以是 bool、0/1 浮点，或非负的小数权重：那时是加权平均）。
     dim=None：对所有被选中的元素求一个 0 维标量；dim=k：沿第 k 维求，返回去掉该维的张量。
     某个切片上 mask 之和为 0 时，那里的结果为 0（不是 NaN，梯度里也不能有 NaN）；
     被遮住的位置即使是 NaN/inf 也不能影响结果。
@@ -86,7 +88,8 @@ def hidden_token_logprobs(
     要求：
       - 每块内部全用 float32：先把这一块的 hidden 和权重升到 float32，再做矩阵乘（不是乘完再升）；
       - forward 和 backward 里都不能出现 (B, T, V) 大小的张量：每块用 torch.utils.checkpoint 包住；
-      - hidden 的 L < T + 1、权重的 H 与 hidden 不一致、temperature <= 0 时抛 ValueError。
+      - hidden 的 L < T + 1、权重的 H 与 hidden 不一致、temperature <= 0 时抛 ValueError；
+      - 在 meta 设备上也能跑（hidden_memory.py 用它数字节）：meta 没有 autocast，那里跳过关 autocast 这一步。
     """
     raise NotImplementedError(
         "提示：先取 hidden[:, L-T-1:L-1] 展平成 (B·T, H)；每块 z = h.float() @ W.float().T / temperature，"

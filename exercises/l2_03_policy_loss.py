@@ -12,8 +12,9 @@ def policy_gradient_loss(logp: torch.Tensor, advantages: torch.Tensor) -> torch.
     """朴素 policy gradient（REINFORCE）的逐 token 损失。
 
     logp: (B, T) 当前策略对采样 token 的 log 概率（带梯度）。
-    advantages: (B,) 每条回答一个 advantage，广播到它的每个 token。
-    返回 (B, T)：-A[:, None] * logp。
+    advantages: (B,) 每条回答一个 advantage，作用在这条回答的每个 token 上。
+    返回 (B, T)：逐 token 的损失，不求和、不求平均。
+    logp 不是二维、advantages 不是 (B,)（比如 CS336 作业的 (B, 1)）时抛 ValueError。
     """
     raise NotImplementedError(
         "规格见 L2_algorithm/03_policy_loss/README.md 3.1 节，提示在 3.4 节。"
@@ -34,6 +35,7 @@ def clipped_surrogate_loss(
     返回 (loss, clipped)，都是 (B, T)：
       loss    = -min(ratio·A, clip(ratio, 1-eps_low, 1+eps_high)·A)
       clipped = bool，裁剪分支被 min 选中、且它与未裁剪分支不相等的位置。
+    logp 不是二维、old_logp 与 logp 不同形、advantages 不是 (B,) 时抛 ValueError。
     """
     raise NotImplementedError(
         "规格和手算例子见 L2_algorithm/03_policy_loss/README.md 3.2、3.3 节，提示在 3.4 节。"

@@ -98,7 +98,7 @@ def completion_mask(
 def masked_mean(x: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
     """只对 mask 非 0 的元素求（加权）平均。
 
-    x, mask: 同形状（mask 可以是 bool 或 0/1 浮点）。
+    x, mask: 同形状（mask 可以是 bool、0/1 浮点，或非负的小数权重：那时是加权平均）。
     dim=None：对所有被选中的元素求一个标量；dim=k：沿第 k 维求，返回去掉该维的张量。
     某个切片上 mask 之和为 0 时，结果为 0（而不是 0/0 = NaN）；被遮住的位置即使是 NaN/inf 也不影响结果。
     """

@@ -21,14 +21,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import functools
+import inspect
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 import torch
 from quiz import ROOT, find_heading
+
+from common.pytest_plugin import exception_kind, is_stub
 
 
 @dataclass(frozen=True)
@@ -46,14 +51,15 @@ def _index(flat_i: int, shape: torch.Size) -> tuple[int, ...]:
     return tuple(reversed(idx))
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.6g}"
+def _fmt(x: float, digits: int = 6) -> str:
+    """一个数的文字形式；正无穷写成 +inf（和 -inf 一眼分得开）。"""
+    return "+inf" if x == float("inf") else f"{x:.{digits}g}"
 
 
 def _fmt_pair(got: float, want: float) -> tuple[str, str]:
     """两个数的文字形式：6 位有效数字分不开时（例如只差 float32 的舍入）加位数，直到看得出差别。"""
     for digits in (6, 9, 12, 17):
-        g, w = f"{got:.{digits}g}", f"{want:.{digits}g}"
+        g, w = _fmt(got, digits), _fmt(want, digits)
         if g != w:
             break
     return g, w
@@ -76,7 +82,8 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
         n = int(diff.sum())
         return f"位置 {pos} 上得到 {got.reshape(-1)[i].item()}，应为 {want.reshape(-1)[i].item()}（共 {n}/{diff.numel()} 处不同）"
     g, w = got.reshape(-1).double(), want.reshape(-1).double()
-    for name, bad in (("NaN", torch.isnan), ("inf", torch.isinf)):
+    pos_inf, neg_inf = lambda x: x == float("inf"), lambda x: x == float("-inf")  # noqa: E731
+    for name, bad in (("NaN", torch.isnan), ("+inf", pos_inf), ("-inf", neg_inf)):
         unexpected = bad(g) & ~bad(w)
         if unexpected.any():
             i = int(unexpected.nonzero()[0])
@@ -98,18 +105,36 @@ def _describe_tensor(got: torch.Tensor, want: torch.Tensor, rtol: float, atol: f
     )
 
 
-def describe_mismatch(got: Any, want: Any, rtol: float = 1e-5, atol: float = 1e-6) -> str | None:
-    """两份输出一致时返回 None；否则返回一句中文，说清哪里不一致（形状、dtype、NaN、位置和值）。"""
+def describe_mismatch(
+    got: Any,
+    want: Any,
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    names: tuple[str, ...] | None = None,
+) -> str | None:
+    """两份输出一致时返回 None；否则返回一句中文，说清哪里不一致（形状、dtype、NaN、位置和值）。
+
+    `names`：返回多个值时各自的名字，如 ("loss", "clipped")：不一致的那个写成「返回值 [1]（clipped）」。
+    """
     if isinstance(want, torch.Tensor):
         if not isinstance(got, torch.Tensor):
             return f"应返回张量，得到 {type(got).__name__}"
         return _describe_tensor(got, want, rtol, atol)
     if isinstance(want, (tuple, list)):
         if not isinstance(got, (tuple, list)) or len(got) != len(want):
-            return f"应返回 {len(want)} 个值（{type(want).__name__}），得到 {type(got).__name__}"
+            what = f"（{', '.join(names)}）" if names else f"（{type(want).__name__}）"
+            n = (
+                f"{len(got)} 个值的 {type(got).__name__}"
+                if isinstance(got, (tuple, list))
+                else None
+            )
+            return f"应返回 {len(want)} 个值{what}，得到 {n or type(got).__name__}"
         for i, (g, w) in enumerate(zip(got, want)):
             if (msg := describe_mismatch(g, w, rtol, atol)) is not None:
-                return f"第 {i} 个返回值：{msg}"
+                label = (
+                    f"返回值 [{i}]（{names[i]}）" if names and i < len(names) else f"返回值 [{i}]"
+                )
+                return f"{label}：{msg}"
         return None
     if isinstance(want, Mapping):
         if not isinstance(got, Mapping):
@@ -175,9 +200,10 @@ def check(
     mistakes: tuple[Mistake, ...] | list[Mistake] = (),
     rtol: float = 1e-5,
     atol: float = 1e-6,
+    names: tuple[str, ...] | None = None,
 ) -> None:
     """`got` 与 `want` 一致则通过；否则用一句中文失败（识别出典型错误时先说是哪一种）。"""
-    msg = describe_mismatch(got, want, rtol, atol)
+    msg = describe_mismatch(got, want, rtol, atol, names)
     if msg is None:
         return
     if inputs is not None and (m := which_mistake(got, inputs, mistakes, rtol, atol)):
@@ -190,8 +216,9 @@ def make_checker(
     mistakes: Mapping[str, list[Mistake]],
     spec: Mapping[str, str],
     tol: Mapping[str, Mapping[str, float]] | None = None,
+    names: Mapping[str, tuple[str, ...]] | None = None,
 ) -> Callable[..., None]:
-    """一个模块里几个函数共用的 `check`：按函数名取参考实现、典型错误、课文章节和容差。
+    """一个模块里几个函数共用的 `check`：按函数名取参考实现、典型错误、课文章节、容差和返回值的名字。
 
     返回 `check_fn(name, got, inputs, *, where=None, section=None, want=None, **tol)`：
     `got` 是函数 `name` 在 `inputs` 上的输出；`want` 不给时用 `want[name](**inputs)`。
@@ -205,6 +232,7 @@ def make_checker(
             mistakes=mistakes[name],
             where=where or f"{name} 的输出",
             section=section or spec[name],
+            names=(names or {}).get(name),
             **{**(tol or {}).get(name, {}), **override},
         )
 
@@ -234,6 +262,11 @@ def assert_named(
     assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
 
 
+def hint_sections(crashes: Mapping[str, Mapping[str, str | tuple[str, str]]]) -> set[str]:
+    """`guarded` 的 hints 里指向别处的章节（(原因, 章节) 的第二项），给 `assert_sections_exist` 核对。"""
+    return {h[1] for per_fn in crashes.values() for h in per_fn.values() if isinstance(h, tuple)}
+
+
 def assert_sections_exist(sections) -> None:
     """每个 `L2.01「标题开头」` 形式的章节指向，在课文里都要有对应的标题。"""
     missing = sorted(s for s in set(sections) if section_heading(s) is None)
@@ -246,11 +279,122 @@ def expect_value_error(call: Callable[[], Any], what: str) -> None:
         call()
     except ValueError:
         return
-    except NotImplementedError:
-        raise  # 还是空桩：交给 common/pytest_plugin.py 给出「还没实现」的提示
     except Exception as e:  # noqa: BLE001  任何别的异常都要说清楚
-        pytest.fail(f"{what}：应当抛 ValueError，实际抛了 {type(e).__name__}：{e}", pytrace=False)
+        if is_stub(e):
+            raise  # 还是空桩：交给 common/pytest_plugin.py 给出「还没实现」的提示
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        pytest.fail(
+            f"{what}：应当抛 ValueError（并说明要改什么），实际抛了 {type(e).__name__}：{first}",
+            pytrace=False,
+        )
     pytest.fail(f"{what}：应当抛 ValueError（并说明要改什么），但什么也没抛", pytrace=False)
+
+
+# ---------------------------------------------------------------- 学习者函数里抛出的异常、原地修改、梯度
+
+
+def crash_line(
+    name: str, exc: BaseException, section: str, hints: Mapping[str, str | tuple[str, str]]
+) -> str:
+    """学习者的函数 `name` 抛出 `exc` 时失败信息的第一行：哪个函数、什么异常、在这个函数里最可能的原因。
+
+    `hints[种类]` 是这种异常在这个函数里最可能的原因（种类见 common/pytest_plugin.py 的
+    `EXCEPTION_KINDS`），可以写成 (原因, 章节) 指向别的章节；没有时用那一类异常的通用说明。
+    """
+    kind, generic = exception_kind(exc)
+    cause = hints.get(kind) or generic
+    if isinstance(cause, tuple):
+        cause, section = cause
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    if kind == "value_error":
+        cause = f"{cause}（你的信息：{first}）"
+    return f"{name}() 抛出 {type(exc).__name__}：{cause or first}。回看 {section}。"
+
+
+@contextlib.contextmanager
+def explained(
+    name: str, section: str, hints: Mapping[str, str | tuple[str, str]] | None = None
+) -> Iterator[None]:
+    """with 块里抛出的异常挂上 `crash_line`（common/pytest_plugin.py 把它当作失败信息的第一行）。"""
+    try:
+        yield
+    except Exception as e:
+        if not is_stub(e) and getattr(e, "course_hint", None) is None:
+            e.course_hint = crash_line(name, e, section, hints or {})
+        raise
+
+
+def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:
+    try:
+        bound = inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return {}  # 参数对不上：让调用本身去报错
+    return {k: v for k, v in bound.arguments.items() if isinstance(v, torch.Tensor)}
+
+
+def _guard(name, fn, section, hints, keep_inputs):
+    @functools.wraps(fn)
+    def call(*args, **kwargs):
+        tensors = _tensor_args(fn, args, kwargs) if keep_inputs else {}
+        before = {k: (t._version, t.detach().clone()) for k, t in tensors.items()}
+        with explained(name, section, hints):
+            out = fn(*args, **kwargs)
+        changed = [k for k, t in tensors.items() if t._version != before[k][0]]
+        if changed:
+            with torch.no_grad():  # 恢复原样：同一份输入（比如模块级的例子）还要给别的测试用
+                for k in changed:
+                    tensors[k].copy_(before[k][1])
+            arg = changed[0]
+            pytest.fail(
+                f"{name}() 原地修改了输入的 {arg}（-=、/=、masked_fill_、x[...] = … 之类）："
+                f"调用方后面还要用原来的 {arg}，要返回一个新张量。回看 {keep_inputs}。",
+                pytrace=False,
+            )
+        return out
+
+    return call
+
+
+class _Guarded:
+    def __init__(self, module, sections, hints, keep_inputs):
+        self._module, self._sections, self._hints, self._keep = module, sections, hints, keep_inputs
+
+    def __repr__(self):  # hypothesis 的反例里写的是被测模块本身
+        return repr(self._module)
+
+    def __getattr__(self, attr):
+        value = getattr(self._module, attr)
+        if attr in self._sections and callable(value):
+            hints, keep = self._hints.get(attr, {}), self._keep.get(attr)
+            return _guard(attr, value, self._sections[attr], hints, keep)
+        return value
+
+
+def guarded(
+    module: Any,
+    sections: Mapping[str, str],
+    hints: Mapping[str, Mapping[str, str | tuple[str, str]]] | None = None,
+    keep_inputs: Mapping[str, str] | None = None,
+) -> Any:
+    """被测模块的代理：`sections` 里的函数（函数名 -> 规格所在的章节）被调用时
+
+    - 抛出异常（空桩的 NotImplementedError 除外），异常照原样抛出，但挂上一句中文的第一行
+      （`crash_line`；`hints[函数名][异常种类]` 是这种异常在这个函数里最可能的原因）；
+    - `keep_inputs` 里的函数（函数名 -> 讲「不改输入」的章节）原地改了任何一个张量参数，就直接失败，
+      第一行点名：后面的参考值和典型错误都是拿同一份输入算的，不先说出来，失败信息会指向别的错误。
+    """
+    return _Guarded(module, sections, hints or {}, keep_inputs or {})
+
+
+def require_grad(out: Any, name: str, section: str) -> None:
+    """对 `name` 的输出做 backward 之前：它必须还连着计算图，否则第一行说清是梯度在函数里被切断了。"""
+    if isinstance(out, torch.Tensor) and not out.requires_grad:
+        pytest.fail(
+            f"{name} 的输出不带梯度（requires_grad=False）：计算图在函数里被切断了——"
+            "torch.no_grad()、.detach()、.item()/.tolist()，或用 torch.tensor(...) 把结果重新包了一层。"
+            f"回看 {section}。",
+            pytrace=False,
+        )
 
 
 _SECTION = re.compile(r"^L([123])\.(\d\d)「([^」]+)」")

@@ -9,11 +9,16 @@ from diagnose import (
     assert_named,
     assert_sections_exist,
     check,
+    crash_line,
     describe_mismatch,
     diagnosis_line,
     expect_value_error,
+    explained,
+    guarded,
+    hint_sections,
     make_checker,
     named,
+    require_grad,
     section_heading,
     which_mistake,
 )
@@ -34,7 +39,11 @@ WANT = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
         ),
         (
             torch.tensor([[1.0, float("inf")], [3.0, 4.0]]),
-            "输出里有 inf：共 1 处，第一处在位置 (0, 1)（应为 2）",
+            "输出里有 +inf：共 1 处，第一处在位置 (0, 1)（应为 2）",
+        ),
+        (
+            torch.tensor([[1.0, 2.0], [float("-inf"), float("-inf")]]),
+            "输出里有 -inf：共 2 处，第一处在位置 (1, 0)（应为 3）",
         ),
         (
             torch.tensor([[1.0, 2.0], [3.0, 5.0]]),
@@ -52,21 +61,32 @@ def test_infinite_or_nan_expectations_must_match_exactly():
     want = torch.tensor([float("inf"), float("nan"), 1.0])
     assert describe_mismatch(want.clone(), want) is None
     assert describe_mismatch(torch.tensor([0.0, float("nan"), 1.0]), want) == (
-        "位置 (0,) 上得到 0，应为 inf（共 1/3 处超出容差 atol=1e-06、rtol=1e-05）"
+        "位置 (0,) 上得到 0，应为 +inf（共 1/3 处超出容差 atol=1e-06、rtol=1e-05）"
+    )
+    assert describe_mismatch(torch.tensor([float("-inf"), float("nan"), 1.0]), want) == (
+        "输出里有 -inf：共 1 处，第一处在位置 (0,)（应为 +inf）"
     )
     assert describe_mismatch(torch.tensor([float("inf"), 0.0, 1.0]), want) == (
         "位置 (1,) 上得到 0，应为 nan（共 1/3 处超出容差 atol=1e-06、rtol=1e-05）"
     )
-    assert describe_mismatch(torch.tensor([-float("inf"), float("nan"), 1.0]), want) is not None
 
 
 def test_describe_mismatch_containers_and_numbers():
     flags = torch.tensor([True, False])
     assert describe_mismatch((WANT, flags), (WANT, flags)) is None
+    # 下标从 0 数，写成「返回值 [1]」；给了名字时再带上名字（「第 1 个返回值」会被读成第一个）
     assert describe_mismatch((WANT, ~flags), (WANT, flags)) == (
-        "第 1 个返回值：位置 (0,) 上得到 False，应为 True（共 2/2 处不同）"
+        "返回值 [1]：位置 (0,) 上得到 False，应为 True（共 2/2 处不同）"
     )
-    assert describe_mismatch((WANT,), (WANT, flags)) == "应返回 2 个值（tuple），得到 tuple"
+    assert describe_mismatch((WANT, ~flags), (WANT, flags), names=("loss", "clipped")) == (
+        "返回值 [1]（clipped）：位置 (0,) 上得到 False，应为 True（共 2/2 处不同）"
+    )
+    assert describe_mismatch((WANT,), (WANT, flags)) == (
+        "应返回 2 个值（tuple），得到 1 个值的 tuple"
+    )
+    assert describe_mismatch(WANT, (WANT, flags), names=("loss", "clipped")) == (
+        "应返回 2 个值（loss, clipped），得到 Tensor"
+    )
     assert describe_mismatch({"a": 1.0}, {"a": 1.0, "b": 2.0}) == "缺少键 ['b']"
     assert describe_mismatch({"a": 1.5}, {"a": 1.0}) == "键 'a'：得到 1.5，应为 1"
     assert describe_mismatch(float("nan"), 1.0) == "得到 NaN，应为 1"
@@ -150,8 +170,15 @@ def test_expect_value_error():
         expect_value_error(lambda: None, "group_size=1")
     with pytest.raises(pytest.fail.Exception, match="实际抛了 TypeError：unsupported operand"):
         expect_value_error(raises_type_error, "scale='std'")
+
+    def stub():
+        raise NotImplementedError("提示")
+
     with pytest.raises(NotImplementedError):
-        expect_value_error(lambda: (_ for _ in ()).throw(NotImplementedError()), "空桩")
+        expect_value_error(stub, "空桩")
+    # PyTorch 自己抛的 NotImplementedError（整数张量做 softmax）不是空桩：说清楚实际抛了什么
+    with pytest.raises(pytest.fail.Exception, match="实际抛了 NotImplementedError"):
+        expect_value_error(lambda: torch.softmax(torch.tensor([1, 2]), -1), "整数输入")
 
 
 def test_section_heading_finds_real_headings_only():
@@ -184,3 +211,92 @@ def test_make_checker_uses_the_per_function_reference_and_tolerance():
     check_fn("f", 2 * x + 0.4, {"x": x})  # 在 atol=0.5 之内
     with pytest.raises(pytest.fail.Exception, match="^f 的输出不对"):
         check_fn("f", 3 * x, {"x": x})
+
+
+class _Module:
+    """一个假的「学习者模块」。"""
+
+    @staticmethod
+    def halve(x, n=2):
+        return x / n
+
+    @staticmethod
+    def broken(x):
+        return x + torch.zeros(3)  # (2,) + (3,)：广播失败
+
+    @staticmethod
+    def stub(x):
+        raise NotImplementedError("提示：先写这个")
+
+    @staticmethod
+    def in_place(x):
+        x -= 1
+        return x
+
+    CONSTANT = 7
+
+
+SECTIONS = {n: "L2.01「3.1 输入、输出、边界」" for n in ("halve", "broken", "stub", "in_place")}
+
+
+def test_crash_line_names_function_exception_and_likely_cause():
+    try:
+        torch.zeros(2) + torch.zeros(3)
+    except RuntimeError as e:
+        error = e
+    generic = crash_line("f", error, "L2.01「2. 公式」", {})
+    assert generic.startswith(
+        "f() 抛出 RuntimeError：两个张量的形状对不上、广播失败（第 0 维一边是 2、一边是 3）"
+    )
+    assert generic.endswith("回看 L2.01「2. 公式」。")
+    specific = crash_line("f", error, "L2.01「2. 公式」", {"broadcast": "均值要 keepdim=True"})
+    assert specific == "f() 抛出 RuntimeError：均值要 keepdim=True。回看 L2.01「2. 公式」。"
+    elsewhere = crash_line("f", error, "L2.01「2. 公式」", {"broadcast": ("原因", "L2.01「坑 6」")})
+    assert elsewhere == "f() 抛出 RuntimeError：原因。回看 L2.01「坑 6」。"
+
+
+def test_guarded_attaches_the_line_keeps_the_exception_and_passes_everything_else():
+    mod = guarded(_Module, SECTIONS, {"broken": {"broadcast": "均值要 keepdim=True"}})
+    assert mod.CONSTANT == 7 and mod.halve(torch.tensor(4.0)).item() == 2.0
+    with pytest.raises(
+        RuntimeError
+    ) as info:  # 异常的类型不变：pytest.raises、expect_value_error 照常工作
+        mod.broken(torch.zeros(2))
+    assert info.value.course_hint == (
+        "broken() 抛出 RuntimeError：均值要 keepdim=True。回看 L2.01「3.1 输入、输出、边界」。"
+    )
+    with pytest.raises(NotImplementedError) as info:  # 空桩不挂：交给「还没实现」的提示
+        mod.stub(torch.zeros(2))
+    assert not hasattr(info.value, "course_hint")
+
+
+def test_guarded_names_in_place_changes_of_inputs():
+    keep = {
+        "in_place": "L2.01「3.2 每一步为什么在那里」",
+        "halve": "L2.01「3.2 每一步为什么在那里」",
+    }
+    mod = guarded(_Module, SECTIONS, keep_inputs=keep)
+    x = torch.ones(2)
+    mod.halve(x, n=4)  # 不改输入：通过
+    with pytest.raises(pytest.fail.Exception, match=r"^in_place\(\) 原地修改了输入的 x"):
+        mod.in_place(x)
+
+
+def test_require_grad():
+    x = torch.ones(2, requires_grad=True)
+    require_grad(x * 2, "f", "L2.02「3.2」")
+    with pytest.raises(pytest.fail.Exception, match="^f 的输出不带梯度（requires_grad=False）"):
+        require_grad((x * 2).detach(), "f", "L2.02「3.2」")
+
+
+def test_explained_attaches_the_line_to_exceptions_raised_inside():
+    with pytest.raises(RuntimeError) as info, explained("f", "L2.01「2. 公式」"):
+        torch.zeros(2).reshape(3, -1)
+    assert info.value.course_hint.startswith(
+        "f() 抛出 RuntimeError：reshape 成 [3, -1] 装不下 2 个元素"
+    )
+
+
+def test_hint_sections_lists_the_sections_hints_point_to():
+    crashes = {"f": {"broadcast": "只有原因", "view": ("原因", "L2.01「3.4 提示」")}}
+    assert hint_sections(crashes) == {"L2.01「3.4 提示」"}

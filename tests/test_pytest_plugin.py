@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 
+import hypothesis  # noqa: F401
+import torch  # noqa: F401  先在外层 import：pytester 的进程内运行结束时会把里面新 import 的模块删掉，再 import torch 会崩
+
 pytest_plugins = ["pytester"]
 
 DEMO = """
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given, settings, strategies as st
 
 
 def test_fail_message():
@@ -38,10 +41,41 @@ def test_stub():
     raise NotImplementedError("提示：先写这个")
 
 
+@settings(database=None)  # 每次都重新找反例：从例子库重放时 hypothesis 不给 Explanation
 @given(st.integers(0, 10))
 def test_hypothesis(x):
     if x > 3:
         pytest.fail(f"x={x} 太大", pytrace=False)
+
+
+@settings(database=None)
+@given(st.integers(0, 10))
+def test_hypothesis_error(x):
+    if x > 3:
+        raise ValueError(f"x={x} 太大")
+
+
+def test_torch_not_implemented_is_not_a_stub():
+    import torch
+
+    torch.softmax(torch.tensor([1, 2]), -1)
+
+
+def test_hint_attached_by_a_test():
+    error = RuntimeError("shape mismatch")
+    error.course_hint = "f() 抛了 RuntimeError：形状不对。回看 L2.01「3.1」。"
+    raise error
+
+
+def test_error_inside_learner_code():
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).parent / "learner" / "exercises" / "mine.py"
+    spec = importlib.util.spec_from_file_location("learner_mine", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.f()
 
 
 def test_skipped():
@@ -57,11 +91,27 @@ FIRST_LINES = {
     "test_fail_message": "输出不对：第二行是细节",
     "test_assert_with_message": "x 应为 2",
     "test_bare_assert": "测试里的检查没通过：assert x == 2（test_demo.py:16）",
-    "test_error_in_code": "运行出错：IndexError: list index out of range（出错位置：test_demo.py:20）",
+    "test_error_in_code": (
+        "运行出错：测试在 test_demo.py:20 抛出 IndexError：下标越界：检查用作下标的张量（token id、位置）"
+        "是不是超出了那一维的大小。"
+    ),
     "test_did_not_raise": "应当抛出 ValueError，但你的代码什么也没抛（test_demo.py:24）。",
     "test_stub": "还没实现：test_demo.py 里的 test_stub()。提示：先写这个 写完后重跑：pytest --impl exercises test_demo.py",
     "test_hypothesis": "x=4 太大",
+    "test_hypothesis_error": (
+        "运行出错：测试在 test_demo.py:43 抛出 ValueError：这组输入是合法的，却抛了 ValueError：检查你写的输入检查条件。"
+    ),
+    "test_torch_not_implemented_is_not_a_stub": (
+        "运行出错：测试在 test_demo.py:49 抛出 NotImplementedError：整数（或 bool）张量不能直接做这个运算"
+        "（mean、std、softmax 之类）：先 .float()。"
+    ),
+    "test_hint_attached_by_a_test": "f() 抛了 RuntimeError：形状不对。回看 L2.01「3.1」。",
+    "test_error_inside_learner_code": (
+        "运行出错：你的 f()（learner/exercises/mine.py:2）抛出 ZeroDivisionError：Python 数除以了 0："
+        "分母可能为 0 的情况要先判断。"
+    ),
 }
+LEARNER = "def f():\n    return 1 / 0\n"
 
 
 def _first_lines(lines: list[str]) -> dict[str, str]:
@@ -74,8 +124,14 @@ def _first_lines(lines: list[str]) -> dict[str, str]:
     return out
 
 
-def test_every_failure_starts_with_chinese_under_exercises(pytester):
+def _make_demo(pytester):
     pytester.makepyfile(test_demo=DEMO)
+    (pytester.path / "learner" / "exercises").mkdir(parents=True)
+    (pytester.path / "learner" / "exercises" / "mine.py").write_text(LEARNER)
+
+
+def test_every_failure_starts_with_chinese_under_exercises(pytester):
+    _make_demo(pytester)
     result = pytester.runpytest_inprocess("--impl", "exercises", "-rf", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
     lines = result.outlines
@@ -92,11 +148,25 @@ def test_every_failure_starts_with_chinese_under_exercises(pytester):
         "hypothesis 的反例丢了"
     )
     assert "def test_assert_with_message" not in result.stdout.str(), "带说明的 assert 不该再贴源码"
+    # hypothesis 的「Explanation: These lines were always and only run by failing test cases: …」对学习者是噪音
+    assert "Explanation" not in out and "These lines were" not in out, out
+    # 异常的第二行留着原始的英文信息，方便搜索
+    assert (
+        "（原始信息：ZeroDivisionError: division by zero；出错位置：learner/exercises/mine.py:2）"
+        in out
+    )
+
+
+def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
+    """对照：不加 --impl exercises 时 hypothesis 的 Explanation 还在，说明上面的测试确实测到了过滤。"""
+    _make_demo(pytester)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "test_hypothesis_error")
+    assert "These lines were always and only run by failing test cases" in result.stdout.str()
 
 
 def test_solutions_keep_pytest_tracebacks(pytester):
     """默认（solutions，CI）：除了空桩的提示，保留 pytest 原来的报告，方便维护者调试。"""
-    pytester.makepyfile(test_demo=DEMO)
+    _make_demo(pytester)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
     out = result.stdout.str()

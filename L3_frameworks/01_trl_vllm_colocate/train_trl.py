@@ -28,6 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install -e 也能跑
+# common 要在 transformers 之前 import：它挡掉 transformers 顺带 import torchao 时打印的两类无害启动信息
+import common as _common  # noqa: F401
+
+# isort: split
 import torch
 from course_trainer import AGGREGATION, CourseGRPOTrainer
 from datasets import Dataset

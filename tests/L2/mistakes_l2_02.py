@@ -20,6 +20,7 @@ SHIFT = "L2.02「错一位：logits[t] 预测的是第 t+1 个 token」"
 BF16 = "L2.02「坑 3：在 bf16 里算 log_softmax」"
 PAD_IS_EOS = "L2.02「坑 4：pad == eos，把 EOS 遮掉了」"
 EMPTY_AND_NAN = "L2.02「坑 6：空切片和 NaN」"
+HINTS = "L2.02「3.7 提示」"
 
 
 def _pick(logp, tokens):
@@ -54,13 +55,25 @@ LOGP_MISTAKES = [
         BF16,
         lambda logits, tokens: _pick(torch.log_softmax(logits, dim=-1), tokens).float(),
     ),
+    Mistake(
+        "展平成 (B·T, V) 的块里 log_softmax 沿错了维度（dim=0：在块里不同位置之间归一化）；"
+        "应沿词表那一维（dim=-1）",
+        FORMULA,
+        lambda logits, tokens: _pick(
+            torch.log_softmax(logits.float().reshape(-1, logits.shape[-1]), dim=0),
+            tokens.reshape(-1),
+        ).reshape(tokens.shape),
+    ),
 ]
 
 # ---------------------------------------------------------------- token_entropy
 
 
-def _entropy(logits, *, dim=-1, sign=-1.0, use_logits=False, reduce="sum"):
+def _entropy(logits, *, dim=-1, sign=-1.0, use_logits=False, reduce="sum", log_of_p=False):
     logp = torch.log_softmax(logits.float(), dim=dim)
+    if log_of_p:  # 先 softmax 再取 log：p 下溢成 0 时 log 0 = −inf，0·(−inf) = NaN
+        p = torch.softmax(logits.float(), dim=dim)
+        return sign * (p * p.log()).sum(-1)
     terms = logp.exp() * (logits.float() if use_logits else logp)
     return sign * (terms.sum(-1) if reduce == "sum" else terms.mean(-1))
 
@@ -86,6 +99,12 @@ ENTROPY_MISTAKES = [
         ENTROPY_SPEC,
         lambda logits: _entropy(logits, reduce="mean"),
     ),
+    Mistake(
+        "log p 是对 softmax 的结果取 log 得到的：分布很尖时小概率下溢成 0，log 0 = −inf，"
+        "0·(−inf) = NaN；log p 要直接用 log_softmax 算",
+        ENTROPY_SPEC,
+        lambda logits: _entropy(logits, log_of_p=True),
+    ),
 ]
 
 # ---------------------------------------------------------------- completion_mask
@@ -99,6 +118,10 @@ def _eos_flags(completion_ids, eos_token_ids, first_only=False):
 def _mask_through_first_eos(is_eos):
     before = is_eos.long().cumsum(dim=1) - is_eos.long()
     return (before == 0).float()
+
+
+def _one_past_eos(mask):
+    return torch.maximum(mask, torch.cat([torch.ones_like(mask[:, :1]), mask[:, :-1]], dim=1))
 
 
 def _mask_by_argmax(completion_ids, eos_token_ids):
@@ -131,6 +154,13 @@ MASK_MISTAKES = [
         MASK_SPEC,
         _mask_by_argmax,
     ),
+    Mistake(
+        "mask 在第一个 EOS 之后多留了一个 token（应到第一个 EOS 为止：EOS 是 1，它后面全是 0）",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: _one_past_eos(
+            _mask_through_first_eos(_eos_flags(completion_ids, eos_token_ids))
+        ),
+    ),
 ]
 
 # ---------------------------------------------------------------- masked_mean
@@ -146,6 +176,8 @@ def _masked_mean(x, mask, dim=None, *, zero_first=True, guard=True, denominator=
         den = m.sum() if dim is None else m.sum(dim)
     if not guard:
         return num / den
+    if guard == "clamp":  # TRL 的 .clamp(min=1)：对 0/1 的 mask 对，对小数权重的 mask 不对
+        return num / den.clamp(min=1)
     has = den != 0
     return torch.where(has, num / torch.where(has, den, torch.ones_like(den)), 0.0)
 
@@ -177,6 +209,12 @@ MEAN_MISTAKES = [
         EXAMPLE,
         _mean_of_row_means,
     ),
+    Mistake(
+        "分母用 clamp(min=1) 挡 0：mask 是小数权重、一行的和小于 1 时分母被改成了 1；"
+        "规格允许非负权重的 mask，和为 0 的切片要单独用 torch.where 处理",
+        EMPTY_AND_NAN,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, guard="clamp"),
+    ),
 ]
 
 MISTAKES = {
@@ -198,14 +236,28 @@ def _tokens(b, t, v, seed=1):
 
 _X = [[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]]
 _M = [[1.0, 1.0, 0.0, 0.0], [1.0, 1.0, 1.0, 0.0]]
+# 小数权重的 mask（规格允许）：两行的和 0.75、0.6 都小于 1
+FRACTIONAL = [[0.25, 0.5, 0.0, 0.0], [0.1, 0.2, 0.3, 0.0]]
 NAN, INF = float("nan"), float("inf")
+
+
+def _peaked():
+    """几乎确定的分布（float32）：第 0 行其余 token 比最大的低 200，exp(−200) 下溢成 0；第 1 行不那么尖。"""
+    logits = torch.full((1, 2, 50), -200.0)
+    logits[0, 0, 3] = 0.0
+    logits[0, 1] = torch.linspace(-3.0, 3.0, 50)
+    return logits
+
 
 DIAGNOSIS_INPUTS = {
     "token_logprobs": {
         "fp32": lambda: dict(logits=_logits(2, 5, 7), tokens=_tokens(2, 5, 7)),
         "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16), tokens=_tokens(2, 6, 257)),
     },
-    "token_entropy": {"fp32": lambda: dict(logits=_logits(2, 5, 7))},
+    "token_entropy": {
+        "fp32": lambda: dict(logits=_logits(2, 5, 7)),
+        "peaked": lambda: dict(logits=_peaked()),
+    },
     "completion_mask": {
         # EOS 是 2 和 3（pad 也是 2）：pad 跟在 EOS 后面 / EOS 后还有普通 token / 3 先出现 / 被截断
         "rows": lambda: dict(
@@ -226,16 +278,67 @@ DIAGNOSIS_INPUTS = {
             mask=torch.tensor(_M),
             dim=1,
         ),
+        "fractional": lambda: dict(x=torch.tensor(_X), mask=torch.tensor(FRACTIONAL), dim=1),
     },
 }
 
 SHOWN_BY = {
     **{m: ("token_logprobs", "fp32") for m in LOGP_MISTAKES[:4]},
     LOGP_MISTAKES[4]: ("token_logprobs", "bf16"),
-    **{m: ("token_entropy", "fp32") for m in ENTROPY_MISTAKES},
+    LOGP_MISTAKES[5]: ("token_logprobs", "fp32"),
+    **{m: ("token_entropy", "fp32") for m in ENTROPY_MISTAKES[:4]},
+    ENTROPY_MISTAKES[4]: ("token_entropy", "peaked"),
     **{m: ("completion_mask", "rows") for m in MASK_MISTAKES},
     MEAN_MISTAKES[0]: ("masked_mean", "rows"),
     MEAN_MISTAKES[1]: ("masked_mean", "empty_row"),
     MEAN_MISTAKES[2]: ("masked_mean", "garbage"),
     MEAN_MISTAKES[3]: ("masked_mean", "all"),
+    MEAN_MISTAKES[4]: ("masked_mean", "fractional"),
+}
+
+# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+_FLOAT_FIRST = "log_softmax / logsumexp 要在浮点上算：每块先 .float()"
+_EMPTY = (
+    "B·T = 0 时一块也没有，torch.cat 拿到空列表会报错：直接返回 (B, T) 的空 float32 张量",
+    LOGP_SPEC,
+)
+_META = (
+    "logprob_memory.py（和测试）在 meta 设备上调用它，meta 张量只有形状、没有数值："
+    "函数里不要用 .item()、.tolist()、float(...)，新建张量要放在输入的 device 上",
+    CHUNKS,
+)
+CRASHES = {
+    "token_logprobs": {
+        "gather": (
+            "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)；"
+            "索引的其余各维要和这一块 logits 一样",
+            HINTS,
+        ),
+        "index": "tokens 里的 id 没有落在 [0, V) 里，或者 gather 沿错了维度（应沿最后一维，词表）",
+        "int_dtype": _FLOAT_FIRST,
+        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()",
+        "broadcast": "gather 取出的 (n,) 和 logsumexp 的 (n,) 要一样长：检查 squeeze(-1) 和 keepdim",
+        "empty_cat": _EMPTY,
+        "meta_value": _META,
+        "device": _META,
+    },
+    "token_entropy": {
+        "int_dtype": _FLOAT_FIRST,
+        "empty_cat": _EMPTY,
+        "broadcast": "p 和 log p 都是 (n, V)，沿最后一维求和得到 (n,)：检查求和的 dim",
+    },
+    "completion_mask": {
+        "bad_args": (
+            "eos_token_ids 可能是一个 int，也可能是 list / tuple：先统一成列表，"
+            "再用 torch.tensor(...) 变成张量交给 torch.isin",
+            MASK_SPEC,
+        ),
+        "device": "由 EOS id 造出的张量要放在 completion_ids 的 device 上",
+        "broadcast": "和 completion_ids 比较、做 cumsum 的张量都应是 (B, T)：检查是不是少了一维",
+    },
+    "masked_mean": {
+        "dtype": "mask 可能是 0/1 浮点，也可能是 bool：当条件用时先写成 mask != 0",
+        "broadcast": "x 和 mask 同形状；dim=k 时分子、分母都沿第 k 维求和，形状才一样",
+        "dim_range": "dim=None 时对所有元素求和；dim=k 时沿第 k 维：检查 x 到底有几维",
+    },
 }

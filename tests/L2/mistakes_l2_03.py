@@ -59,16 +59,22 @@ def _clipped(
     only_clipped_branch=False,
     flag="strict",
     divided=False,
+    swapped=False,
+    clip_log_ratio=False,
 ):
     """按规格算 (loss, clipped)；每个关键字参数打开一种典型错误。"""
     if eps_high is None or ignore_eps_high:
         eps_high = eps_low
+    if swapped:
+        eps_low, eps_high = eps_high, eps_low
     adv = advantages[:, None]
     if divided:
         ratio = torch.exp(logp) / torch.exp(old_logp)
     else:
         ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
     clipped_ratio = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    if clip_log_ratio:  # exp(clamp(log r, −eps_low, eps_high))：区间变成 [e^−eps_low, e^eps_high]
+        clipped_ratio = torch.exp(torch.clamp(logp - old_logp, -eps_low, eps_high))
     unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
     if only_clipped_branch:
         loss = -clipped_obj
@@ -123,6 +129,19 @@ CLIP_MISTAKES = [
         _variant(flag="le"),
     ),
 ]
+CLIP_MISTAKES += [
+    Mistake(
+        "eps_low 和 eps_high 用反了（下界应是 1 − eps_low，上界应是 1 + eps_high）",
+        CLIP_HIGHER,
+        _variant(swapped=True),
+    ),
+    Mistake(
+        "把裁剪用在了 log 比值上（exp(clamp(logp − old_logp, −eps_low, eps_high))）："
+        "区间变成了 [e^−eps_low, e^eps_high]，应在 ratio 本身上裁到 [1 − eps_low, 1 + eps_high]",
+        CLIP_SPEC,
+        _variant(clip_log_ratio=True),
+    ),
+]
 DIVIDED = Mistake(
     "ratio 是先各自 exp 再相除算的：log 概率很低时 exp 下溢成 0，0/0 = NaN；应在 log 空间相减再 exp",
     CLIP_SPEC,
@@ -131,6 +150,27 @@ DIVIDED = Mistake(
 CLIP_MISTAKES.append(DIVIDED)
 
 MISTAKES = {"policy_gradient_loss": PG_MISTAKES, "clipped_surrogate_loss": CLIP_MISTAKES}
+NAMES = {
+    "clipped_surrogate_loss": ("loss", "clipped")
+}  # 两个返回值的名字：「返回值 [1]（clipped）」
+HINTS = "L2.03「3.4 提示」"
+
+# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+_ADV_COLUMN = (
+    "advantages 是 (B,)：先变成 (B, 1)（[:, None] 或 unsqueeze(1)），才能和 (B, T) 的 logp 逐元素相乘",
+    HINTS,
+)
+CRASHES = {
+    "policy_gradient_loss": {"broadcast": _ADV_COLUMN},
+    "clipped_surrogate_loss": {
+        "broadcast": _ADV_COLUMN,
+        "none": (
+            "eps_high=None 表示和 eps_low 相同：先把 None 换成 eps_low，再算上界 1 + eps_high",
+            CLIP_SPEC,
+        ),
+        "bool_ambiguous": "clipped 是逐元素的比较：直接用 < 得到 bool 张量，不要用 Python 的 if / and / or",
+    },
+}
 
 
 def far_below_zero():

@@ -9,15 +9,34 @@ import statistics
 
 import pytest
 import torch
-from diagnose import assert_named, assert_sections_exist, check, expect_value_error
+from diagnose import (
+    assert_named,
+    assert_sections_exist,
+    check,
+    expect_value_error,
+    guarded,
+    hint_sections,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from mistakes_l2_01 import DIAGNOSIS_INPUTS, EXAMPLE, MISTAKES, SHOWN_BY, SPEC, WHY
+from mistakes_l2_01 import (
+    CRASHES,
+    DIAGNOSIS_INPUTS,
+    EPS_IN_SQRT,
+    EXAMPLE,
+    MISTAKES,
+    SHOWN_BY,
+    SPEC,
+    TINY_STD,
+    WHY,
+)
 
 
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_01_advantages")
+    """被测模块：函数里抛出的异常带上一句中文（是哪种错、最可能的原因）；原地改了 rewards 直接点名。"""
+    sections = {"group_advantages": SPEC}
+    return guarded(impl("l2_01_advantages"), sections, CRASHES, keep_inputs=sections)
 
 
 def _naive(rewards: list[float], g: int, eps: float, scale: str) -> list[float]:
@@ -48,6 +67,34 @@ def _check(got, inputs, *, section=SPEC, **tol):
     )
 
 
+# 先跑能点名典型错误的输入：后面的例子只能说出「哪个位置的数不对」
+
+
+@pytest.mark.parametrize("case", sorted(DIAGNOSIS_INPUTS))
+def test_typical_mistakes_are_caught(mod, case):
+    """这些输入让每种典型错误都给出不同的结果：有全相等的 0.1、有 std 恰好为 0 的组、有 std ≈ ε 的组。"""
+    inputs = DIAGNOSIS_INPUTS[case]()
+    _check(mod.group_advantages(**inputs), inputs)
+
+
+def test_rewards_are_left_unchanged(mod):
+    """规格 3.1：返回新张量，不改输入（mod 的代理在任何一次调用里发现原地修改都会点名，这里再明确测一次）。"""
+    for scale in ("group", "batch", "none"):
+        rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5])
+        before = rewards.clone()
+        mod.group_advantages(rewards, 4, scale=scale)
+        assert torch.equal(rewards, before), (
+            f"scale={scale!r}：group_advantages 改了传进来的 rewards（{before.tolist()} 变成了 "
+            f"{rewards.tolist()}）：要返回新张量。回看 {SPEC}"
+        )
+
+
+def test_group_whose_std_is_about_eps(mod):
+    """[0.1, 0.1, 0.1, 0.1001]：std = 5e-5，和 ε = 1e-6 只差 50 倍。ε 放进根号时 √ε = 1e-3，结果小 20 倍。"""
+    inputs = DIAGNOSIS_INPUTS["tiny_std"]()
+    _check(mod.group_advantages(**inputs), inputs, section="L2.01「坑 3：ε 的大小」")
+
+
 @pytest.mark.parametrize("scale", ["group", "batch", "none"])
 def test_matches_naive_loop(mod, scale):
     rewards = [1.0, 0.0, 0.0, 1.0, 0.5, 0.5, 0.0, 1.0, 0.2, 0.5, 0.0, 0.4]
@@ -60,13 +107,6 @@ def test_worked_example_of_the_lesson(mod):
     for scale in ("group", "batch", "none"):
         inputs = dict(rewards=torch.tensor([1.0, 0, 0, 0, 1, 1, 1, 1]), group_size=4, scale=scale)
         _check(mod.group_advantages(**inputs), inputs, section=EXAMPLE)
-
-
-@pytest.mark.parametrize("case", sorted(DIAGNOSIS_INPUTS))
-def test_typical_mistakes_are_caught(mod, case):
-    """这组输入让每种典型错误都给出不同的结果：有全相等的 0.1、有 std 恰好为 0 的组。"""
-    inputs = DIAGNOSIS_INPUTS[case]()
-    _check(mod.group_advantages(**inputs), inputs)
 
 
 def test_cs336_reference_example(mod):
@@ -195,5 +235,38 @@ def test_each_typical_mistake_is_named(mistake):
     assert_named(mistake, inputs, _want(**inputs), MISTAKES, where="输出", section=SPEC)
 
 
+def test_eps_in_sqrt_is_20_times_off_on_the_tiny_std_group():
+    """测试数据本身的前提（课文 3.3 的数）：std = 5e-5 的组，最后一条 1.4706；ε 放进根号得 0.0749。"""
+    inputs = DIAGNOSIS_INPUTS["tiny_std"]()
+    right, wrong = _want(**inputs)[3].item(), EPS_IN_SQRT.fn(**inputs)[3].item()
+    assert round(right, 4) == 1.4706 and round(wrong, 4) == 0.0749 and right / wrong > 19
+    assert inputs["rewards"].tolist() == TINY_STD
+
+
+def test_in_place_change_is_named(impl_name):
+    """诊断本身：原地改了 rewards 的实现，第一行点名「原地修改了输入的 rewards」（而不是后面某个输出不对）。"""
+    import types
+
+    def in_place(rewards, group_size, eps=1e-6, scale="group"):
+        rewards -= (
+            rewards.reshape(-1, group_size).mean(1, keepdim=True).repeat_interleave(group_size)
+        )
+        return rewards
+
+    fake = guarded(
+        types.SimpleNamespace(group_advantages=in_place),
+        {"group_advantages": SPEC},
+        keep_inputs={"group_advantages": SPEC},
+    )
+    with pytest.raises(
+        pytest.fail.Exception, match=r"^group_advantages\(\) 原地修改了输入的 rewards"
+    ):
+        fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
+
+
 def test_diagnoses_point_at_real_sections():
-    assert_sections_exist({m.section for m in MISTAKES} | {SPEC, WHY, EXAMPLE})
+    assert_sections_exist(
+        {m.section for m in MISTAKES}
+        | {SPEC, WHY, EXAMPLE, "L2.01「坑 3：ε 的大小」"}
+        | hint_sections(CRASHES)
+    )

@@ -12,19 +12,60 @@ from pathlib import Path
 
 import pytest
 import torch
-from diagnose import Mistake, check
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    diagnosis_line,
+    explained,
+    guarded,
+    hint_sections,
+    named,
+    require_grad,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
 SECTION = "L2.02「6. 再进一步：连 logits 都不要」"
+SPEC = "L2.02「6.1 规格」"
+WHY = "L2.02「6.2 每一部分为什么在那里」"
+HINTS = "L2.02「6.5 测试会指出的错误」"
+NAMES = ("logp", "entropy")  # 两个返回值的名字：失败信息写成「返回值 [1]（entropy）」
 TOL = dict(
     rtol=1e-4, atol=1e-5
 )  # float32：logsumexp 的求和顺序不同，误差 1e-6 量级；写错是 1e-2 以上
 
 
+# hidden_token_logprobs 里抛出异常时，按异常的种类说最可能的原因
+CRASHES = {
+    "hidden_token_logprobs": {
+        "matmul": "lm_head_weight 是 (V, H)：一块 hidden (n, H) 要乘 W.T 才得到 (n, V) 的 logits",
+        "dtype": (
+            "这一块的 hidden 和 lm_head_weight 都要先 .float() 再相乘（只升一个，两边 dtype 不一致）",
+            WHY,
+        ),
+        "autocast_device": (
+            "在 meta 设备上调用了 torch.autocast：hidden_memory.py（和测试）用 meta 设备按 Qwen3 的真实尺寸"
+            '数字节，meta 没有 autocast，`torch.autocast("meta", ...)` 会报这个错；设备是 meta 时跳过关 autocast 这一步',
+            WHY,
+        ),
+        "meta_value": (
+            "hidden_memory.py（和测试）在 meta 设备上调用它，meta 张量只有形状、没有数值："
+            "函数里不要用 .item()、.tolist()、float(...)",
+            WHY,
+        ),
+        "gather": "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)",
+        "reshape": "要打分的是 hidden[:, L-T-1 : L-1] 这 T 个位置：先切片，再 reshape 成 (B·T, H)",
+        "empty_cat": ("T = 0 时一块也没有：直接返回两个 (B, 0) 的空 float32 张量", SPEC),
+    }
+}
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_02_logprobs_and_masks")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    sections = {"hidden_token_logprobs": SPEC}
+    return guarded(impl("l2_02_logprobs_and_masks"), sections, CRASHES, keep_inputs=sections)
 
 
 def _case(b=3, l=21, h=16, v=50, t=12, dtype=torch.float32, seed=0):
@@ -69,6 +110,20 @@ def _temperature_after_log_softmax(
     return logp / temperature, _plain(hidden, lm_head_weight, tokens, temperature)[1]
 
 
+def _shift_two(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    shifted = torch.cat([hidden[:, :1], hidden[:, :-1]], dim=1)  # 打分用了 hidden[:, L-T-2 : L-2]
+    return _plain(shifted, lm_head_weight, tokens, temperature)
+
+
+def _first_positions(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    T = tokens.shape[1]
+    return _plain(hidden[:, : T + 1], lm_head_weight, tokens, temperature)  # 打分用了 hidden[:, :T]
+
+
+def _temperature_multiplied(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0 / temperature)
+
+
 MISTAKES = [
     Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SECTION, _no_temperature),
     Mistake(
@@ -86,13 +141,37 @@ MISTAKES = [
         SECTION,
         _temperature_after_log_softmax,
     ),
+    Mistake(
+        "错了一位（往前多错了一位）：用 hidden[:, L-T-2 : L-2] 给 tokens 打分，应为 hidden[:, L-T-1 : L-1]",
+        WHY,
+        _shift_two,
+    ),
+    Mistake(
+        "用了最前面的 hidden（hidden[:, :T]，那是 prompt 的位置）：给回答打分的是倒数第 T+1 到倒数第 2 个位置",
+        WHY,
+        _first_positions,
+    ),
+    Mistake(
+        "logits 乘了 temperature（应除以 temperature：τ < 1 让分布更尖）",
+        SECTION,
+        _temperature_multiplied,
+    ),
 ]
 
 
 def _check(mod, where, **inputs):
     got = mod.hidden_token_logprobs(**inputs)
     want = _plain(**inputs)
-    check(tuple(got), want, where=where, section=SECTION, inputs=inputs, mistakes=MISTAKES, **TOL)
+    check(
+        tuple(got) if isinstance(got, (tuple, list)) else got,
+        want,
+        where=where,
+        section=SECTION,
+        inputs=inputs,
+        mistakes=MISTAKES,
+        names=NAMES,
+        **TOL,
+    )
     return got
 
 
@@ -165,8 +244,8 @@ def test_no_grad_path_and_entropy_has_no_grad(mod):
     check(
         logp,
         _plain(hidden, weight, tokens)[0],
-        where="no_grad 下的 log-prob",
-        section=SECTION,
+        where="torch.no_grad() 下调用时的 logp（不需要梯度时直接算，不经过 checkpoint）",
+        section=WHY,
         **TOL,
     )
     w = weight.clone().requires_grad_()
@@ -198,6 +277,7 @@ def test_gradients_match_plain_path(mod, temperature):
     for fn in (mod.hidden_token_logprobs, _plain):
         h, w = hidden.clone().requires_grad_(), weight.clone().requires_grad_()
         logp, _ = fn(h, w, tokens, temperature, 7)
+        require_grad(logp, "hidden_token_logprobs 的 logp", WHY)
         (logp * coef).sum().backward()
         grads.append((h.grad, w.grad))
     (gh, gw), (wh, ww) = grads
@@ -275,7 +355,8 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
 def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
     # 脚本在 meta 设备上按 Qwen3-0.6B 的真实尺寸数：普通路径造出 (B,T,V)，第 6 节的写法最大只到 (V,H)
     monkeypatch.setattr("sys.argv", ["hidden_memory.py", "--batch", "2", "--impl", impl_name])
-    _memory_script().main()
+    with explained("hidden_token_logprobs", WHY, CRASHES["hidden_token_logprobs"]):
+        _memory_script().main()  # 在 meta 设备上调用你的函数（6.1 节）
     out = capsys.readouterr().out
     full, weight = 2 * 512 * 151_936 * 4 / 1e9, 151_936 * 1024 * 4 / 1e9
     assert f"完整 logits（普通路径） | {full:.3f} GB |" in out
@@ -303,5 +384,42 @@ def test_called_inside_autocast_still_float32(mod):
         section=SECTION,
         inputs=dict(hidden=hidden.bfloat16(), lm_head_weight=weight.bfloat16(), tokens=tokens),
         mistakes=MISTAKES,
+        names=NAMES,
         **TOL,
+    )
+
+
+# ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.fn.__name__)
+def test_each_typical_mistake_is_named(mistake):
+    """每个典型错误在某个测试用的输入上都被同一个 check 点名（CI 用 solutions 跑）。"""
+    hidden, weight, tokens = _case(seed=1)
+    cases = [
+        dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (1.0, 0.7)
+    ]
+    h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)
+    cases.append(dict(hidden=h * 4, lm_head_weight=w * 4, tokens=t))
+    lines = []
+    for inputs in cases:
+        line = diagnosis_line(
+            mistake.fn(**inputs),
+            _plain(**inputs),
+            where="x",
+            section=SECTION,
+            inputs=inputs,
+            mistakes=MISTAKES,
+            names=NAMES,
+            **TOL,
+        )
+        if line is not None:
+            assert line == named(mistake), line
+            lines.append(line)
+    assert lines, f"没有任何一个输入能暴露「{mistake.what}」"
+
+
+def test_diagnoses_point_at_real_sections():
+    assert_sections_exist(
+        {m.section for m in MISTAKES} | {SECTION, SPEC, WHY, HINTS} | hint_sections(CRASHES)
     )

@@ -12,17 +12,30 @@ from pathlib import Path
 
 import pytest
 import torch
-from diagnose import assert_named, assert_sections_exist, check, expect_value_error, make_checker
+from diagnose import (
+    assert_named,
+    assert_sections_exist,
+    check,
+    expect_value_error,
+    explained,
+    guarded,
+    hint_sections,
+    make_checker,
+    require_grad,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistakes_l2_02 import (
     BF16,
     CHUNKS,
+    CRASHES,
     DIAGNOSIS_INPUTS,
     EMPTY_AND_NAN,
     ENTROPY_SPEC,
     EXAMPLE,
     FORMULA,
+    FRACTIONAL,
+    HINTS,
     LOGP_SPEC,
     MASK_SPEC,
     MEAN_SPEC,
@@ -31,13 +44,22 @@ from mistakes_l2_02 import (
     SHIFT,
     SHOWN_BY,
     _logits,
+    _peaked,
     _tokens,
 )
+
+KEEP_INPUTS = "L2.02「3. 练习：前四个函数的规格」"
 
 
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_02_logprobs_and_masks")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    return guarded(
+        impl("l2_02_logprobs_and_masks"),
+        SPEC,
+        CRASHES,
+        keep_inputs={name: KEEP_INPUTS for name in SPEC},
+    )
 
 
 # ---------------------------------------------------------------- 参考：朴素实现
@@ -49,8 +71,9 @@ def _naive_logprobs(logits, tokens):
 
 
 def _naive_entropy(logits):
-    p = torch.softmax(logits.float(), -1)
-    return -(p * torch.log(p)).sum(-1)
+    """在 float64 里算 −Σ p·log p（log p 直接来自 log_softmax：p 下溢成 0 时这一项是 0·有限数 = 0）。"""
+    logp = torch.log_softmax(logits.double(), -1)
+    return -(logp.exp() * logp).sum(-1).float()
 
 
 def _naive_mask(completion_ids, eos_token_ids):
@@ -175,15 +198,13 @@ def test_logprobs_gradient_matches_naive(mod, dtype):
     base, tokens = _logits(2, 150, 40, dtype), _tokens(2, 150, 40)
     weights = torch.randn(2, 150, generator=torch.Generator().manual_seed(2))
     a = base.clone().requires_grad_()
-    (mod.token_logprobs(a, tokens) * weights).sum().backward()
+    out = mod.token_logprobs(a, tokens)
+    require_grad(
+        out, "token_logprobs", CHUNKS
+    )  # 先说清「梯度被切断了」，而不是 backward 的英文报错
+    (out * weights).sum().backward()
     b = base.clone().requires_grad_()
     (_naive_logprobs(b, tokens) * weights).sum().backward()
-    if a.grad is None:
-        pytest.fail(
-            "token_logprobs 的输出对 logits 没有梯度（a.grad 是 None）：是不是用了 .detach()、"
-            f"torch.no_grad() 或 .item()？回看 {CHUNKS}",
-            pytrace=False,
-        )
     tol = dict(rtol=1e-5, atol=1e-6) if dtype == torch.float32 else dict(rtol=1e-2, atol=1e-2)
     check(a.grad, b.grad, where=f"{dtype} logits 的梯度", section=CHUNKS, **tol)
 
@@ -227,12 +248,13 @@ def test_no_full_float32_tensor_in_forward_or_backward(mod):
 
 
 def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
-    # 脚本在 meta 设备上按 Qwen3 的真实尺寸数字节，不分配内存
+    # 脚本在 meta 设备上按 Qwen3 的真实尺寸数字节，不分配内存（规格 3.1：你的函数也会在 meta 上被调用）
     script = _load_memory_script()
     monkeypatch.setattr(
         "sys.argv", ["logprob_memory.py", "--batch", "2", "--seq", "256", "--impl", impl_name]
     )
-    script.main()
+    with explained("token_logprobs", LOGP_SPEC, CRASHES["token_logprobs"]):
+        script.main()  # 在 meta 设备上调用你的函数（3.1 节第 5 条）
     out = capsys.readouterr().out
     full = 2 * 256 * 151_936 * 4 / 1e9  # 完整 float32 (B,T,V) 的 GB 数
     chunk = 128 * 151_936 * 4 / 1e9  # 一块 128 行
@@ -264,6 +286,12 @@ def test_entropy_limits(mod):
     peaked[..., 3] = 100.0  # 几乎全部概率在一个 token 上
     h = mod.token_entropy(peaked).item()
     assert 0 <= h < 1e-3, f"几乎确定的分布，熵应接近 0（且不为负），得到 {h}。回看 {ENTROPY_SPEC}"
+
+
+def test_entropy_of_a_very_peaked_distribution(mod):
+    """其余 token 比最大的低 200：float32 里 exp(−200) 下溢成 0。熵应是（几乎）0，不是 NaN。"""
+    inputs = dict(logits=_peaked())
+    _run(mod, "token_entropy", inputs, where="很尖的分布（小概率在 float32 里下溢成 0）的熵")
 
 
 # ---------------------------------------------------------------- completion_mask
@@ -330,6 +358,16 @@ def test_masked_mean_all_and_per_row(mod):
     )
 
 
+def test_masked_mean_fractional_weights(mod):
+    """规格 3.5：mask 可以是非负的小数权重，结果是 Σ m·x / Σ m（3.6 节的例子：第 0 行 1.6667）。"""
+    inputs = dict(x=torch.tensor([[1.0, 2.0, 3.0, 4.0], [10.0, 20.0, 30.0, 40.0]]),
+                  mask=torch.tensor(FRACTIONAL), dim=1)  # fmt: skip
+    _run(mod, "masked_mean", inputs, where="小数权重 mask、dim=1 的 masked_mean", section=MEAN_SPEC)
+    _run(
+        mod, "masked_mean", {**inputs, "dim": None}, where="小数权重 mask、dim=None 的 masked_mean"
+    )
+
+
 def test_masked_mean_empty_slice_is_zero(mod):
     x = torch.randn(3, 5, generator=torch.Generator().manual_seed(0))
     m = torch.tensor([[1.0, 0, 0, 0, 0], [0, 0, 0, 0, 0], [1, 1, 1, 1, 1]])
@@ -344,6 +382,7 @@ def test_masked_positions_never_leak(mod):
     _run(mod, "masked_mean", dict(x=x, mask=m), section=EMPTY_AND_NAN)
     row = mod.masked_mean(x, m, dim=1)
     _check("masked_mean", row, dict(x=x, mask=m, dim=1), section=EMPTY_AND_NAN)
+    require_grad(row, "masked_mean", MEAN_SPEC)
     row.sum().backward()
     check(
         x.grad,
@@ -356,7 +395,9 @@ def test_masked_positions_never_leak(mod):
 def test_masked_mean_gradient_with_empty_slice(mod):
     x = torch.randn(2, 3, requires_grad=True, generator=torch.Generator().manual_seed(0))
     m = torch.tensor([[1.0, 1.0, 0.0], [0.0, 0.0, 0.0]])
-    mod.masked_mean(x, m, dim=1).sum().backward()
+    out = mod.masked_mean(x, m, dim=1)
+    require_grad(out, "masked_mean", MEAN_SPEC)
+    out.sum().backward()
     check(
         x.grad,
         torch.tensor([[0.5, 0.5, 0.0], [0.0, 0.0, 0.0]]),
@@ -395,5 +436,7 @@ def test_each_typical_mistake_is_named(name, mistake):
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for _, m in ALL} | set(SPEC.values())
     assert_sections_exist(
-        sections | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN}
+        sections
+        | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN, HINTS, KEEP_INPUTS}
+        | hint_sections(CRASHES)
     )

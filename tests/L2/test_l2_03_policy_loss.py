@@ -12,17 +12,29 @@ from pathlib import Path
 
 import pytest
 import torch
-from diagnose import assert_named, assert_sections_exist, check, make_checker
+from diagnose import (
+    assert_named,
+    assert_sections_exist,
+    check,
+    expect_value_error,
+    guarded,
+    hint_sections,
+    make_checker,
+    require_grad,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistakes_l2_03 import (
     CLIP_HIGHER,
     CLIP_SPEC,
+    CRASHES,
     DETACHED_INSIDE,
     DIAGNOSIS_INPUTS,
     EXAMPLE,
     FORMULA,
+    HINTS,
     MISTAKES,
+    NAMES,
     PG_SPEC,
     PITFALL_DETACH,
     RATIOS,
@@ -37,9 +49,15 @@ PITFALL_ON_POLICY = "L2.03「坑 3：完全 on-policy 时 clip 从不触发」"
 WHY_RATIO = "L2.03「为什么还要一个比值」"
 
 
+KEEP_INPUTS = "L2.03「3. 练习：两个函数的规格」"
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_03_policy_loss")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    return guarded(
+        impl("l2_03_policy_loss"), SPEC, CRASHES, keep_inputs={n: KEEP_INPUTS for n in SPEC}
+    )
 
 
 # ---------------------------------------------------------------- 参考：逐元素的朴素公式
@@ -73,7 +91,7 @@ WANT = {"policy_gradient_loss": _naive_pg, "clipped_surrogate_loss": _naive_clip
 SPEC = {"policy_gradient_loss": PG_SPEC, "clipped_surrogate_loss": CLIP_SPEC}
 
 
-_check = make_checker(WANT, MISTAKES, SPEC)
+_check = make_checker(WANT, MISTAKES, SPEC, names=NAMES)
 
 
 def _logp_for_ratios(ratios, rows=1):
@@ -86,9 +104,11 @@ def _clip_case(mod, a, section, **eps):
     """RATIOS 那一行、advantage = a：检查 (loss, clipped) 和梯度，返回 (loss, clipped)。"""
     logp, old = _logp_for_ratios(RATIOS)
     inputs = dict(logp=logp, old_logp=old, advantages=torch.tensor([a], dtype=torch.float64), **eps)
-    loss, clipped = mod.clipped_surrogate_loss(**inputs)
+    out = mod.clipped_surrogate_loss(**inputs)
     where = f"A={a:+g}、{eps or 'eps_low=0.2'}、ratio={RATIOS} 时的 (loss, clipped)"
-    _check("clipped_surrogate_loss", (loss, clipped), inputs, where=where, section=section)
+    _check("clipped_surrogate_loss", out, inputs, where=where, section=section)
+    loss, clipped = out
+    require_grad(loss, "clipped_surrogate_loss 返回的 loss", CLIP_SPEC)
     loss.sum().backward()
     check(
         logp.grad,
@@ -114,6 +134,7 @@ def test_policy_gradient_loss_value_and_grad(mod):
     inputs = dict(logp=logp, advantages=adv)
     loss = mod.policy_gradient_loss(**inputs)
     _check("policy_gradient_loss", loss, inputs)
+    require_grad(loss, "policy_gradient_loss", PG_SPEC)
     loss.sum().backward()
     # d(-A·logp)/dlogp = -A：好回答（A>0）的梯度下降方向是提高 logp
     check(
@@ -165,6 +186,38 @@ def test_ratio_in_log_space(mod):
     )
 
 
+BAD_SHAPES = [
+    # (logp, old_logp, advantages, 这是哪种非法输入)
+    (
+        (3, 4),
+        (3, 4),
+        (3, 1),
+        "advantages 是 (B, 1) = (3, 1)（CS336 作业的写法，不拦下会和 (3, 4) 广播成 (3, 3, 4)）",
+    ),
+    ((3, 4), (3, 4), (3, 4), "advantages 是 (B, T) = (3, 4)，应为 (B,) = (3,)"),
+    ((3, 4), (3, 4), (4,), "advantages 是 (4,)，和 logp 的 B = 3 对不上"),
+    ((12,), (12,), (12,), "logp 是一维的 (12,)，应为 (B, T)"),
+]
+
+
+@pytest.mark.parametrize("logp_shape, old_shape, adv_shape, what", BAD_SHAPES)
+def test_bad_shapes_raise(mod, logp_shape, old_shape, adv_shape, what):
+    """规格 3.1、3.2：advantages 必须是 (B,)，logp 必须是 (B, T)；否则抛 ValueError（像 L2.05 的 grpo_loss）。"""
+    logp, adv = torch.zeros(logp_shape), torch.zeros(adv_shape)
+    expect_value_error(lambda: mod.policy_gradient_loss(logp, adv), f"policy_gradient_loss：{what}")
+    expect_value_error(
+        lambda: mod.clipped_surrogate_loss(logp, torch.zeros(old_shape), adv),
+        f"clipped_surrogate_loss：{what}",
+    )
+
+
+def test_old_logp_shape_must_match(mod):
+    expect_value_error(
+        lambda: mod.clipped_surrogate_loss(torch.zeros(3, 4), torch.zeros(3, 5), torch.zeros(3)),
+        "clipped_surrogate_loss：old_logp 是 (3, 5)，logp 是 (3, 4)",
+    )
+
+
 def test_eps_high_none_means_eps_low(mod):
     g = torch.Generator().manual_seed(0)
     logp = torch.randn(3, 7, generator=g) * 0.3
@@ -177,6 +230,7 @@ def test_eps_high_none_means_eps_low(mod):
         mod.clipped_surrogate_loss(**inputs, eps_high=0.15),
         where="eps_high=None 的结果（应与 eps_high=eps_low=0.15 完全相同）",
         section=CLIP_SPEC,
+        names=NAMES["clipped_surrogate_loss"],
     )
     _check("clipped_surrogate_loss", got, inputs, where="eps_high=None 时的 (loss, clipped)")
 
@@ -199,9 +253,12 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
     adv = torch.randn(4, generator=g, dtype=torch.float64)
     a = base.clone().requires_grad_()
     loss, clipped = mod.clipped_surrogate_loss(a, base.clone(), adv)
+    require_grad(loss, "clipped_surrogate_loss 返回的 loss", CLIP_SPEC)
     loss.sum().backward()
     b = base.clone().requires_grad_()
-    mod.policy_gradient_loss(b, adv).sum().backward()
+    pg = mod.policy_gradient_loss(b, adv)
+    require_grad(pg, "policy_gradient_loss", PG_SPEC)
+    pg.sum().backward()
     check(
         clipped,
         torch.zeros(4, 5, dtype=torch.bool),
@@ -268,6 +325,7 @@ def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
         section=CLIP_SPEC,
         rtol=1e-9,
         atol=1e-12,
+        names=NAMES["clipped_surrogate_loss"],
     )
     check(
         logp.grad[keep],
@@ -340,7 +398,13 @@ def test_each_typical_mistake_is_named(name, mistake):
     """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
     inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
     assert_named(
-        mistake, inputs, WANT[name](**inputs), MISTAKES[name], where="输出", section=SPEC[name]
+        mistake,
+        inputs,
+        WANT[name](**inputs),
+        MISTAKES[name],
+        where="输出",
+        section=SPEC[name],
+        names=NAMES.get(name),
     )
 
 
@@ -360,5 +424,15 @@ def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
         {m.section for _, m in ALL}
         | set(SPEC.values())
-        | {FORMULA, EXAMPLE, TABLE, PITFALL_DETACH, PITFALL_ON_POLICY, WHY_RATIO}
+        | {
+            FORMULA,
+            EXAMPLE,
+            TABLE,
+            PITFALL_DETACH,
+            PITFALL_ON_POLICY,
+            WHY_RATIO,
+            HINTS,
+            KEEP_INPUTS,
+        }
+        | hint_sections(CRASHES)
     )

@@ -1,4 +1,5 @@
-"""L2.04 KL 估计量 k1/k2/k3：公式与方向、k3 >= 0、在玩具 categorical 上的精确期望与固定种子 Monte-Carlo 检验。
+"""L2.04 KL 估计量 k1/k2/k3：公式与方向、k3 精确 >= 0、log 概率很低时不出 NaN、在玩具 categorical 上的精确期望
+与固定种子 Monte-Carlo 检验；kl_estimator_stats（精确的偏差、单样本方差、为负的概率）。
 
 输出不对时，失败信息的第一行是一句中文：认出了下面 `*_MISTAKES` 里的典型错误就直接说是哪一种、回看课文哪一节。
 """
@@ -9,7 +10,14 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, check
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    expect_value_error,
+    guarded,
+    hint_sections,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, named
@@ -18,6 +26,8 @@ N_SAMPLES = 200_000
 
 FORMULA = "L2.04「2. 公式，以及它们从哪来」的表"
 SPEC = "L2.04「3.1 三个函数的规格」"
+HINTS = "L2.04「3.3 提示」"
+STATS = "L2.04「3.4 第四个函数：`kl_estimator_stats`，量一量偏差和方差」"
 PITFALL_DIRECTION = "L2.04「4. 坑，以及出处」坑 1"
 
 # 典型错误：参数与被测函数相同 (logp, ref_logp) -> 这种错误算出的结果
@@ -63,6 +73,19 @@ K3_MISTAKES = [
         lambda logp, ref_logp: torch.exp(ref_logp - logp) + (ref_logp - logp) - 1,
     ),
 ]
+K3_PROB_SPACE = Mistake(
+    "k3 的 r 是在概率空间里算的（先各自 exp 再相除）：log 概率很低时 e^logp 下溢成 0，0/0 = NaN；"
+    "r 要由 log r = ref_logp − logp 得到",
+    SPEC,
+    lambda logp, ref_logp: (
+        torch.exp(ref_logp) / torch.exp(logp) - 1 - torch.log(torch.exp(ref_logp) / torch.exp(logp))
+    ),
+)
+K3_MISTAKES.append(K3_PROB_SPACE)
+NEGATIVE_K3 = (
+    "k3 按 e^(log r) − log r − 1 的字面顺序算了：log r 很小时 e^x 舍入成 1（或差一个 ulp），"
+    "结果成了 −1e-16 这样的负数；k3 要精确 >= 0，用 expm1（3.3 提示 2）"
+)
 MISTAKES = {"kl_k1": K1_MISTAKES, "kl_k2": K2_MISTAKES, "kl_k3": K3_MISTAKES}
 
 # 手算的例子（课文 3.2 节用的也是这三个 token）：Δ = logp − ref_logp = [1, 0, −1]，log r = −Δ
@@ -75,9 +98,21 @@ WANT = {
 }
 
 
+SECTIONS = {"kl_k1": SPEC, "kl_k2": SPEC, "kl_k3": SPEC, "kl_estimator_stats": STATS}
+# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+CRASHES = {
+    "kl_estimator_stats": {
+        "dim_range": "logp、ref_logp 是一维的 (V,)：对 V 个类别求和沿 dim=0（或不给 dim）",
+        "not_tensor": "estimator 返回的是张量：先用张量运算算完五个数，最后再 .item()",
+        "index": "用 k < 0 挑 π 时，两个张量都是 (V,)：检查是不是把 π 或 k 的形状弄变了",
+    },
+}
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_04_kl")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    return guarded(impl("l2_04_kl"), SECTIONS, CRASHES, keep_inputs=SECTIONS)
 
 
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k2", "kl_k3"])
@@ -105,15 +140,77 @@ def test_shapes_preserved(mod, name):
     )
 
 
+def _far_below_zero():
+    """3.2 节那三个 token 整体平移到 log 概率 −120 附近（float32）：k 只看两者的差，e^−120 却下溢成 0。"""
+    return {k: (v - 120.0).float() for k, v in PROBE.items()}
+
+
+def test_k3_when_log_probs_are_very_low(mod):
+    """规格 3.1：logp、ref_logp 都在 −120 附近（float32）时 k3 照样是 3.2 节的数；在概率空间里算是 0/0 = NaN。"""
+    inputs = _far_below_zero()
+    assert torch.exp(inputs["logp"]).eq(0).all()  # 测试数据本身的前提：float32 里确实下溢了
+    check(
+        mod.kl_k3(**inputs),
+        WANT["kl_k3"],
+        where="logp、ref_logp 都在 −120 附近（float32）时 kl_k3 的输出",
+        section=SPEC,
+        inputs=inputs,
+        mistakes=K3_MISTAKES,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+
+
+# log r = ref_logp − logp 很小（float64 里 ~1e-16，float32 里 ~1e-8）：e^x 舍入成 1 或只差一个 ulp
+TINY = {
+    torch.float64: [1e-16, -1e-16, 2e-16, 5e-17, 7e-17, 1.2e-16, 3e-16, -3e-16, 1e-15, 0.0],
+    torch.float32: [1e-8, -1e-8, 3e-8, 4e-8, 5e-8, 6e-8, 1e-7, -6e-8, 0.0],
+}
+
+
+def _tiny_log_ratios(dtype):
+    """高概率的 token（logp ≈ −0.001·i）上，ref_logp 只比 logp 多 TINY 里那么一点点。"""
+    logp = (-1e-3 * torch.arange(1, len(TINY[dtype]) + 1, dtype=torch.float64)).to(dtype)
+    return logp, logp + torch.tensor(TINY[dtype], dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_k3_is_exactly_nonnegative(mod, dtype):
+    """规格 3.1：k3 在浮点里也精确 >= 0（不是「差几个 ulp 的负数也行」），logp == ref_logp 处恰好为 0。"""
+    logp, ref = _tiny_log_ratios(dtype)
+    k3 = mod.kl_k3(logp, ref)
+    if (k3 < 0).any():
+        i = int((k3 < 0).nonzero()[0])
+        x = (ref - logp)[i].item()
+        pytest.fail(
+            f"看起来是{NEGATIVE_K3}：回看 {HINTS}。\n"
+            f"（{dtype}，log r = {x:.3g} 时 kl_k3 = {k3[i].item():.3g} < 0）",
+            pytrace=False,
+        )
+    zero = logp == ref
+    assert (k3[zero] == 0).all(), (
+        f"logp == ref_logp 的位置 k3 应恰好为 0，得到 {k3[zero].tolist()}。回看 {SPEC}"
+    )
+
+
+def test_the_literal_formula_really_goes_negative():
+    """测试数据本身的前提：按字面顺序写的 k3 在这些输入上确实会出负数，而 expm1 的写法不会。"""
+    for dtype in TINY:
+        logp, ref = _tiny_log_ratios(dtype)
+        log_r = ref - logp
+        assert ((torch.exp(log_r) - log_r - 1) < 0).any(), dtype
+        assert ((torch.exp(log_r) - 1 - log_r) < 0).any(), dtype
+        assert ((torch.expm1(log_r) - log_r) >= 0).all(), dtype
+
+
 @settings(max_examples=200, deadline=None, report_multiple_bugs=False)
 @given(st.floats(-40, 0), st.floats(-40, 0))
 def test_k3_and_k2_nonnegative(mod, lp, rp):
     logp, ref = torch.tensor([lp], dtype=torch.float64), torch.tensor([rp], dtype=torch.float64)
     k3 = mod.kl_k3(logp, ref).item()
     k2 = mod.kl_k2(logp, ref).item()
-    # 数学上 k3 >= 0；写成 exp(x) - x - 1 时，x≈1e-16 会舍入出 -1.1e-16，允许这几个 ulp 的误差
-    assert k3 >= -1e-15, (
-        f"logp={lp}、ref_logp={rp} 时 k3 = {k3}，应当 >= 0（log r <= r − 1）。回看 {SPEC}"
+    assert k3 >= 0.0, (
+        f"logp={lp}、ref_logp={rp} 时 k3 = {k3}，应当精确 >= 0（log r <= r − 1）。回看 {SPEC}"
     )
     assert k2 >= 0.0, (
         f"logp={lp}、ref_logp={rp} 时 k2 = {k2}，应当 >= 0（它是一个平方）。回看 {FORMULA}"
@@ -263,9 +360,194 @@ def test_gradient_of_estimators_in_the_loss(mod):
     ).abs().max() > 1e-3  # k3 进 loss 的梯度确实不是我们想要的
 
 
+# ---------------------------------------------------------------- kl_estimator_stats（3.4 节）
+
+# 测试自己写的三个估计量：kl_estimator_stats 的测试不依赖你的 kl_k1/k2/k3 写没写对
+REF_K = {
+    "k1": lambda logp, ref_logp: logp - ref_logp,
+    "k2": lambda logp, ref_logp: 0.5 * (logp - ref_logp) ** 2,
+    "k3": lambda logp, ref_logp: torch.expm1(ref_logp - logp) - (ref_logp - logp),
+    # 任意一个逐元素的估计量也要能量：λ = 0.5 的控制变量 k1 + λ(r − 1)，同样无偏
+    "k1+0.5(r-1)": lambda logp, ref_logp: (logp - ref_logp) + 0.5 * torch.expm1(ref_logp - logp),
+}
+KEYS = ("kl", "mean", "bias", "var", "neg_frac")
+
+
+def _naive_stats(logp, ref_logp, estimator):
+    """逐个类别的 Python 循环（float64）：按 π 加权的期望、方差和为负的概率。"""
+    lp, rp, k = logp.tolist(), ref_logp.tolist(), estimator(logp, ref_logp).tolist()
+    p = [math.exp(x) for x in lp]
+    kl = sum(pi * (a - b) for pi, a, b in zip(p, lp, rp))
+    mean = sum(pi * ki for pi, ki in zip(p, k))
+    var = sum(pi * (ki - mean) ** 2 for pi, ki in zip(p, k))
+    neg = sum(pi for pi, ki in zip(p, k) if ki < 0)
+    return {"kl": kl, "mean": mean, "bias": mean - kl, "var": var, "neg_frac": neg}
+
+
+def _stats_variant(logp, ref_logp, estimator, *, bug):
+    """改一处的 kl_estimator_stats：典型错误的输出。"""
+    lp, rp = logp.double(), ref_logp.double()
+    uniform = torch.full_like(lp, 1 / lp.numel())
+    p = {"weight_ref": rp.exp(), "weight_ref_all": rp.exp(), "uniform": uniform}.get(bug, lp.exp())
+    k = estimator(logp, ref_logp).double()
+    if bug == "kl_reversed":
+        kl = (rp.exp() * (rp - lp)).sum()
+    else:  # 只有 weight_ref_all、uniform 连精确 KL 也换了权重
+        kl = ((p if bug in ("weight_ref_all", "uniform") else lp.exp()) * (lp - rp)).sum()
+    mean = (p * k).sum()
+    var = k.var() if bug == "var_unweighted" else (p * (k - mean) ** 2).sum()
+    out = {
+        "kl": kl.item(),
+        "mean": mean.item(),
+        "bias": (kl - mean if bug == "bias_sign" else mean - kl).item(),
+        "var": math.sqrt(var.item()) if bug == "std_not_var" else var.item(),
+        "neg_frac": (k < 0).double().mean().item() if bug == "neg_count" else p[k < 0].sum().item(),
+    }
+    return out
+
+
+def _stats_mistake(what, bug):
+    return Mistake(what, STATS, lambda **kw: _stats_variant(**kw, bug=bug))
+
+
+_WEIGHT_REF = "期望按 π_ref 加权了：样本是从当前策略 π 采的，期望要按 π(x) 加权"
+STATS_MISTAKES = [
+    _stats_mistake(_WEIGHT_REF, "weight_ref"),
+    _stats_mistake(_WEIGHT_REF, "weight_ref_all"),
+    _stats_mistake("对 V 个类别直接求了平均：期望要按 π(x) 加权，不是每个类别一样可能", "uniform"),
+    _stats_mistake(
+        "精确 KL 的方向反了（算成了 KL(π_ref‖π) = Σ π_ref·(ref_logp − logp)）", "kl_reversed"
+    ),
+    _stats_mistake("bias 的符号反了：bias = mean − kl（估计量的期望比真值多多少）", "bias_sign"),
+    _stats_mistake(
+        "方差没按 π 加权（对 V 个数用了 torch.var：等权、还除以 V − 1）；"
+        "一个样本的方差是 Σ π·(k − mean)²",
+        "var_unweighted",
+    ),
+    _stats_mistake("var 返回的是标准差（多开了一次根号）", "std_not_var"),
+    _stats_mistake(
+        "neg_frac 数的是 k < 0 的类别个数占比，不是概率：要把这些类别的 π 加起来", "neg_count"
+    ),
+]
+STATS_BUGS = [
+    "weight_ref",
+    "weight_ref_all",
+    "uniform",
+    "kl_reversed",
+    "bias_sign",
+    "var_unweighted",
+    "std_not_var",
+    "neg_count",
+]
+
+
+def _lesson_example():
+    """3.4 节的例子：π = [0.8, 0.2]，π_ref = [0.6, 0.4]（float64）。"""
+    logp = torch.log(torch.tensor([0.8, 0.2], dtype=torch.float64))
+    return dict(logp=logp, ref_logp=torch.log(torch.tensor([0.6, 0.4], dtype=torch.float64)))
+
+
+def _check_stats(mod, inputs, where, section=STATS):
+    got = mod.kl_estimator_stats(**inputs)
+    want = _naive_stats(**inputs)
+    if isinstance(got, dict):
+        wrong = {k: type(got[k]).__name__ for k in KEYS if k in got and type(got[k]) is not float}
+        assert not wrong, (
+            f"kl_estimator_stats 返回的值应是 Python float（用 .item()），得到 {wrong}。回看 {STATS}"
+        )
+    check(
+        got,
+        want,
+        where=where,
+        section=section,
+        inputs=inputs,
+        mistakes=STATS_MISTAKES,
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    return got
+
+
+@pytest.mark.parametrize("name", ["k1", "k2", "k3"])
+def test_stats_worked_example(mod, name):
+    """3.4 节的手算例子（课文里的数就是这里的逐类别循环算出来的，保留 4 位）。"""
+    inputs = {**_lesson_example(), "estimator": REF_K[name]}
+    got = _check_stats(mod, inputs, f"3.4 节例子上 {name} 的统计量", section=STATS)
+    lesson = {
+        "k1": {"kl": 0.0915, "mean": 0.0915, "bias": 0.0, "var": 0.1539, "neg_frac": 0.2},
+        "k2": {"kl": 0.0915, "mean": 0.0811, "bias": -0.0104, "var": 0.0063, "neg_frac": 0.0},
+        "k3": {"kl": 0.0915, "mean": 0.0915, "bias": 0.0, "var": 0.0116, "neg_frac": 0.0},
+    }[name]
+    assert {
+        k: round(got[k], 4) + 0.0 for k in KEYS
+    } == lesson  # 课文和代码一致（+0.0 把 −0.0 变成 0.0）
+
+
+@pytest.mark.parametrize("name", sorted(REF_K))
+@pytest.mark.parametrize("distance", [0.3, 1.5])
+def test_stats_on_toy_distributions(mod, name, distance):
+    logp, ref, _ = _toy(distance)
+    inputs = dict(logp=logp, ref_logp=ref, estimator=REF_K[name])
+    _check_stats(mod, inputs, f"6 个类别的玩具分布（distance={distance}）上 {name} 的统计量")
+
+
+def test_stats_tell_the_three_estimators_apart(mod):
+    """它量出来的正是第 2 节的结论：k1、k3 无偏，k2 有偏；k3 从不为负、两分布接近时方差远小于 k1。"""
+    logp, ref, kl = _toy(0.3)
+    s = {n: mod.kl_estimator_stats(logp, ref, REF_K[n]) for n in ("k1", "k2", "k3")}
+    assert abs(s["k1"]["bias"]) < 1e-12 and abs(s["k3"]["bias"]) < 1e-12, (
+        f"k1、k3 的 bias 应为 0（无偏），得到 {s['k1']['bias']:.3g}、{s['k3']['bias']:.3g}。回看 {STATS}"
+    )
+    assert abs(s["k2"]["bias"]) > 1e-5 and s["k3"]["neg_frac"] == 0.0 < s["k1"]["neg_frac"]
+    assert s["k3"]["var"] < 0.1 * s["k1"]["var"] and s["k1"]["kl"] == pytest.approx(kl, rel=1e-12)
+
+
+def test_stats_float32_input(mod):
+    logp, ref, _ = _toy(1.5)
+    inputs = dict(logp=logp.float(), ref_logp=ref.float(), estimator=REF_K["k3"])
+    got = mod.kl_estimator_stats(**inputs)
+    check(
+        got,
+        _naive_stats(logp, ref, REF_K["k3"]),
+        where="float32 输入时 k3 的统计量（在 float64 里算，只差输入本身的舍入）",
+        section=STATS,
+        rtol=1e-5,
+        atol=1e-7,
+    )
+
+
+@pytest.mark.parametrize(
+    "logp, ref_logp, what",
+    [
+        (torch.zeros(2, 3), torch.zeros(2, 3), "logp、ref_logp 是二维的 (2, 3)，应为 (V,)"),
+        (
+            torch.log(torch.tensor([0.5, 0.5])),
+            torch.log(torch.tensor([0.2, 0.3, 0.5])),
+            "logp 有 2 个类别、ref_logp 有 3 个",
+        ),
+        (
+            torch.tensor([0.0, 0.0]),
+            torch.log(torch.tensor([0.5, 0.5])),
+            "logp 没归一化（概率和为 2）",
+        ),
+        (
+            torch.log(torch.tensor([0.5, 0.5])),
+            torch.tensor([0.0, float("-inf")]),
+            "ref_logp 里有 −inf",
+        ),
+        (torch.tensor([float("nan"), 0.0]), torch.log(torch.tensor([0.5, 0.5])), "logp 里有 NaN"),
+    ],
+)
+def test_stats_bad_input_raises(mod, logp, ref_logp, what):
+    expect_value_error(lambda: mod.kl_estimator_stats(logp, ref_logp, REF_K["k1"]), what)
+
+
+# ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+
 @pytest.mark.parametrize(
     "name,mistakes",
-    [(n, m) for n, ms in MISTAKES.items() for m in ms],
+    [(n, m) for n, ms in MISTAKES.items() for m in ms if m is not K3_PROB_SPACE],
     ids=lambda x: getattr(x, "what", x),
 )
 def test_each_known_mistake_is_named(name, mistakes):
@@ -280,3 +562,50 @@ def test_each_known_mistake_is_named(name, mistakes):
         mistakes=MISTAKES[name],
     )
     assert line == named(m), line
+
+
+def test_k3_in_probability_space_is_named():
+    inputs = _far_below_zero()
+    line = diagnosis_line(
+        K3_PROB_SPACE.fn(**inputs),
+        WANT["kl_k3"],
+        where="x",
+        section=SPEC,
+        inputs=inputs,
+        mistakes=K3_MISTAKES,
+        rtol=1e-5,
+        atol=1e-6,
+    )
+    assert line == named(K3_PROB_SPACE), line
+
+
+@pytest.mark.parametrize("i", range(len(STATS_MISTAKES)), ids=STATS_BUGS)
+def test_each_stats_mistake_is_named(i):
+    """每个典型错误至少在一个例子上被点名，而且任何例子上都不会得到一句泛泛的「不对」。"""
+    m, lines = STATS_MISTAKES[i], []
+    probes = [_lesson_example(), dict(zip(("logp", "ref_logp"), _toy(0.3)[:2]))]
+    for probe in probes:
+        for name in ("k1", "k2", "k3"):
+            inputs = {**probe, "estimator": REF_K[name]}
+            line = diagnosis_line(
+                m.fn(**inputs),
+                _naive_stats(**inputs),
+                where="x",
+                section=STATS,
+                inputs=inputs,
+                mistakes=STATS_MISTAKES,
+                rtol=1e-9,
+                atol=1e-12,
+            )
+            assert line is None or line.startswith("看起来是"), line
+            lines.append(line)
+    assert named(m) in lines, f"没有任何一个例子能点名「{m.what}」：{lines}"
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = {m.section for ms in MISTAKES.values() for m in ms} | {
+        m.section for m in STATS_MISTAKES
+    }
+    assert_sections_exist(
+        sections | {SPEC, HINTS, STATS, FORMULA.split("的表")[0]} | hint_sections(CRASHES)
+    )

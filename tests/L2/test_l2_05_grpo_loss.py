@@ -7,11 +7,12 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
 import torch
-from diagnose import Mistake, check
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, require_grad
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
 
 AGGS = ["sequence_mean", "token_mean", "constant"]
@@ -23,9 +24,40 @@ WEIGHTS = "L2.05「3.5 token_weights」"
 PITFALL = "L2.05「4. 坑，以及出处」坑 {}"
 
 
+HINTS = "L2.05「3.4 提示」"
+# grpo_loss 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+CRASHES = {
+    "grpo_loss": {
+        "none": (
+            "ref_logp 可以是 None（beta = 0 时不给）：这时别调用 kl_k3，也别对 ref_logp 做运算；"
+            "eps_high=None 要原样交给 clipped_surrogate_loss",
+            "L2.05「3.1 输入和输出」",
+        ),
+        "broadcast": "advantages 是 (B,)，逐 token 的量都是 (B, T)：A 要先变成 (B, 1)；mask 和 logp 同形状",
+        "not_tensor": (
+            "metrics 的值要是 Python float：masked_mean 的结果（0 维张量）用 .item()，已经是 float 的别再 .item()",
+            SPEC,
+        ),
+        "dtype": "mask 可能是 0/1 浮点，也可能是 bool：当条件用（torch.where）时先写成 mask != 0",
+        "bool_ambiguous": "beta > 0 这种判断对 Python 数做；逐 token 的条件用 torch.where",
+        "value_error": (
+            "这组参数是合法的：检查你加的参数检查条件（以及你调用的 clipped_surrogate_loss 对形状的要求）",
+            "L2.05「3.1 输入和输出」",
+        ),
+    }
+}
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_05_grpo_loss")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    sections = {"grpo_loss": SPEC}
+    return guarded(
+        impl("l2_05_grpo_loss"),
+        sections,
+        CRASHES,
+        keep_inputs={"grpo_loss": "L2.05「3.1 输入和输出」"},
+    )
 
 
 def _case():
@@ -130,6 +162,10 @@ def _variant(
         "weights_ignored": token_weights is not None,
         "weights_on_kl": token_weights is not None and beta > 0,
         "weights_in_den": token_weights is not None and aggregation != "constant",
+        "eps_swapped": eps_high is not None and eps_high != eps_low,
+        "kl_args_swapped": beta > 0,
+        "ratio_args_swapped": True,
+        "seq_no_row_mean": aggregation == "sequence_mean",
     }
     if bug is not None and not needs[bug]:
         raise NotApplicable(bug)
@@ -137,10 +173,14 @@ def _variant(
     valid = mask != 0
     m = mask.to(logp.dtype)
     old = torch.where(valid, old_logp, logp.detach())
-    ratio = torch.exp(logp - old)
+    # logp 和 old_logp 在调用 clipped_surrogate_loss 时位置反了：ratio = exp(old − logp)，梯度经过分母
+    ratio = torch.exp(old - logp) if bug == "ratio_args_swapped" else torch.exp(logp - old)
     adv = advantages[:, None]
     hi = eps_low if eps_high is None else eps_high
-    per = -torch.minimum(ratio * adv, ratio.clamp(1 - eps_low, 1 + hi) * adv)
+    lo = eps_low
+    if bug == "eps_swapped":  # 按位置把 eps_high 传到了 eps_low 的位置上
+        lo, hi = hi, eps_low
+    per = -torch.minimum(ratio * adv, ratio.clamp(1 - lo, 1 + hi) * adv)
     w = torch.ones_like(m)
     if token_weights is not None and bug != "weights_ignored":
         w = torch.where(valid, token_weights, torch.ones_like(token_weights))
@@ -148,7 +188,9 @@ def _variant(
     if beta > 0:
         ref = torch.where(valid, ref_logp, logp.detach())
         k3 = torch.exp(ref - logp) - (ref - logp) - 1
+        swapped = torch.exp(logp - ref) - (logp - ref) - 1  # kl_k3(ref_logp, logp)
         kl = {"kl_k1": logp - ref, "kl_minus": -k3, "kl_missing": 0.0 * k3}.get(bug, k3)
+        kl = swapped if bug == "kl_args_swapped" else kl
         if bug == "weights_on_kl":
             kl = kl * w
         if bug != "kl_unmasked":
@@ -160,6 +202,7 @@ def _variant(
             den = (w * m).sum(1)
         rows = num.sum(1) / den.clamp(min=1e-300) * (den > 0)
         loss = rows[m.sum(1) > 0].mean() if bug == "seq_drop_empty" else rows.mean()
+        loss = rows if bug == "seq_no_row_mean" else loss
     elif aggregation in ("token_mean", "sequence_mean"):
         den = {"token_bt": float(B * T), "weights_in_den": (w * m).sum()}.get(bug, m.sum())
         loss = num.sum() / den if float(den) > 0 else num.sum() * 0.0
@@ -214,6 +257,26 @@ LOSS_MISTAKES = [
     _mistake("没有乘 token_weights", WEIGHTS, "weights_ignored"),
     _mistake("把 token_weights 也乘在了 KL 项上（它只乘策略项）", WEIGHTS, "weights_on_kl"),
     _mistake("把聚合的分母也按 token_weights 加权了（权重不改变分母）", WEIGHTS, "weights_in_den"),
+    _mistake(
+        "eps_low 和 eps_high 传反了（按位置传参时顺序错了；用关键字 eps_low=、eps_high= 传）",
+        "L2.03「坑 1：对称裁剪压制低概率 token（DAPO 的 clip-higher）」",
+        "eps_swapped",
+    ),
+    _mistake(
+        "调用 kl_k3 时两个参数的位置反了（kl_k3(ref_logp, logp)）：k3 的方向跟着反了",
+        "L2.04「4. 坑，以及出处」坑 1",
+        "kl_args_swapped",
+    ),
+    _mistake(
+        "调用 clipped_surrogate_loss 时 logp 和 old_logp 的位置反了：ratio 变成了 old/new",
+        SPEC,
+        "ratio_args_swapped",
+    ),
+    _mistake(
+        "sequence_mean 少了最后一步：每行的平均 (B,) 还要再对 B 行求平均，返回 0 维的 loss",
+        FORMULA,
+        "seq_no_row_mean",
+    ),
 ]
 
 
@@ -228,8 +291,10 @@ def _grad_of(bad):
     return fn
 
 
-GRAD_MISTAKES = derived(LOSS_MISTAKES, _grad_of)
-BUG_OF.update({id(g): f"grad-{BUG_OF[id(m)]}" for g, m in zip(GRAD_MISTAKES, LOSS_MISTAKES)})
+# 返回 (B,) 的 loss 在「loss 的值」那一步就被点名了，谈不上对它求梯度
+_HAS_GRAD = [m for m in LOSS_MISTAKES if BUG_OF[id(m)] != "seq_no_row_mean"]
+GRAD_MISTAKES = derived(_HAS_GRAD, _grad_of)
+BUG_OF.update({id(g): f"grad-{BUG_OF[id(m)]}" for g, m in zip(GRAD_MISTAKES, _HAS_GRAD)})
 
 
 def _metrics_variant(
@@ -244,6 +309,7 @@ def _metrics_variant(
     key,
     raw,
     k1=False,
+    swapped=False,
     **_,
 ):
     """指标 `key` 没用 mask、直接对全部 B·T 个位置取平均（raw=True：padding 上用原样的输入）；另一个指标是对的。"""
@@ -261,7 +327,9 @@ def _metrics_variant(
             x = (ratio.clamp(1 - eps_low, 1 + hi) * adv < ratio * adv).to(m.dtype)
         else:
             x = lp - ref if k1 else torch.exp(ref - lp) - (ref - lp) - 1
-        out[name] = (x.mean() if wrong and not k1 else (x * m).sum() / m.sum()).item()
+            x = torch.exp(lp - ref) - (lp - ref) - 1 if swapped else x
+        exact = k1 or swapped  # 这两种错误只改了 kl 的公式，平均照样只在有效 token 上
+        out[name] = (x.mean() if wrong and not exact else (x * m).sum() / m.sum()).item()
     return out
 
 
@@ -278,7 +346,12 @@ METRIC_MISTAKES = [
         "在 kl 指标里用了 k1（logp − ref_logp）而不是 k3",
         PITFALL.format(7),
         lambda **kw: _metrics_variant(**kw, key="kl", raw=False, k1=True),
-    )
+    ),
+    Mistake(
+        "调用 kl_k3 时两个参数的位置反了（kl_k3(ref_logp, logp)）：kl 指标的方向跟着反了",
+        "L2.04「4. 坑，以及出处」坑 1",
+        lambda **kw: _metrics_variant(**kw, key="kl", raw=False, swapped=True),
+    ),
 ]
 
 
@@ -319,6 +392,7 @@ def _check_all(mod, kw, want, section=SPEC):
         )
 
     close(loss, want_loss, "grpo_loss 返回的 loss", LOSS_MISTAKES)
+    require_grad(loss, "grpo_loss 返回的 loss", SPEC)
     loss.backward()
     close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES)
     assert isinstance(metrics.get("clip_fraction"), float), (
@@ -678,36 +752,37 @@ def test_each_loss_mistake_is_named(m):
     """诊断本身：每个典型错误在它适用的每组参数下，都被同一个 check 点名（CI 用 solutions 跑）。"""
     is_grad = m in GRAD_MISTAKES
     n = 0
-    for agg in AGGS:
-        for beta in (0.0, 0.1):
-            for weights in (None, TOKEN_WEIGHTS):
-                case = _case()
-                kw = _inputs(case, beta, None, agg, weights=weights)
-                try:
-                    wrong = m.fn(**kw)
-                except NotApplicable:
-                    continue
-                loss, grad, _, _ = _naive(case, beta, 0.2, 0.2, agg, MAX_LEN, weights=weights)
-                want = torch.tensor(grad if is_grad else loss, dtype=torch.float64)
-                mistakes = GRAD_MISTAKES if is_grad else LOSS_MISTAKES
-                line = diagnosis_line(
-                    wrong,
-                    want,
-                    where="x",
-                    section=SPEC,
-                    inputs=kw,
-                    mistakes=mistakes,
-                    rtol=1e-10,
-                    atol=1e-12,
-                )
-                assert line == named(m), (
-                    f"{agg}, beta={beta}, weights={weights is not None}: {line}"
-                )
-                n += 1
+    for agg, beta, weights, eps_high in itertools.product(
+        AGGS, (0.0, 0.1), (None, TOKEN_WEIGHTS), (None, 0.28)
+    ):
+        case = _case()
+        kw = _inputs(case, beta, eps_high, agg, weights=weights)
+        try:
+            wrong = m.fn(**kw)
+        except NotApplicable:
+            continue
+        loss, grad, _, _ = _naive(case, beta, 0.2, eps_high or 0.2, agg, MAX_LEN, weights=weights)
+        want = torch.tensor(grad if is_grad else loss, dtype=torch.float64)
+        mistakes = GRAD_MISTAKES if is_grad else LOSS_MISTAKES
+        line = diagnosis_line(
+            wrong,
+            want,
+            where="x",
+            section=SPEC,
+            inputs=kw,
+            mistakes=mistakes,
+            rtol=1e-10,
+            atol=1e-12,
+        )
+        where = f"{agg}, beta={beta}, weights={weights is not None}, eps_high={eps_high}"
+        assert line == named(m), f"{where}: {line}"
+        n += 1
     assert n > 0
 
 
-@pytest.mark.parametrize("m", METRIC_MISTAKES, ids=["clip", "clip-raw", "kl", "kl-raw", "kl-k1"])
+@pytest.mark.parametrize(
+    "m", METRIC_MISTAKES, ids=["clip", "clip-raw", "kl", "kl-raw", "kl-k1", "kl-swapped"]
+)
 def test_each_metric_mistake_is_named(m):
     case = _case()
     kw = _inputs(case, 0.1, None, "token_mean")
@@ -721,3 +796,9 @@ def test_each_metric_mistake_is_named(m):
         mistakes=[m],
     )
     assert line == named(m), line
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = {m.section for m in LOSS_MISTAKES + METRIC_MISTAKES}
+    sections |= {FORMULA, SPEC, WEIGHTS, HINTS} | {PITFALL.format(i) for i in (3, 5, 6, 7)}
+    assert_sections_exist(sections | hint_sections(CRASHES))

@@ -6,11 +6,10 @@
 from __future__ import annotations
 
 import math
-from types import SimpleNamespace
 
 import pytest
 import torch
-from diagnose import Mistake, check
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -20,28 +19,35 @@ SPEC = "L2.06「3.1 规格」"
 PITFALL = "L2.06「4. 坑，以及出处」坑 {}"
 
 
+HINTS = "L2.06「3.3 提示」"
+# process_logits 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+CRASHES = {
+    "process_logits": {
+        "dtype": (
+            "masked_fill 的条件、scatter 的目标和要写进去的值都应是 bool：「要删的位置」由比较（>=）得到，"
+            "映射回原位置时用同样是 bool 的全 0 张量去 scatter",
+            HINTS,
+        ),
+        "gather": "sort 返回的下标是 (B, V)：scatter / gather 都沿最后一维（dim=-1）",
+        "index": "sort 返回的下标是 (B, V)：scatter / gather 都沿最后一维（dim=-1）",
+        "bool_ambiguous": (
+            "temperature、top_p 是 Python 数；逐 token 的删除条件要用张量比较得到 bool 张量，不能用 Python 的 if",
+            SPEC,
+        ),
+        "broadcast": "前缀和、删除标记都是 (B, V)：按行（dim=-1）做 softmax、cumsum",
+    }
+}
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    """被测模块；每次调用 process_logits 都先检查它有没有原地改输入。
+    """被测模块；函数里抛出的异常带上一句中文（最可能的原因）。每次调用都检查有没有原地改输入：
 
     原地改了的话，后面拿同一份 logits 算的参考值和典型错误也都被改掉，失败信息会指向别的错误；
     所以一发现就在第一行说出来，并把输入恢复原样（模块级的例子还要给别的测试用）。
     """
-    real = impl("l2_06_sampling")
-
-    def process_logits(logits, *args, **kwargs):
-        before = logits.clone()
-        out = real.process_logits(logits, *args, **kwargs)
-        if not torch.equal(logits, before):
-            logits.copy_(before)
-            pytest.fail(
-                "process_logits 原地修改了输入的 logits（masked_fill_、div_、/= 之类）：调用方还要用原来的 "
-                f"logits，要返回一个新张量。回看 {SPEC}",
-                pytrace=False,
-            )
-        return out
-
-    return SimpleNamespace(process_logits=process_logits)
+    sections = {"process_logits": SPEC}
+    return guarded(impl("l2_06_sampling"), sections, CRASHES, keep_inputs=sections)
 
 
 def _kept(out: torch.Tensor) -> torch.Tensor:
@@ -74,9 +80,14 @@ def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
     applies = {
         "top_p_first": temperature != 1.0,
         "bf16_softmax": logits.dtype in (torch.bfloat16, torch.float16),
+        "temp_mul": temperature != 1.0,
     }
-    if top_p >= 1.0 or not applies.get(bug, True):
+    if not applies.get(bug, True) or (top_p >= 1.0 and bug not in (None, "temp_mul")):
         raise NotApplicable(bug)
+    if bug == "temp_mul":  # 乘了 temperature（其余照规格）
+        return _variant(logits * temperature * temperature, temperature, top_p)
+    if top_p >= 1.0:
+        return logits / temperature
     z = logits if bug == "top_p_first" else logits / temperature
     if bug == "unsorted":  # 在原词表顺序上做前缀和
         p = z.float().softmax(-1)
@@ -103,6 +114,11 @@ def _mistake(what, section, bug):
 
 MISTAKES = [
     _mistake(
+        "logits 乘了 temperature（应除以它：temperature < 1 让分布更尖，> 1 更平）",
+        SPEC,
+        "temp_mul",
+    ),
+    _mistake(
         "先做了 top-p 再除以 temperature（nucleus 应当在除以温度之后的分布上选）",
         ORDER,
         "top_p_first",
@@ -125,7 +141,16 @@ MISTAKES = [
     _mistake("把删掉的位置填成了 0 而不是 -inf", PITFALL.format(8), "fill_zero"),
 ]
 FILL_ZERO = MISTAKES[-1]
-BUGS = ["top_p_first", "keep_le", "gt", "unsorted", "no_scatter", "bf16_softmax", "fill_zero"]
+BUGS = [
+    "temp_mul",
+    "top_p_first",
+    "keep_le",
+    "gt",
+    "unsorted",
+    "no_scatter",
+    "bf16_softmax",
+    "fill_zero",
+]
 COUNT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)).sum(-1))
 KEPT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)))
 
@@ -244,11 +269,14 @@ def test_matches_naive_nucleus(mod, seed, top_p, temperature):
 def test_temperature_scales_logits(mod):
     logits = torch.randn(2, 10, generator=torch.Generator().manual_seed(3))
     for t in (2.0, 0.5):
+        inputs = dict(logits=logits, temperature=t, top_p=1.0)
         check(
-            mod.process_logits(logits, temperature=t),
+            mod.process_logits(**inputs),
             logits / t,
             where=f"temperature={t}、top_p=1 时的输出（应为 logits / {t}）",
             section=SPEC,
+            inputs=inputs,
+            mistakes=MISTAKES,
         )
 
 
@@ -295,7 +323,7 @@ def test_rows_are_independent_and_input_untouched(mod):
         check(
             batch[b],
             mod.process_logits(logits[b : b + 1], temperature=0.8, top_p=0.7)[0],
-            where=f"整批处理时第 {b} 行的输出（应与单独处理这一行相同：每行只看自己的 logits）",
+            where=f"整批处理时行 [{b}]（下标从 0 数）的输出（应与单独处理这一行相同：每行只看自己的 logits）",
             section=SPEC,
         )
 
@@ -386,3 +414,10 @@ def test_each_known_mistake_is_named(i):
         assert line == named(m), line
         n += 1
     assert n > 0, f"没有任何一个例子能暴露 {BUGS[i]}"
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = (
+        {m.section for m in MISTAKES} | {SPEC, HINTS} | {PITFALL.format(i) for i in (2, 4, 7, 8)}
+    )
+    assert_sections_exist(sections | {ORDER.split("（")[0]} | hint_sections(CRASHES))

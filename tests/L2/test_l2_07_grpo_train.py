@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from diagnose import Mistake, check
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -16,9 +16,22 @@ from mistake_tools import derived, diagnosis_line, expect_value_error, named
 SECTION = "L2.07「2.7 梯度累积」"
 
 
+HINTS = "L2.07「2.7 梯度累积」"
+# microbatch_weight 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+CRASHES = {
+    "microbatch_weight": {
+        "dim_range": "mask 是 (行数, T)：行数是 .shape[0]，有效 token 数是整个 mask 的 .sum()",
+        "not_tensor": "mask 是张量：.shape[0]、.sum() 之后再用 float(...) 变成 Python 数",
+        "bool_ambiguous": "「整批有没有有效 token」先把 mask 的和变成 Python 数（float(...)）再判断",
+    }
+}
+
+
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_07_grpo_train")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了 mask 直接点名。"""
+    sections = {"microbatch_weight": SECTION}
+    return guarded(impl("l2_07_grpo_train"), sections, CRASHES, keep_inputs=sections)
 
 
 class NotApplicable(Exception):
@@ -37,6 +50,11 @@ def _variant(mb_mask, batch_mask, aggregation, *, bug):
         return float("nan")  # Σmb / Σbatch = 0 / 0
     if bug == "plain_sum":
         return 1.0
+    if bug == "inverted" and aggregation == "token_mean":
+        mine = float(mb_mask.sum())
+        return total / mine if mine > 0 else 0.0
+    if bug == "inverted" and aggregation != "token_mean":
+        return 1 / rows
     raise NotApplicable(bug)
 
 
@@ -49,8 +67,9 @@ MISTAKES = [
     _mistake("让 sequence_mean / constant 按有效 token 数分摊了（它们该用 M/N）", "rows_by_tokens"),
     _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
+    _mistake("份额倒过来了（整批 ÷ 这一份，应是这一份 ÷ 整批：所有份的 w 加起来是 1）", "inverted"),
 ]
-BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum"]
+BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted"]
 ROWS_BY_TOKENS = MISTAKES[1]
 NO_GUARD = MISTAKES[2]
 
@@ -146,7 +165,7 @@ def test_concrete_values(mod, rows, aggregation, want):
     check(
         _weight(mod, **kw),
         want,
-        where=f"长度 [3, 1, 0, 4] 的 batch 里第 {rows.start}–{rows.stop - 1} 行、{aggregation} 的权重",
+        where=f"长度 [3, 1, 0, 4] 的 batch 里行 [{rows.start}:{rows.stop}]、{aggregation} 的权重",
         section=SECTION,
         inputs=kw,
         mistakes=MISTAKES,
@@ -245,3 +264,7 @@ def test_each_known_mistake_is_named(i):
             atol=1e-7,
         )
         assert line in (None, named(m)), line
+
+
+def test_diagnoses_point_at_real_sections():
+    assert_sections_exist({m.section for m in MISTAKES} | {SECTION, HINTS} | hint_sections(CRASHES))

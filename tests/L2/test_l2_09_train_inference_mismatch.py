@@ -6,16 +6,38 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, check, describe_mismatch, which_mistake
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    describe_mismatch,
+    guarded,
+    hint_sections,
+    which_mistake,
+)
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 SECTION = "L2.09「2. 公式」"
+# tis_weights 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+CRASHES = {
+    "tis_weights": {
+        "none": "cap=None 表示不截断：这时别做 clamp（clamp(max=None) 之外的写法要先判断）",
+        "broadcast": (
+            "sequence 级每行的 log 比值之和是 (B, 1)：要 keepdim=True（或 [:, None]）再扩展成 (B, T)",
+            "L2.09「4. 坑」坑 3",
+        ),
+        "bool_ambiguous": "padding 的判断是逐元素的：用 torch.where(mask != 0, ...)，不要用 Python 的 if",
+        "dtype": "mask 可能是 0/1 浮点：当条件用时先写成 mask != 0",
+    }
+}
 
 
 @pytest.fixture(scope="module")
 def mod(impl):
-    return impl("l2_09_train_inference_mismatch")
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    sections = {"tis_weights": SECTION}
+    return guarded(impl("l2_09_train_inference_mismatch"), sections, CRASHES, keep_inputs=sections)
 
 
 def _where_valid(x, mask, fill=0.0):
@@ -36,15 +58,33 @@ def _finish(log_ratio, mask, cap, dtype):
     return _where_valid(w, mask).to(dtype)
 
 
-def _spec_variant(invert=False, cap_log=False, seq_mean=False, keep_padding=False, pad_one=False):
+def _spec_variant(
+    invert=False,
+    cap_log=False,
+    seq_mean=False,
+    keep_padding=False,
+    pad_one=False,
+    seq_dim0=False,
+    cap_each=False,
+):
     """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
 
     def fn(logp_train, logp_rollout, mask, cap=2.0, level="token"):
         lt, lr = logp_train.detach(), logp_rollout.detach()
         lt, lr = (lr, lt) if invert else (lt, lr)
         log_ratio = (lt - lr) if keep_padding else _ok_log_ratio(lt, lr, mask)
+        if level == "sequence" and cap_each and cap is not None:  # 先逐 token 截断，再连乘
+            capped = torch.where(mask != 0, torch.exp(log_ratio).clamp(max=cap), 1.0)
+            return _finish(
+                torch.log(capped.prod(1, keepdim=True)).expand_as(log_ratio),
+                mask,
+                None,
+                logp_train.dtype,
+            )
         if level == "sequence":
-            if seq_mean:
+            if seq_dim0:  # 沿 dim=0 求和：不同回答的同一个位置加在了一起
+                log_ratio = log_ratio.sum(0, keepdim=True).expand_as(log_ratio)
+            elif seq_mean:
                 n = mask.sum(1, keepdim=True).clamp(min=1)
                 log_ratio = (_seq_sum(log_ratio, mask) / n).expand_as(log_ratio)
             elif keep_padding:
@@ -90,6 +130,16 @@ MISTAKES = [
         "L2.09「2. 公式」",
         _spec_variant(pad_one=True),
     ),
+    Mistake(
+        "sequence 级沿错了维度求和（dim=0：把不同回答的同一个位置加在了一起）；每条回答一行，应沿 dim=1",
+        "L2.09「4. 坑」坑 3",
+        _spec_variant(seq_dim0=True),
+    ),
+    Mistake(
+        "sequence 级先把每个 token 的比值截断、再连乘：应先求整条回答的比值（log 比值之和），再截断一次",
+        "L2.09「4. 坑」坑 2",
+        _spec_variant(cap_each=True),
+    ),
 ]
 
 
@@ -109,6 +159,16 @@ def _case(level, cap=2.0, seed=4, pad_value=-7.0):
     return dict(logp_train=logp_train, logp_rollout=logp_rollout, mask=mask, cap=cap, level=level)
 
 
+# ---------------------------------------------------------------- 典型错误的诊断 -----------------------------------------
+@pytest.mark.parametrize("level", ["token", "sequence"])
+@pytest.mark.parametrize("cap", [2.0, 3.0])
+def test_matches_reference_with_diagnosis(mod, level, cap):
+    inputs = _case(level, cap=cap)
+    want = _spec_variant()(**inputs)
+    got = mod.tis_weights(**inputs)
+    check(got, want, inputs=inputs, mistakes=MISTAKES, where=f"{level} 级权重", section=SECTION)
+
+
 # ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
 def test_worked_example_from_the_lesson(mod):
     """课文的例子：一行 3 个有效 token + 1 个 padding（padding 上是 NaN）。"""
@@ -119,29 +179,37 @@ def test_worked_example_from_the_lesson(mod):
     inputs = dict(logp_train=lt, logp_rollout=lr, mask=mask, cap=2.0)
     tok = mod.tis_weights(**inputs, level="token")
     want_tok = torch.tensor([[math.exp(0.2), 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
-    check(tok, want_tok, where="token 级权重", section=SECTION, inputs={**inputs, "level": "token"},
-          mistakes=MISTAKES)  # fmt: skip
+    check(
+        tok,
+        want_tok,
+        where="token 级权重",
+        section=SECTION,
+        inputs={**inputs, "level": "token"},
+        mistakes=MISTAKES,
+    )
     seq = mod.tis_weights(**inputs, level="sequence")
     want_seq = torch.tensor([[math.exp(-0.8)] * 3 + [0.0]], dtype=torch.float64)
-    check(seq, want_seq, where="sequence 级权重", section=SECTION,
-          inputs={**inputs, "level": "sequence"}, mistakes=MISTAKES)  # fmt: skip
+    check(
+        seq,
+        want_seq,
+        where="sequence 级权重",
+        section=SECTION,
+        inputs={**inputs, "level": "sequence"},
+        mistakes=MISTAKES,
+    )
     # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
     lr2 = lr.clone()
     lr2[0, 0] = -2.5
-    tok2 = mod.tis_weights(lt, lr2, mask, cap=2.0, level="token")
-    assert tok2[0, 0].item() == pytest.approx(2.0), (
-        f"比值 e^1.5 ≈ 4.48 应被截断到 cap=2，得到 {tok2[0, 0].item():.4g}：回看 L2.09「3. 手算一遍」"
+    inputs2 = dict(logp_train=lt, logp_rollout=lr2, mask=mask, cap=2.0, level="token")
+    want2 = torch.tensor([[2.0, 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
+    check(
+        mod.tis_weights(**inputs2),
+        want2,
+        where="第 0 个 token 的比值 e^1.5 ≈ 4.48 时的 token 级权重（应被截断到 cap=2）",
+        section="L2.09「3. 手算一遍」",
+        inputs=inputs2,
+        mistakes=MISTAKES,
     )
-
-
-# ---------------------------------------------------------------- 典型错误的诊断 -----------------------------------------
-@pytest.mark.parametrize("level", ["token", "sequence"])
-@pytest.mark.parametrize("cap", [2.0, 3.0])
-def test_matches_reference_with_diagnosis(mod, level, cap):
-    inputs = _case(level, cap=cap)
-    want = _spec_variant()(**inputs)
-    got = mod.tis_weights(**inputs)
-    check(got, want, inputs=inputs, mistakes=MISTAKES, where=f"{level} 级权重", section=SECTION)
 
 
 def test_each_mistake_is_recognised():
@@ -201,7 +269,9 @@ def test_properties(mod, B, T, seed, cap):
         row = seq[b, mask[b] != 0]
         if row.numel() == 0:
             continue
-        assert torch.all(row == row[0]), f"sequence 级第 {b} 行的有效 token 权重不全相同"
+        assert torch.all(row == row[0]), (
+            f"sequence 级行 [{b}]（下标从 0 数）的有效 token 权重不全相同：整行应是同一个值。回看 {SECTION}"
+        )
         if cap is None:
             prod = untruncated[b, mask[b] != 0].prod().item()
             assert row[0].item() == pytest.approx(prod, rel=1e-9), (
@@ -228,7 +298,9 @@ def test_no_gradient_flows_through_the_weights(mod):
 def test_float32_dtype_kept(mod):
     lt, lr = torch.full((2, 3), -1.0), torch.full((2, 3), -1.1)
     w = mod.tis_weights(lt, lr, torch.ones(2, 3), cap=2.0)
-    assert w.dtype == torch.float32
+    assert w.dtype == torch.float32, (
+        f"logp_train 是 float32，权重却是 {w.dtype}：dtype 要和 logp_train 相同。回看 {SECTION}"
+    )
 
 
 @pytest.mark.parametrize(
@@ -260,3 +332,8 @@ def _expect_value_error(call, what, needle):
             f"{what} 是非法参数，应抛 ValueError（中文说明要改什么）：回看 L2.09「2. 公式」",
             pytrace=False,
         )
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = {m.section for m in MISTAKES} | {SECTION, "L2.09「3. 手算一遍」"}
+    assert_sections_exist(sections | hint_sections(CRASHES))
