@@ -256,7 +256,7 @@ def _where(excinfo, prefer: str, root: Path) -> str:
 
 # hypothesis 附在异常上的说明里，学习者用不上的几种（反例本身 "Failing test case: ..." 保留）
 _HYPOTHESIS_NOISE = re.compile(
-    r"^(Explanation:|These lines were always and only run by failing test cases"
+    r"^(Explanation:|These lines were always and only run by failing"
     r"|You can add @seed|You can reproduce this example|@reproduce_failure)"
 )
 

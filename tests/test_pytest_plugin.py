@@ -161,7 +161,9 @@ def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
     """对照：不加 --impl exercises 时 hypothesis 的 Explanation 还在，说明上面的测试确实测到了过滤。"""
     _make_demo(pytester)
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "test_hypothesis_error")
-    assert "These lines were always and only run by failing test cases" in result.stdout.str()
+    assert (
+        "These lines were always and only run by failing" in result.stdout.str()
+    )  # 各版本措辞不同
 
 
 def test_solutions_keep_pytest_tracebacks(pytester):
