@@ -35,6 +35,77 @@ FLOAT_OR_NONE = ("eps_high",)  # 默认 None、给了就是浮点数的旋钮
 _LINE = re.compile(r"^\s+(\w+)=(.+?),\s+#\s*(.+)$")
 
 
+def _rules():
+    """每个值各自的规则（键、检查、中文说明），命令行和续跑时读回的 config.json 都按它查。
+
+    检查是严格按类型的：nan / inf 不算数，true 不算整数，"0.1"（字符串）不算数。
+    """
+    from common.config_checks import Rule, integer, number, one_of, optional, text
+    from common.data import DIFFICULTIES
+    from common.models import INITS
+    from common.reward import REWARD_FUNCS
+
+    return (
+        Rule("preset", text(), "{flag} 必须是预设名"),
+        Rule("init", one_of(INITS), f"{{flag}} 只能是 {' | '.join(INITS)}"),
+        Rule("model", optional(text()), "{flag} 必须是模型目录的路径，或者不给"),
+        Rule("data", text(), "{flag} 必须是数据来源的名字或 jsonl 路径"),
+        Rule("n_train", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule("difficulty", one_of(DIFFICULTIES), f"{{flag}} 只能是 {DIFFICULTIES}"),
+        Rule("n_heldout", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule("steps", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule("prompts_per_step", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule(
+            "group_size",
+            integer(ge=2),
+            "{flag} 至少为 2（得到 {value!r}）：只有一条回答就没有组内比较",
+        ),
+        Rule("max_new_tokens", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule("temperature", number(gt=0), "{flag} 必须是 > 0 的有限数"),
+        Rule("top_p", number(gt=0, le=1), "{flag} 必须在 (0, 1] 之间"),
+        Rule("rollout", one_of(ROLLOUTS), f"{{flag}} 只能是 {' | '.join(ROLLOUTS)}"),
+        Rule("tis", one_of(TIS_LEVELS), f"{{flag}} 只能是 {' | '.join(TIS_LEVELS)}"),
+        Rule(
+            "reward",
+            one_of((*REWARD_FUNCS, "shuffled")),
+            f"未知的 {{flag}} {{value!r}}；可选：{' | '.join(REWARD_FUNCS)} | shuffled（对照）",
+        ),
+        Rule("beta", number(ge=0), "{flag} 必须是 >= 0 的有限数（0 = 不要参考模型）"),
+        Rule(
+            "eps_low",
+            number(gt=0, lt=1),
+            "{flag} 必须在 (0, 1) 之间：ratio 的下界 1 - eps_low 要 > 0",
+        ),
+        Rule("eps_high", number(gt=0), "{flag} 必须是 > 0 的有限数（ratio 的上界是 1 + eps_high）"),
+        Rule("aggregation", one_of(AGGREGATIONS), f"{{flag}} 只能是 {' | '.join(AGGREGATIONS)}"),
+        Rule("num_iterations", integer(ge=1), "{flag}（μ）必须是 >= 1 的整数"),
+        Rule("lr", number(gt=0), "{flag} 必须是 > 0 的有限数"),
+        Rule("micro_batch", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
+        Rule("grad_clip", number(gt=0), "{flag} 必须是 > 0 的有限数（梯度范数的上限）"),
+        Rule("weight_decay", number(ge=0), "{flag} 必须是 >= 0 的有限数"),
+        Rule("optimizer", one_of(OPTIMIZERS), f"{{flag}} 只能是 {' | '.join(OPTIMIZERS)}"),
+        Rule("eval_every", integer(ge=1), "{flag} 必须是 >= 1 的整数（每隔几步评估一次）"),
+        Rule("pass_k", integer(ge=0), "{flag} 必须是 >= 0 的整数（0 = 评估时不算 pass@k）"),
+        Rule("save_every", integer(ge=1), "{flag} 必须是 >= 1 的整数（每隔几步存一次 checkpoint）"),
+        Rule("impl", one_of(("solutions", "exercises")), "{flag} 只能是 solutions | exercises"),
+        Rule("seed", integer(ge=0), "{flag} 必须是 >= 0 的整数"),
+        Rule("out", text(), "{flag} 必须是运行目录的路径"),
+    )
+
+
+def _context_length(preset: str) -> int:
+    """预设模型的上下文长度（max_position_embeddings）：prompt + 回答不能超过它。"""
+    from common.models import TINY_ARCH, get_preset
+    from common.qwen3_shapes import shape_for_hub_id
+
+    hub_id = get_preset(preset).hub_id
+    return (
+        TINY_ARCH["max_position_embeddings"]
+        if hub_id is None
+        else shape_for_hub_id(hub_id).max_position
+    )
+
+
 def _config_block() -> tuple[dict, dict[str, str]]:
     """读 grpo_train.py 顶部的 CONFIG（不 import 脚本）：(默认值, 每个键的注释)。"""
     source = SCRIPT.read_text(encoding="utf-8")
@@ -78,69 +149,85 @@ def _fail(errors: list[str]) -> None:
     sys.exit("配置错误：\n  - " + "\n  - ".join(errors))
 
 
-def _resume_config(run_dir: str, given: dict) -> argparse.Namespace:
+def _resume_config(run_dir: str, given: dict, keys) -> argparse.Namespace:
+    """续跑：读回 DIR/config.json，像命令行一样重新校验（它可能被手改过、写坏了）。"""
     cfg_path = Path(run_dir) / "config.json"
+    if Path(run_dir).is_dir() and not cfg_path.is_file():
+        _fail([f"{cfg_path} 不存在：{run_dir} 不是一次运行的目录（或者它在写下设置之前就停了）"])
     if not cfg_path.is_file():
         _fail([f"{cfg_path} 不存在，--resume 要指向之前某次运行的目录"])
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:
+        cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        _fail([f"{cfg_path} 读不出（{type(err).__name__}: {err}）：它是训练开始时写下的设置，"
+               "被改坏或截断了。恢复它（比如照着原来的命令行改回去）再续跑"])  # fmt: skip
+    if not isinstance(cfg, dict):
+        _fail([f"{cfg_path} 应该是一个 JSON 对象（键 -> 值），得到 {type(cfg).__name__}"])
+    known = set(keys) | {"resume"}
+    problems = [f"{cfg_path} 缺少 {k!r}" for k in sorted(set(keys) - set(cfg))]
+    problems += [f"{cfg_path} 里有不认识的键 {k!r}" for k in sorted(set(cfg) - known)]
+    if problems:
+        _fail([*problems, "config.json 只能是这个脚本写下的那份：改回去再续跑，或开一个新的 --out"])
     changed = [k for k, v in given.items() if k not in RESUME_CAN_CHANGE and v != cfg.get(k)]
     if changed:
         _fail([f"续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out"])
     cfg.update({k: v for k, v in given.items() if k in RESUME_CAN_CHANGE}, out=run_dir)
-    return argparse.Namespace(**cfg)
+    cfg = argparse.Namespace(**cfg)
+    errors = validate(cfg, resuming=True)
+    if errors:
+        _fail([f"{cfg_path} 或命令行里的值不合法：", *errors])
+    return cfg
 
 
-def validate(c: argparse.Namespace) -> list[str]:
-    """所有非法设置，一次列全（中文，说清楚改什么）。"""
+def validate(c: argparse.Namespace, resuming: bool = False) -> list[str]:
+    """所有非法设置，一次列全（中文，说清楚改什么）；在加载任何模型之前调用。
+
+    先按 _rules() 查每个值（类型、有限、范围），都对了再查值之间的关系和外部的东西（文件、GPU）。
+    """
+    from common.config_checks import broken_rules
     from common.data import DATA_SOURCES
-    from common.models import resolve_device, validate_model_dir
-    from common.reward import REWARD_FUNCS
+    from common.models import PresetError, resolve_device, validate_model_dir
+    from common.run_folder import out_dir_problem
 
+    errors = broken_rules(vars(c), _rules())
+    if errors:
+        return errors
     n = c.prompts_per_step * c.group_size
+    try:
+        context = _context_length(c.preset)
+    except PresetError as err:
+        return [str(err)]
     checks = [
         (
-            c.group_size < 2,
-            f"--group-size 至少为 2（得到 {c.group_size}）：只有一条回答就没有组内比较",
-        ),
-        (
-            c.micro_batch < 1 or n % c.micro_batch,
+            n % c.micro_batch,
             f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} "
             f"必须能被 --micro-batch={c.micro_batch} 整除",
         ),
         (
-            min(c.prompts_per_step, c.steps, c.max_new_tokens, c.n_heldout) < 1,
-            "--prompts-per-step、--steps、--max-new-tokens、--n-heldout 都必须 >= 1",
+            c.max_new_tokens >= context,
+            f"--max-new-tokens {c.max_new_tokens} 超出了模型的上下文：{c.preset} 最多 {context} 个位置，"
+            "还要放下 prompt。把它调小",
         ),
         (
-            not c.temperature > 0 or not 0 < c.top_p <= 1,
-            "--temperature 必须 > 0，--top-p 必须在 (0, 1]",
+            c.data == "synthetic" and c.n_heldout >= c.n_train,
+            f"--n-heldout {c.n_heldout} 必须小于 --n-train {c.n_train}：合成题池切出 held-out 后还要剩下训练题",
         ),
-        (
-            c.reward not in (*REWARD_FUNCS, "shuffled"),
-            f"未知的 --reward {c.reward!r}；可选：{' | '.join(REWARD_FUNCS)} | shuffled（对照）",
-        ),
-        (c.aggregation not in AGGREGATIONS, f"--aggregation 只能是 {' | '.join(AGGREGATIONS)}"),
-        (c.beta < 0 or c.lr <= 0 or c.eps_low <= 0, "--beta 不能为负，--lr 和 --eps-low 必须 > 0"),
-        (c.num_iterations < 1, "--num-iterations（μ）必须 >= 1"),
-        (c.pass_k < 0, "--pass-k 不能为负（0 = 评估时不算 pass@k）"),
-        (c.rollout not in ROLLOUTS, f"--rollout 只能是 {' | '.join(ROLLOUTS)}"),
-        (c.tis not in TIS_LEVELS, f"--tis 只能是 {' | '.join(TIS_LEVELS)}"),
         (
             c.tis != "none" and c.rollout != "vllm",
             "--tis 修正的是推理引擎与训练端的 logp 差，只在 --rollout vllm 时有意义",
         ),
-        (c.optimizer not in OPTIMIZERS, f"--optimizer 只能是 {' | '.join(OPTIMIZERS)}"),
-        (c.impl not in ("solutions", "exercises"), "--impl 只能是 solutions | exercises"),
         (
             c.data not in DATA_SOURCES and not Path(c.data).is_file(),
             f"--data 既不是 {' | '.join(DATA_SOURCES)}，也不是存在的 jsonl 文件：{c.data}",
         ),
         (
-            Path(c.out, "config.json").exists(),
+            not resuming and Path(c.out, "config.json").exists(),
             f"{c.out} 里已经有一次运行：续跑用 --resume {c.out}，否则换一个 --out",
         ),
     ]
     errors = [msg for bad, msg in checks if bad]
+    problem = out_dir_problem(c.out)  # 是文件、在文件下面、不能写：在加载模型之前就说
+    errors += [problem] if problem else []
     if c.rollout == "vllm":
         errors += _vllm_problems(c)
     checks = [lambda: resolve_device(c.preset)]
@@ -191,8 +278,8 @@ def parse_config(argv: list[str] | None = None) -> argparse.Namespace:
     args = _parser(defaults, helps).parse_args(argv)
     if args.resume:  # 只看命令行上真正给了的参数
         given = vars(_parser(defaults, helps, suppress=True).parse_args(argv))
-        return _resume_config(args.resume, given)
-    cfg = argparse.Namespace(**{k: v for k, v in vars(args).items() if k != "resume"})
+        return _resume_config(args.resume, given, keys=defaults)
+    cfg = argparse.Namespace(**vars(args))  # resume = None：新开的运行
     cfg.out = cfg.out or f"runs/{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
     cfg.eps_high = cfg.eps_low if cfg.eps_high is None else cfg.eps_high
     errors = validate(cfg)
