@@ -7,7 +7,6 @@
 """
 
 import copy
-import json
 import sys
 import time
 from contextlib import nullcontext
@@ -17,17 +16,19 @@ HERE = Path(__file__).resolve().parent  # 本目录有 train_config.py；上两�
 sys.path[:0] = [str(HERE), str(HERE.parents[1])]
 import torch
 from tqdm import tqdm
-from train_config import parse_config, use_exercises
+from train_config import RESUME_CAN_CHANGE, parse_config, use_exercises
 
 from common import data as D
-from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from common.checkpoint import apply_checkpoint, save_checkpoint
 from common.evaluate import evaluate
 from common.fast_decode import host_gradients, rollout_buffers
-from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
+from common.finite_guard import guard_finite
+from common.metrics import MetricsLogger, plot_curves, read_json, read_metrics, write_json
 from common.models import PresetError, get_preset, load_model, resolve_device
 from common.optim import OptimizerError, make_optimizer
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
+from common.run_folder import RunFolder, exit_cleanly
 from common.vllm_rollout import logp_mismatch, training_engine
 
 # 你在 L2 写的函数：默认用参考答案 solutions/；--impl exercises 时换成 exercises/ 里你自己的。
@@ -93,6 +94,12 @@ def main(cfg):
     torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
     if not cuda:  # tiny 的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
+    train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
+                                   difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
+    # 运行目录（第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json，续跑先核对
+    # checkpoint（校验和）、config.json 和 metrics.jsonl，哪里不对就在加载模型之前拒绝，什么都不改
+    run = RunFolder(cfg.out)
+    ckpt = run.open(vars(cfg), resume=cfg.resume is not None, may_change=RESUME_CAN_CHANGE)
     model, tok = load_model(preset, cfg.init, device, model_path=cfg.model)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
     frozen_copy = cfg.beta > 0 and not preset.lora_rank
@@ -105,8 +112,6 @@ def main(cfg):
     amp = lambda: torch.autocast(device.type, dtype=preset.dtype) if half else nullcontext()
     opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
-    train, heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
-                                   difficulty=cfg.difficulty)  # held-out 永远是同一批：曲线才可比
     eos, pad = list(preset.eos_token_ids), preset.pad_token_id
     train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
 
@@ -138,17 +143,16 @@ def main(cfg):
         return hidden_token_logprobs(h, base.lm_head.weight, ro.completion_ids[rows],
                                      cfg.temperature, chunk_rows=256)
 
-    # ---- 运行目录：新开，或从 checkpoint 续跑 ----
-    out, start = Path(cfg.out), 0
-    out.mkdir(parents=True, exist_ok=True)
-    if checkpoint_path(out).is_file():  # 续跑：读回训练到一半的权重、优化器状态和随机数
-        start = load_checkpoint(out, model=model, optimizer=opt, generators={"sample": gen})["step"]
-        print(f"从 {checkpoint_path(out)} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
-    else:
-        write_json(out / "config.json", vars(cfg))
+    # ---- 训练前评估（新开时；续跑时 eval_before.json 丢了也从起点重算），再读回 checkpoint ----
+    out, start = run.path, 0
+    if run.needs_eval_before():
         ev = heldout_eval()
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
+    if ckpt is not None:  # 续跑：读回训练到一半的权重、优化器状态和随机数
+        start = apply_checkpoint(ckpt, model=model, optimizer=opt,
+                                 generators={"sample": gen})["step"]
+        print(f"从 {ckpt.path} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     engine = training_engine(model, preset, cfg) if cfg.rollout == "vllm" else None  # 评估不用它
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
     N, M, G = cfg.prompts_per_step * cfg.group_size, cfg.micro_batch, cfg.group_size
@@ -210,6 +214,9 @@ def main(cfg):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
+            # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
+            guard_finite(step, loss=[s["loss"] for s in stats], grad_norm=grad_norm, params=params,
+                         optimizer=opt)
         train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
 
         # 9) 记录。键名约定：计时以 _s/_per_s 结尾、显存以 _gb 结尾；其余值在 CPU 上逐位可复现
@@ -239,22 +246,24 @@ def main(cfg):
         logger.log(row)
         bar.set_postfix(reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}",
                         heldout="-" if ev is None else f"{ev['accuracy']:.2f}")
-        # 11) checkpoint（原子写入：先写临时文件再改名，任何时刻被杀都留下一个完整的）
+        # 11) checkpoint（原子写入 + 校验和：任何时刻被杀都留下一个完整的，被改过的读不进来）
         if step % cfg.save_every == 0 or step == cfg.steps:
-            save_checkpoint(out, model=model, optimizer=opt, step=step, generators={"sample": gen})
+            save_checkpoint(out, model=model, optimizer=opt, step=step, generators={"sample": gen},
+                            extra={"config": vars(cfg)})  # 续跑时拿它核对 config.json
             plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png",
                         title=f"{cfg.preset} GRPO  {out.name}")
 
-    if start < cfg.steps:  # 训练后：同一批题、同样的评估，和训练前一比就是这次训练的成绩
-        ev = ev if cfg.steps % cfg.eval_every == 0 else heldout_eval()
-        write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
-        before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))["accuracy"]
-        after = ev["accuracy"]
-        print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
+    # 训练后：同一批题、同样的评估，和训练前一比就是这次训练的成绩。checkpoint 已在最后一步的
+    # 续跑（上次在这之后被杀）不再训练，只补齐 eval_after.json、curves.png 和这一行
+    ev = ev if ev is not None and cfg.steps % cfg.eval_every == 0 else heldout_eval()
+    write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
+    plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png",
+                title=f"{cfg.preset} GRPO  {out.name}")
+    before, after = read_json(out / "eval_before.json")["accuracy"], ev["accuracy"]
+    print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
 
 
 if __name__ == "__main__":
-    try:
-        main(parse_config())
-    except (D.DataError, PresetError, CheckpointError, OptimizerError) as err:
-        sys.exit(f"错误：{err}")
+    cfg = parse_config()
+    with exit_cleanly(cfg.out, cfg.steps, errors=(D.DataError, PresetError, OptimizerError)):
+        main(cfg)  # 出错、Ctrl-C：一行中文说明（和怎么续跑），不打印 traceback
