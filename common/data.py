@@ -331,6 +331,11 @@ def load_splits(
             print(
                 f"{data}：去掉了 {len(rows) - len(unique)} 道重复的题（题面相同），剩 {len(unique)} 道"
             )
+        if not 0 < n_heldout < len(unique):
+            raise DataError(
+                f"{data}：去重后只有 {len(unique)} 道不同的题，不够切出 {n_heldout} 道 held-out 再留下训练题："
+                "减小 --n-heldout，或者换一份题更多的数据"
+            )
         train, heldout = split_train_heldout(unique, n_heldout)
     if not train:
         raise DataError(

@@ -79,7 +79,11 @@ def _rules():
         Rule("eps_high", number(gt=0), "{flag} 必须是 > 0 的有限数（ratio 的上界是 1 + eps_high）"),
         Rule("aggregation", one_of(AGGREGATIONS), f"{{flag}} 只能是 {' | '.join(AGGREGATIONS)}"),
         Rule("num_iterations", integer(ge=1), "{flag}（μ）必须是 >= 1 的整数"),
-        Rule("lr", number(gt=0), "{flag} 必须是 > 0 的有限数"),
+        Rule(
+            "lr",
+            number(gt=0, lt=1),
+            "{flag} 必须在 (0, 1) 之间（AdamW 的学习率，常用 1e-6 到 1e-4）",
+        ),
         Rule("micro_batch", integer(ge=1), "{flag} 必须是 >= 1 的整数"),
         Rule("grad_clip", number(gt=0), "{flag} 必须是 > 0 的有限数（梯度范数的上限）"),
         Rule("weight_decay", number(ge=0), "{flag} 必须是 >= 0 的有限数"),

@@ -133,7 +133,7 @@ def test_bad_config_is_rejected_in_chinese(tc, tmp_path, argv, expected):
 
 # issue 24 里「校验通过了」的每一个值，外加几个同类的：都要在加载任何东西之前被拒绝，并点名那个参数
 BAD_VALUES = [
-    ("--lr", "nan"), ("--lr", "inf"), ("--beta", "nan"), ("--eps-low", "nan"),
+    ("--lr", "nan"), ("--lr", "inf"), ("--lr", "1e30"), ("--beta", "nan"), ("--eps-low", "nan"),
     ("--eps-high", "nan"), ("--eps-high", "-5"), ("--grad-clip", "nan"), ("--grad-clip", "-1"),
     ("--weight-decay", "nan"), ("--temperature", "inf"), ("--eval-every", "0"),
     ("--save-every", "0"), ("--save-every", "-1"), ("--n-train", "0"), ("--difficulty", "9"),
@@ -182,8 +182,8 @@ def _stored_config(tc, run):
     [
         (lambda text, cfg: text[: len(text) // 2], "读不出（JSONDecodeError"),
         (lambda text, cfg: "[1, 2]", "应该是一个 JSON 对象"),
-        (lambda text, cfg: json.dumps({**cfg, "lr": "0.001"}), "--lr 必须是 > 0 的有限数（得到 '0.001'）"),
-        (lambda text, cfg: json.dumps({**cfg, "lr": float("nan")}), "--lr 必须是 > 0 的有限数（得到 nan）"),
+        (lambda text, cfg: json.dumps({**cfg, "lr": "0.001"}), "--lr 必须在 (0, 1) 之间"),
+        (lambda text, cfg: json.dumps({**cfg, "lr": float("nan")}), "1e-4）（得到 nan）"),
         (lambda text, cfg: json.dumps({**cfg, "steps": None}), "--steps 必须是 >= 1 的整数（得到 None）"),
         (lambda text, cfg: json.dumps({**cfg, "reward": 3}), "未知的 --reward 3"),
         (lambda text, cfg: json.dumps({k: v for k, v in cfg.items() if k != "beta"}), "缺少 'beta'"),

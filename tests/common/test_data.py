@@ -371,7 +371,7 @@ def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path
     from common.data import load_splits
 
     path = _jsonl(tmp_path / "same.jsonl", [{"question": "q", "answer": "#### 1"}] * 40)
-    with pytest.raises(DataError, match="只有 1 道题"):
+    with pytest.raises(DataError, match=f"{path}：去重后只有 1 道不同的题"):
         load_splits(str(path), 20)
 
 
