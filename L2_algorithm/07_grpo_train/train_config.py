@@ -76,7 +76,11 @@ def _rules():
             number(gt=0, lt=1),
             "{flag} 必须在 (0, 1) 之间：ratio 的下界 1 - eps_low 要 > 0",
         ),
-        Rule("eps_high", number(gt=0), "{flag} 必须是 > 0 的有限数（ratio 的上界是 1 + eps_high）"),
+        Rule(
+            "eps_high",
+            optional(number(gt=0)),
+            "{flag} 必须是 > 0 的有限数（ratio 的上界是 1 + eps_high），或者不给（= --eps-low）",
+        ),
         Rule("aggregation", one_of(AGGREGATIONS), f"{{flag}} 只能是 {' | '.join(AGGREGATIONS)}"),
         Rule("num_iterations", integer(ge=1), "{flag}（μ）必须是 >= 1 的整数"),
         Rule(
@@ -285,10 +289,10 @@ def parse_config(argv: list[str] | None = None) -> argparse.Namespace:
         return _resume_config(args.resume, given, keys=defaults)
     cfg = argparse.Namespace(**vars(args))  # resume = None：新开的运行
     cfg.out = cfg.out or f"runs/{preset.name}-{time.strftime('%Y%m%d-%H%M%S')}"
-    cfg.eps_high = cfg.eps_low if cfg.eps_high is None else cfg.eps_high
-    errors = validate(cfg)
+    errors = validate(cfg)  # 先校验再补 eps_high：--eps-low 错了只报一条，不连带报 --eps-high
     if errors:
         _fail(errors)
+    cfg.eps_high = cfg.eps_low if cfg.eps_high is None else cfg.eps_high
     return cfg
 
 

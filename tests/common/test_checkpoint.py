@@ -227,12 +227,12 @@ def test_8bit_adamw_checkpoint_round_trips_with_its_checksum(tmp_path):
     from common.optim import make_optimizer
 
     torch.manual_seed(0)
-    model = torch.nn.Linear(128, 64)
+    model = torch.nn.Linear(256, 64, bias=False)
     opt = make_optimizer(model.parameters(), "adamw8bit", lr=1e-3)
-    model(torch.randn(4, 128)).sum().backward()
+    model(torch.randn(4, 256)).sum().backward()
     opt.step()
     save_checkpoint(tmp_path, model=model, optimizer=opt, step=1)
-    fresh = torch.nn.Linear(128, 64)
+    fresh = torch.nn.Linear(256, 64, bias=False)
     fresh_opt = make_optimizer(fresh.parameters(), "adamw8bit", lr=1e-3)
     load_checkpoint(tmp_path, model=fresh, optimizer=fresh_opt)
     assert torch.equal(fresh.weight, model.weight)

@@ -64,9 +64,11 @@ def test_torchao_8bit_state_is_opened_up():
     from common.optim import make_optimizer
 
     torch.manual_seed(0)
-    model = torch.nn.Linear(128, 64)  # >= 4096 个值：状态真的是 8 bit（codes + scale）
+    model = torch.nn.Linear(
+        256, 64, bias=False
+    )  # 16384 个值（>= 4096）：状态真的是 8 bit（codes + scale）
     opt = make_optimizer(model.parameters(), "adamw8bit", lr=1e-3)
-    model(torch.randn(4, 128)).sum().backward()
+    model(torch.randn(4, 256)).sum().backward()
     opt.step()
     state = opt.state[model.weight]["exp_avg"]
     assert type(state) is not torch.Tensor
