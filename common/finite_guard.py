@@ -1,6 +1,6 @@
 """The NaN/inf guard of a training step: stop before a non-finite number reaches a checkpoint.
 
-    guard_finite(step, loss=losses, grad_norm=grad_norm, params=params, optimizer=opt)
+    guard_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
 
 Call it after ``optimizer.step()``. It raises :class:`NonFiniteError` (a Chinese message naming the
 step, what went non-finite and the likely causes) when the loss, the gradient norm, any updated
@@ -58,9 +58,9 @@ def non_finite(tensors: Iterable[tuple[str, torch.Tensor]]) -> list[str]:
         by_device.setdefault(t.device, []).append(i)
     bad = [False] * len(floats)
     for indices in by_device.values():  # one stack (and one sync) per device
-        flags = torch.stack([(~torch.isfinite(floats[i][1].detach())).any() for i in indices])
-        for i, b in zip(indices, flags.tolist()):
-            bad[i] = b
+        finite = torch.stack([torch.isfinite(floats[i][1].detach()).all() for i in indices])
+        for i, ok in zip(indices, finite.tolist()):
+            bad[i] = not ok
     return [name for (name, _), b in zip(floats, bad) if b]
 
 
@@ -79,13 +79,14 @@ def guard_finite(
     *,
     loss=None,
     grad_norm=None,
-    params: Iterable[torch.nn.Parameter] | dict | None = None,
+    params: torch.nn.Module | Iterable[torch.nn.Parameter] | dict | None = None,
     optimizer: torch.optim.Optimizer | None = None,
 ) -> None:
     """Raise NonFiniteError if anything of this step is NaN/inf; otherwise return None.
 
     loss, grad_norm: a float, a tensor, or a list of them (e.g. one loss per micro-batch);
-    params: the trainable parameters (an iterable, or a ``{name: tensor}`` dict);
+    params: a model (its trainable parameters, by name), an iterable of parameters, or a
+        ``{name: tensor}`` dict;
     optimizer: its state (``exp_avg``, ``exp_avg_sq``, ...) is checked too.
     """
     problems = []
@@ -94,7 +95,10 @@ def guard_finite(
     if any(not math.isfinite(x) for x in _numbers(grad_norm)):
         problems.append("梯度范数 grad_norm")
     if params is not None:
-        named = params.items() if isinstance(params, dict) else enumerate(params)
+        if isinstance(params, torch.nn.Module):
+            named = [(n, p) for n, p in params.named_parameters() if p.requires_grad]
+        else:
+            named = params.items() if isinstance(params, dict) else enumerate(params)
         bad = non_finite((f"参数 {name}", p) for name, p in named)
         if bad:
             problems.append(f"更新后的权重（{len(bad)} 个张量，如 {bad[0]}）")

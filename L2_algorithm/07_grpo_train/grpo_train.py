@@ -215,7 +215,7 @@ def main(cfg):
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
             # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
-            guard_finite(step, loss=[s["loss"] for s in stats], grad_norm=grad_norm, params=params,
+            guard_finite(step, loss=[s["loss"] for s in stats], grad_norm=grad_norm, params=model,
                          optimizer=opt)
         train_s, sync_s = time.time() - t1, engine and engine.sync_weights(model)  # 新权重推给引擎
 

@@ -49,6 +49,10 @@ def test_a_nan_weight_is_named():
         model.bias[1] = math.nan
     with pytest.raises(NonFiniteError, match=r"更新后的权重（1 个张量，如 参数 bias）"):
         guard_finite(2, params=dict(model.named_parameters()))
+    with pytest.raises(NonFiniteError, match=r"如 参数 bias"):
+        guard_finite(2, params=model)  # 一个模型：按名字查它可训练的参数
+    model.bias.requires_grad_(False)
+    guard_finite(2, params=model)  # 冻结的参数不归这一步管
 
 
 def test_nan_in_adamw_exp_avg_is_caught_before_it_reaches_the_weights():
