@@ -3,6 +3,11 @@
 A GSM8K row is ``{"question": str, "answer": str}`` where ``answer`` is a worked solution whose last
 line is ``#### <number>`` (calculator annotations ``<<48/2=24>>`` appear inline). ``Problem.gold`` is
 the canonical number after the last ``####`` (``common.reward.extract_answer`` normalises it).
+
+What follows ``####`` must be one plain number as GSM8K writes them: digits, optionally a minus sign,
+thousands commas in groups of three and a decimal part (``72``, ``-3``, ``1,234``, ``0.5``). Anything
+else (``1e309``, ``1,2345``, ``12 - 5``, ``5/0``, ``72 dollars``) is not a gold: the row is refused
+with its line number, never read as some other number.
 """
 
 from __future__ import annotations
@@ -38,17 +43,30 @@ class Problem:
     gold: str  # canonical final answer, e.g. "72", "-5", "2.5"
 
 
+GOLD_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # "72", "-3", "1,234", "0.5"
+
+
 def parse_gold(answer: str) -> str | None:
-    """The canonical number after the last ``####`` of a GSM8K answer, or None if there is none."""
+    """The canonical number after the last ``####`` of a GSM8K answer; None if there is no ``####``
+    or what follows it is not one plain number (see the module docstring)."""
     from common.reward import extract_answer
 
     if "####" not in answer:
         return None
-    return extract_answer("####" + answer.rsplit("####", 1)[1])
+    tail = answer.rsplit("####", 1)[1].strip()
+    if not GOLD_NUMBER.fullmatch(tail):
+        return None
+    return extract_answer("#### " + tail)
 
 
 def _problem(question: str, answer: str, where: str) -> Problem:
     gold = parse_gold(answer)
+    if gold is None and "####" in answer:
+        tail = answer.rsplit("####", 1)[1].strip()
+        raise DataError(
+            f"{where}：`####` 后面的 {tail[:40]!r} 不是一个数。GSM8K 的最终答案是一个普通的数，"
+            "如 `#### 72`、`#### -3`、`#### 1,234`、`#### 0.5`（不要科学计数法、算式、分数或单位）"
+        )
     if gold is None:
         raise DataError(
             f"{where}：answer 里没有以 `#### <数字>` 结尾的最终答案（GSM8K 格式要求最后一行是 `#### 72` 这样）"
@@ -122,28 +140,46 @@ def _hub_rows(split: str, limit: int | None):
 def load_jsonl(path: str | Path) -> list[Problem]:
     """A local GSM8K-format jsonl file: one ``{"question": ..., "answer": "... #### N"}`` object per line."""
     path = Path(path)
+    if path.is_dir():
+        raise DataError(f"--data 指向的是一个目录，不是 jsonl 文件：{path}")
     if not path.is_file():
         raise DataError(f"数据文件不存在：{path}。检查路径，或去掉 --data 改用内置的合成数据。")
-    problems = []
-    with path.open(encoding="utf-8") as f:
-        for lineno, line in enumerate(f, start=1):
-            if not line.strip():
-                continue
-            where = f"{path} 第 {lineno} 行"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as err:
+    problems, first_seen = [], {}  # question -> (line number, gold)
+    try:
+        raw_lines = path.read_bytes().split(b"\n")
+    except OSError as err:
+        raise DataError(f"读不了数据文件 {path}（{err.strerror or err}）") from None
+    for lineno, raw in enumerate(raw_lines, start=1):
+        where = f"{path} 第 {lineno} 行"
+        try:  # utf-8-sig: a byte-order mark at the start of the file is not part of the JSON
+            line = raw.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as err:
+            raise DataError(
+                f"{where}（第 {err.start + 1} 个字节 0x{raw[err.start]:02x}）不是 UTF-8 编码："
+                "数据文件必须是 UTF-8。用编辑器「另存为 UTF-8」，"
+                f"或 iconv -f GBK -t UTF-8 {path.name} > 新文件（把 GBK 换成它实际的编码）"
+            ) from None
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataError(f"{where}：不是合法的 JSON（{err.msg}，第 {err.colno} 列）") from None
+        if not isinstance(row, dict):
+            raise DataError(f'{where}：应该是一个 JSON 对象 {{"question": ..., "answer": ...}}')
+        for key in ("question", "answer"):
+            if not isinstance(row.get(key), str) or not row[key].strip():
                 raise DataError(
-                    f"{where}：不是合法的 JSON（{err.msg}，第 {err.colno} 列）"
-                ) from None
-            if not isinstance(row, dict):
-                raise DataError(f'{where}：应该是一个 JSON 对象 {{"question": ..., "answer": ...}}')
-            for key in ("question", "answer"):
-                if not isinstance(row.get(key), str) or not row[key].strip():
-                    raise DataError(
-                        f"{where}：缺少字符串字段 {key!r}（GSM8K 格式需要 question 和 answer）"
-                    )
-            problems.append(_problem(row["question"], row["answer"], where))
+                    f"{where}：缺少字符串字段 {key!r}（GSM8K 格式需要 question 和 answer）"
+                )
+        problem = _problem(row["question"], row["answer"], where)
+        seen_at, seen_gold = first_seen.setdefault(problem.question, (lineno, problem.gold))
+        if seen_gold != problem.gold:
+            raise DataError(
+                f"{path} 第 {seen_at} 行和第 {lineno} 行是同一道题，最终答案却不同"
+                f"（{seen_gold} 和 {problem.gold}）：删掉答错的那一行"
+            )
+        problems.append(problem)
     if not problems:
         raise DataError(f"{path} 是空的：至少需要一行题目")
     return problems
@@ -228,10 +264,20 @@ def synthetic_problems(n: int, seed: int = 0, difficulty: int = 1) -> list[Probl
     return [_one(rng, difficulty) for _ in range(n)]
 
 
+def unique_questions(problems: list[Problem]) -> list[Problem]:
+    """``problems`` without repeated questions (the first copy of each stays, order kept)."""
+    seen = set()
+    return [p for p in problems if not (p.question in seen or seen.add(p.question))]
+
+
 def split_train_heldout(
     problems: list[Problem], n_heldout: int, seed: int = 0
 ) -> tuple[list[Problem], list[Problem]]:
     """Shuffle deterministically and hold out ``n_heldout`` problems; no held-out question appears in train."""
+    if len(problems) < 2:
+        raise DataError(
+            f"只有 {len(problems)} 道题：切出 held-out 之后就没有训练题了（至少要 2 道不同的题）"
+        )
     if not 0 < n_heldout < len(problems):
         raise DataError(f"n_heldout 必须在 1 到 {len(problems) - 1} 之间，得到 {n_heldout}")
     order = list(problems)
@@ -265,16 +311,38 @@ def load_splits(
 
     data: "synthetic" = ``n_train`` generated problems, ``n_heldout`` of them held out;
     "gsm8k" / "hub" = GSM8K's train split, and the first ``n_heldout`` test problems held out
-    (a fixed subset, the same in every run); otherwise a GSM8K-format jsonl path, split like "synthetic".
+    (a fixed subset, the same in every run); otherwise a GSM8K-format jsonl path: repeated questions
+    are removed first (the count is printed), then it is split like "synthetic".
+    The synthetic pool keeps its repeats (the generator draws with replacement; the shipped runs and
+    their figures use exactly this pool); the split still keeps every held-out question out of train.
+    Raises DataError when the train split ends up empty.
     """
     if data == "synthetic":
         pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
-        return split_train_heldout(pool, n_heldout)
-    if data in ("gsm8k", "hub"):
+        train, heldout = split_train_heldout(pool, n_heldout)
+    elif data in ("gsm8k", "hub"):
         source = "hub" if data == "hub" else "shipped"
         train = load_gsm8k("train", source=source)
-        return train, load_gsm8k("test", limit=n_heldout, source=source)
-    return split_train_heldout(load_jsonl(data), n_heldout)
+        heldout = load_gsm8k("test", limit=n_heldout, source=source)
+    else:
+        rows = load_jsonl(data)
+        unique = unique_questions(rows)
+        if len(unique) < len(rows):
+            print(
+                f"{data}：去掉了 {len(rows) - len(unique)} 道重复的题（题面相同），剩 {len(unique)} 道"
+            )
+        if not 0 < n_heldout < len(unique):
+            raise DataError(
+                f"{data}：去重后只有 {len(unique)} 道不同的题，不够切出 {n_heldout} 道 held-out 再留下训练题："
+                "减小 --n-heldout，或者换一份题更多的数据"
+            )
+        train, heldout = split_train_heldout(unique, n_heldout)
+    if not train:
+        raise DataError(
+            f"--data {data}：切出 {len(heldout)} 道 held-out 后训练集是空的（held-out 里的题不会再出现在训练集里）。"
+            "减小 --n-heldout，或用更多不同的题"
+        )
+    return train, heldout
 
 
 def prompt_messages(question: str) -> list[dict]:

@@ -18,12 +18,12 @@ import argparse
 import dataclasses
 import importlib.util
 import json
-import math
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.config_checks import integer, number, optional
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
 
 AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 (a test ties them)
@@ -35,7 +35,7 @@ INITS = ("pretrained", "random")
 IMPLS = ("solutions", "exercises")
 DATA_SOURCES = ("synthetic", "gsm8k", "hub")  # = common/data.py's DATA_SOURCES (or a jsonl path)
 # resuming may change only these; the rest would make it a different experiment
-RESUME_CAN_CHANGE = ("steps", "eval_every", "save_every")
+RESUME_CAN_CHANGE = ("steps", "eval_every", "save_every", "resume")
 EARLY_EVALS = (1, 2, 3, 5, 10)  # greedy-only held-out evaluations early in a run (L2.07)
 
 
@@ -49,28 +49,14 @@ def knob(default, help: str, group: str, choices: tuple | None = None, check=Non
 
 
 def _finite(lo=None, hi=None, lo_open=False, hi_open=False):
-    def ok(v) -> bool:
-        if not isinstance(v, (int, float)) or isinstance(v, bool) or not math.isfinite(v):
-            return False
-        if lo is not None and (v <= lo if lo_open else v < lo):
-            return False
-        return hi is None or (v < hi if hi_open else v <= hi)
-
-    return ok
+    """A finite number (not bool) in the interval; type-strict, so a hand-edited "0.1" is refused."""
+    return number(**{("gt" if lo_open else "ge"): lo, ("lt" if hi_open else "le"): hi})
 
 
 def _count(lo: int = 1, hi: int | None = None):
-    def ok(v) -> bool:
-        return (
-            isinstance(v, int) and not isinstance(v, bool) and v >= lo and (hi is None or v <= hi)
-        )
-
+    ok = integer(ge=lo, le=hi)
     ok.hint = f"要 {lo} 到 {hi} 的整数" if hi is not None else f"要 >= {lo} 的整数"
     return ok
-
-
-def _optional(check):
-    return lambda v: v is None or check(v)
 
 
 MODEL, ROLL, LOSS, OPT, RUN = (
@@ -99,7 +85,7 @@ class GRPOConfig:
     )
     lora_rank: int | None = knob(
         None, "LoRA 的秩；0 = 全参数；不给 = 预设的，或由显存账本定（只给 --model 时）", MODEL,
-        check=_optional(_count(0)), hint="要 >= 0 的整数",
+        check=optional(_count(0)), hint="要 >= 0 的整数",
     )  # fmt: skip
     init: str = knob(
         "pretrained",
@@ -109,7 +95,7 @@ class GRPOConfig:
     )
     cap_gb: float | None = knob(
         None, "把 PyTorch 限制在这么多 GiB（在大卡上模拟 32 GB 的 5090）；显存账本也按它决定全参数还是 LoRA",
-        MODEL, check=_optional(_finite(0, lo_open=True)), hint="要是正数（GiB）",
+        MODEL, check=optional(_finite(0, lo_open=True)), hint="要是正数（GiB）",
     )  # fmt: skip
     data: str = knob(
         "synthetic",
@@ -164,7 +150,7 @@ class GRPOConfig:
     )  # fmt: skip
     eps_high: float | None = knob(
         None, "ratio 的上界 1 + eps_high；不给 = 同 eps_low（DAPO 的 clip-higher 用 0.28）", LOSS,
-        check=_optional(_finite(0, 10, lo_open=True)), hint="要在 (0, 10] 里",
+        check=optional(_finite(0, 10, lo_open=True)), hint="要在 (0, 10] 里",
     )  # fmt: skip
     aggregation: str = knob(
         "sequence_mean",
@@ -178,7 +164,8 @@ class GRPOConfig:
     # -- 优化
     lr: float = knob(
         3e-5, "AdamW 学习率。tiny 用 1e-4 时，reward 打乱的对照也会把正确率推动 0.1–0.2", OPT,
-        check=_finite(0, 1, lo_open=True), hint="要在 (0, 1] 里",
+        check=_finite(0, 1, lo_open=True, hi_open=True),
+        hint="要在 (0, 1) 里（常用 1e-6 到 1e-4；1e30 这样的数不是 NaN，却会把权重一步毁掉）",
     )  # fmt: skip
     micro_batch: int = knob(
         32, "每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新", OPT, check=_count(1)
@@ -213,6 +200,9 @@ class GRPOConfig:
     )
     seed: int = knob(0, "选题和采样的随机种子", RUN, check=_count(0))
     out: str | None = knob(None, "运行目录；不给 = runs/<预设或模型名>-<时间>", RUN)
+    resume: str | None = knob(
+        None, "从这个运行目录的 checkpoint 续跑到 --steps（设置取自它的 config.json）", RUN
+    )
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(GRPOConfig)}
@@ -261,10 +251,20 @@ def field_errors(cfg: GRPOConfig) -> list[str]:
     return errors
 
 
-def cross_errors(c: GRPOConfig) -> list[str]:
-    """Rules between fields, and the files they name (data, output folder)."""
+def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
+    """Rules between fields, and the files they name (data, output folder; nothing is created)."""
+    from common.run_folder import out_dir_problem
+
     n = c.prompts_per_step * c.group_size
     checks = [
+        (
+            c.data == "synthetic" and c.n_heldout >= c.n_train,
+            f"--n-heldout {c.n_heldout} 必须小于 --n-train {c.n_train}：合成题池切出 held-out 后还要剩下训练题",
+        ),
+        (
+            c.out is not None and out_dir_problem(c.out) is not None,
+            c.out is not None and out_dir_problem(c.out),
+        ),
         (
             n % c.micro_batch != 0,
             f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} 必须能被 --micro-batch={c.micro_batch} 整除",
@@ -320,7 +320,6 @@ def build_parser(
             "--" + name.replace("_", "-"), type=_parse_as(kind), metavar=kind.__name__.upper(),
             help=f.metadata["help"], **kw,
         )  # fmt: skip
-    ap.add_argument("--resume", metavar="DIR", help="从 DIR 的 checkpoint 续跑到 --steps")
     return ap
 
 
@@ -364,6 +363,7 @@ def _resume(run_dir: str, given: dict) -> GRPOConfig:
     if not isinstance(stored, dict):
         _fail([f"{path} 不是一个 JSON 对象：这个运行目录的配置坏了，无法续跑"])
     values = {k: v for k, v in stored.items() if k != "provenance"}
+    values.setdefault("resume", None)
     missing, unknown = sorted(set(FIELDS) - set(values)), sorted(set(values) - set(FIELDS))
     if missing or unknown:
         _fail(
@@ -375,10 +375,10 @@ def _resume(run_dir: str, given: dict) -> GRPOConfig:
     if changed:
         _fail([f"续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out"])
     cfg = GRPOConfig(**{**values, **{k: given[k] for k in given if k in RESUME_CAN_CHANGE}})
-    errors = field_errors(cfg) + cross_errors(cfg)
+    errors = field_errors(cfg) + cross_errors(cfg, resuming=True)
     if errors:
         _fail([f"{path} 里的值不合法（被手改过？）"] + errors)
-    return dataclasses.replace(cfg, out=run_dir)
+    return dataclasses.replace(cfg, out=run_dir, resume=run_dir)
 
 
 def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
@@ -398,7 +398,6 @@ def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
         _fail([str(err)])
     build_parser(cfg).parse_args(argv)  # --help (with this preset's defaults) and type errors
     given = vars(build_parser(suppress=True).parse_args(argv))
-    given.pop("resume", None)
     if first.resume:
         return _resume(first.resume, given)
     cfg = apply(cfg, given, where="命令行")
@@ -413,8 +412,13 @@ def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
         cfg, notes = plan(cfg)
     except ValueError as err:  # ModelDirError, PresetError: a model this machine cannot run
         _fail([str(err)])
+    from common.run_folder import out_dir_problem
+
     label = cfg.preset or Path(cfg.model or "model").name
     cfg.out = cfg.out or f"runs/{label}-{time.strftime('%Y%m%d-%H%M%S')}"
+    problem = out_dir_problem(cfg.out)
+    if problem:
+        _fail([problem])
     if Path(cfg.out, "config.json").exists():
         _fail([f"{cfg.out} 里已经有一次运行：续跑用 --resume {cfg.out}，否则换一个 --out"])
     for line in notes:

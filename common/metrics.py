@@ -4,16 +4,30 @@ Convention (other tools rely on it): wall-clock timings live ONLY under keys end
 ``_per_s`` and memory ONLY under keys ending in ``_gb``; every other value in a row is a deterministic
 function of the run's seed on a CPU, so two runs (or a run and its resumed twin) can be compared with
 :func:`deterministic_part`.
+
+Reading never loses a row silently: :func:`read_metrics` ignores only a last line without its
+newline (a run killed in the middle of an append); any other line that is not a JSON object with an
+integer ``step`` raises :class:`MetricsError` naming the file and the line, and nothing is rewritten.
+Every write is atomic or rolled back (``common.atomic_io``): a full disk leaves no half line.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import math
-import os
 from pathlib import Path
 
+from common.atomic_io import append_line, atomic_write
+
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
+
+# Files of a run folder that this module writes or reads (common.run_folder knows the whole folder).
+METRICS_NAME = "metrics.jsonl"
+CURVES_NAME = "curves.png"
+CONFIG_NAME = "config.json"
+EVAL_BEFORE_NAME = "eval_before.json"
+EVAL_AFTER_NAME = "eval_after.json"
 
 # (key in metrics.jsonl, panel title) for curves.png, in the order a reader checks them (L2.08).
 CURVES = (
@@ -47,17 +61,42 @@ def _clean(value):
     return value
 
 
+class MetricsError(ValueError):
+    """A metrics.jsonl line that is not a row (other than a half-written last line)."""
+
+
+def _row(line: bytes) -> dict | None:
+    try:
+        row = json.loads(line.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    step = row.get("step") if isinstance(row, dict) else None
+    return row if isinstance(step, int) and not isinstance(step, bool) else None
+
+
 def read_metrics(path: str | Path) -> list[dict]:
-    """All rows of a metrics.jsonl (a half-written last line from a killed run is ignored)."""
+    """All rows of a metrics.jsonl; [] if there is no file.
+
+    The file is append-only, so only its very last line can be half-written (a run killed during
+    an append): a last line without a trailing newline that does not parse is ignored. Any other
+    bad line raises MetricsError with its line number; the file is never modified here.
+    """
     path = Path(path)
     if not path.is_file():
         return []
+    lines = path.read_bytes().split(b"\n")
+    partial = lines.pop()  # b"" when the file ends with a newline (or is empty)
     rows = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            break  # only the very last line can be partial: the file is append-only
+    for lineno, line in enumerate(lines, start=1):
+        row = _row(line)
+        if row is None:
+            raise MetricsError(
+                f"{path} 第 {lineno} 行不是一行合法的指标（要一个带整数 step 的 JSON 对象）："
+                f"{line[:80].decode('utf-8', 'replace')!r}。文件没有被改动；把这一行修好或删掉再运行"
+            )
+        rows.append(row)
+    if partial.strip() and _row(partial) is not None:
+        rows.append(_row(partial))  # complete row, only the newline missing
     return rows
 
 
@@ -71,46 +110,40 @@ class MetricsLogger:
             self.truncate_after(resume_from_step)
 
     def truncate_after(self, step: int) -> None:
-        """Drop rows with ``row["step"] > step`` (logged after the checkpoint we resume from), atomically."""
-        kept = [r for r in read_metrics(self.path) if r.get("step", 0) <= step]
-        tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(
-            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept), encoding="utf-8"
-        )
-        os.replace(tmp, self.path)
+        """Drop rows with ``row["step"] > step`` (logged after the checkpoint we resume from), atomically.
+
+        Also drops a half-written last line. A bad line elsewhere raises MetricsError (file unchanged).
+        """
+        kept = [r for r in read_metrics(self.path) if r["step"] <= step]
+        atomic_write(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
 
     def log(self, row: dict) -> None:
         if "step" not in row:
             raise ValueError("每一行 metrics 都必须有 'step' 键")
-        line = json.dumps({k: _clean(v) for k, v in row.items()}, ensure_ascii=False)
-        with self.path.open("a", encoding="utf-8") as f:
-            f.write(line + "\n")
-            f.flush()
+        append_line(
+            self.path, json.dumps({k: _clean(v) for k, v in row.items()}, ensure_ascii=False)
+        )
 
 
 def write_json(path: str | Path, obj: dict) -> None:
     """Write a small JSON file atomically (write a temp file, then rename over the target)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2) + "\n",
-        encoding="utf-8",
-    )
-    os.replace(tmp, path)
+    text = json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2)
+    atomic_write(path, text + "\n")
+
+
+def read_json(path: str | Path) -> dict | None:
+    """A small JSON object file; None if it is missing, unreadable, not UTF-8 JSON or not an object."""
+    try:
+        obj = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return None
+    return obj if isinstance(obj, dict) else None
 
 
 def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    """Write rows as JSON lines atomically (temp file, then rename)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(
-        "".join(
-            json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False) + "\n"
-            for r in rows
-        ),
-        encoding="utf-8",
-    )
-    os.replace(tmp, path)
+    """Write rows as JSON lines atomically (common.atomic_io: temp file, fsync, rename)."""
+    lines = (json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False) for r in rows)
+    atomic_write(path, "".join(line + "\n" for line in lines))
 
 
 def _smooth(values: list[float], window: int) -> list[float]:
@@ -122,10 +155,6 @@ def _smooth(values: list[float], window: int) -> list[float]:
             buf = buf[-window:]
         out.append(sum(buf) / len(buf) if buf else None)
     return out
-
-
-def _read_json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
 
 
 def _note(ax, text: str, y: float = 0.5) -> None:
@@ -260,12 +289,13 @@ def plot_curves(
     fig = curves_figure(
         rows,
         title,
-        config=_read_json(out_png.parent / "config.json"),
-        before=_read_json(out_png.parent / "eval_before.json"),
+        config=read_json(out_png.parent / CONFIG_NAME),
+        before=read_json(out_png.parent / EVAL_BEFORE_NAME),
         eval_key=eval_key,
     )
-    tmp = out_png.with_name(out_png.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    plt.close(fig)
-    os.replace(tmp, out_png)
-    return out_png
+    png = io.BytesIO()
+    try:
+        fig.savefig(png, format="png", dpi=80)
+    finally:
+        plt.close(fig)
+    return atomic_write(out_png, png.getvalue())

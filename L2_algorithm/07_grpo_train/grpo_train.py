@@ -13,7 +13,6 @@
 
 import copy
 import importlib
-import json
 import sys
 import time
 from contextlib import nullcontext
@@ -24,17 +23,26 @@ import torch
 from tqdm import tqdm
 
 from common import data as D
-from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from common.checkpoint import apply_checkpoint, save_checkpoint
 from common.evaluate import evaluate
 from common.fast_decode import host_gradients, rollout_buffers
-from common.grpo_config import EARLY_EVALS, parse_config, to_json
-from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json, write_jsonl
+from common.finite_guard import guard_finite
+from common.grpo_config import EARLY_EVALS, RESUME_CAN_CHANGE, parse_config, to_json
+from common.metrics import (
+    MetricsLogger,
+    plot_curves,
+    read_json,
+    read_metrics,
+    write_json,
+    write_jsonl,
+)
 from common.models import compute_dtype, load_model, model_spec, resolve_device
 from common.optim import OptimizerError, make_optimizer
 from common.presets import PresetError
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
+from common.run_folder import RunFolder, exit_cleanly
 from common.stubs import require_written
 from common.vllm_rollout import logp_mismatch, training_engine
 from common.vram.ledger import HIDDEN_CHUNK_ROWS
@@ -55,6 +63,16 @@ def main(cfg):
     torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
     if not cuda:  # 小模型的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
+    # held-out 永远是同一批题：曲线才可比
+    train, heldout = D.load_splits(
+        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty
+    )
+    # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json，
+    # 续跑先核对 checkpoint（校验和）、config.json 和 metrics.jsonl：哪里不对就在加载模型之前拒绝
+    run = RunFolder(cfg.out)
+    record = {"provenance": provenance(device)}  # 哪个 commit、哪些库、哪台机器、什么命令
+    resuming = cfg.resume is not None
+    ckpt = run.open(to_json(cfg), resume=resuming, may_change=RESUME_CAN_CHANGE, record=record)
     model, tok = load_model(spec, cfg.init, device, lora_rank=cfg.lora_rank)  # GPU 上开激活重算
     # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
     frozen_copy = cfg.beta > 0 and not cfg.lora_rank
@@ -68,10 +86,6 @@ def main(cfg):
     amp = lambda: torch.autocast(device.type, dtype=dtype) if half else nullcontext()
     opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
     gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
-    # held-out 永远是同一批题：曲线才可比
-    train, heldout = D.load_splits(
-        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty
-    )
     eos = list(spec.eos_token_ids)
     pad = spec.pad_token_id
     train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
@@ -130,20 +144,19 @@ def main(cfg):
             chunk_rows=HIDDEN_CHUNK_ROWS,
         )
 
-    # ---- 运行目录：新开，或从 checkpoint 续跑 ----
-    out = Path(cfg.out)
+    # ---- 训练前评估（新开时；续跑时 eval_before.json 丢了也从起点重算），再读回 checkpoint ----
+    out = run.path
     start = 0
-    out.mkdir(parents=True, exist_ok=True)
-    if checkpoint_path(out).is_file():  # 续跑：读回训练到一半的权重、优化器状态和随机数
-        state = load_checkpoint(out, model=model, optimizer=opt, generators={"sample": gen})
-        start = state["step"]
-        print(f"从 {checkpoint_path(out)} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
-    else:
-        write_json(out / "config.json", {**to_json(cfg), "provenance": provenance(device)})
+    if run.needs_eval_before():
         ev = heldout_eval(answers=True)
         write_jsonl(out / "answers_before.jsonl", ev.pop("answers"))  # 每道题的贪心回答和判分
         write_json(out / "eval_before.json", ev)
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
+    if ckpt is not None:  # 续跑：读回训练到一半的权重、优化器状态和随机数
+        start = apply_checkpoint(ckpt, model=model, optimizer=opt, generators={"sample": gen})[
+            "step"
+        ]
+        print(f"从 {ckpt.path} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     engine = None  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
     if cfg.rollout == "vllm":
         engine = training_engine(
@@ -232,6 +245,9 @@ def main(cfg):
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
+            # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
+            losses = [s["loss"] for s in stats]
+            guard_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
         train_s = time.time() - t1
         sync_s = engine.sync_weights(model) if engine is not None else None  # 新权重推给引擎
 
@@ -278,21 +294,29 @@ def main(cfg):
         bar.set_postfix(
             reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}", heldout=shown
         )
-        # 11) checkpoint（原子写入：先写临时文件再改名，任何时刻被杀都留下一个完整的）
+        # 11) checkpoint（原子写入 + 校验和：任何时刻被杀都留下一个完整的，被改过的读不进来）
         if step % cfg.save_every == 0 or step == cfg.steps:
-            save_checkpoint(out, model=model, optimizer=opt, step=step, generators={"sample": gen})
+            extra = {"config": to_json(cfg)}  # 续跑时拿它核对 config.json
+            state = dict(model=model, optimizer=opt, step=step, generators={"sample": gen})
+            save_checkpoint(out, **state, extra=extra)
             title = f"{cfg.preset or spec.name} GRPO  {out.name}"
             plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
 
-    if start < cfg.steps:  # 训练后：最后一步的评估就是这次训练的成绩
-        write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
-        before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))["accuracy"]
-        after = ev["accuracy"]
-        print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
+    # 训练后：最后一步的评估就是这次训练的成绩。续跑时 checkpoint 已在最后一步（上次在这之后被杀）：
+    # 不再训练，只补齐 eval_after.json、answers_after.jsonl、curves.png 和这一行
+    if ev is None or start == cfg.steps:
+        ev = heldout_eval(answers=True)
+        write_jsonl(out / "answers_after.jsonl", ev.pop("answers"))
+    write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
+    title = f"{cfg.preset or spec.name} GRPO  {out.name}"
+    plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
+    before = read_json(out / "eval_before.json")["accuracy"]
+    after = ev["accuracy"]
+    print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
 
 
 if __name__ == "__main__":
-    try:
-        main(parse_config())
-    except (D.DataError, PresetError, CheckpointError, OptimizerError, ValueError) as err:
-        sys.exit(f"错误：{err}")
+    cfg = parse_config()
+    errors = (D.DataError, PresetError, OptimizerError, ValueError)
+    with exit_cleanly(cfg.out, cfg.steps, errors=errors):  # 出错、Ctrl-C：一行中文（和怎么续跑）
+        main(cfg)

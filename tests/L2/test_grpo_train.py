@@ -343,3 +343,69 @@ def test_a_llama_folder_is_refused_and_leaves_nothing(tmp_path):
         parse_config(["--out", str(tmp_path / "run"), "--model", str(folder)])
     assert "model_type 是 'llama'" in str(exc.value.code) and "qwen2" in str(exc.value.code)
     assert not (tmp_path / "run").exists()
+
+
+# issue 24 里「校验通过了」的每一个值，外加几个同类的：都要在加载任何东西之前被拒绝，并点名那个参数
+BAD_VALUES = [
+    ("--lr", "nan"), ("--lr", "inf"), ("--lr", "1e30"), ("--beta", "nan"), ("--eps-low", "nan"),
+    ("--eps-high", "nan"), ("--eps-high", "-5"), ("--grad-clip", "nan"), ("--grad-clip", "-1"),
+    ("--weight-decay", "nan"), ("--temperature", "inf"), ("--eval-every", "0"),
+    ("--save-every", "0"), ("--save-every", "-1"), ("--n-train", "0"), ("--difficulty", "9"),
+    ("--max-new-tokens", "100000"), ("--top-p", "nan"), ("--eps-low", "1.5"), ("--pass-k", "-1"),
+    ("--num-iterations", "0"), ("--seed", "-1"), ("--init", "zeros"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("flag, value", BAD_VALUES)
+def test_every_bad_value_is_rejected_before_anything_loads(tmp_path, flag, value):
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--out", str(tmp_path / "run"), flag, value])
+    msg = str(exc.value.code)
+    assert msg.startswith("配置错误") and flag in msg, msg
+    assert not (tmp_path / "run").exists(), "配置错误时不应留下运行目录"
+
+
+def test_n_heldout_must_leave_training_problems(tmp_path):
+    with pytest.raises(SystemExit, match="--n-heldout 200 必须小于 --n-train 100"):
+        parse_config(["--out", str(tmp_path / "run"), "--n-train", "100"])
+
+
+def test_out_that_cannot_be_a_folder_is_rejected_before_the_model_loads(tmp_path, monkeypatch):
+    """以前：--out 是文件、在文件下面、只读，都要等模型加载完才 FileExistsError / PermissionError。"""
+    import common.run_folder as R
+
+    a_file = tmp_path / "notes.txt"
+    a_file.write_text("x", encoding="utf-8")
+    for out, needle in [(a_file, "是一个文件"), (a_file / "run", "在文件")]:
+        with pytest.raises(SystemExit, match=needle):
+            parse_config(["--out", str(out)])
+    monkeypatch.setattr(R.os, "access", lambda path, mode: False)  # root 不受权限位限制：模拟只读
+    with pytest.raises(SystemExit, match="没有权限在 .* 里写"):
+        parse_config(["--out", str(tmp_path / "ro" / "run")])
+
+
+@pytest.mark.parametrize(
+    "edit, needle",
+    [
+        (lambda text, cfg: text[: len(text) // 2], "读不出来（JSONDecodeError"),
+        (lambda text, cfg: "[1, 2]", "不是一个 JSON 对象"),
+        (lambda text, cfg: json.dumps({**cfg, "lr": "0.001"}), "--lr 应是 float"),
+        (lambda text, cfg: json.dumps({**cfg, "lr": float("nan")}), "--lr = nan 不合法"),
+        (lambda text, cfg: json.dumps({**cfg, "steps": None}), "--steps 应是 int"),
+        (lambda text, cfg: json.dumps({**cfg, "reward": 3}), "--reward 应是 str"),
+        (lambda text, cfg: json.dumps({k: v for k, v in cfg.items() if k != "beta"}), "缺少 ['beta']"),
+        (lambda text, cfg: json.dumps({**cfg, "bta": 0.1}), "多出 ['bta']"),
+        (lambda text, cfg: "\ufeff{", "读不出来"),
+    ],
+)  # fmt: skip
+def test_a_hand_edited_config_json_is_revalidated_on_resume(tmp_path, edit, needle):
+    """以前：截断 -> JSONDecodeError，类型不对 -> AttributeError / TypeError 的 traceback。"""
+    run = tmp_path / "run"
+    run.mkdir()
+    cfg = to_json(parse_config(["--out", str(run)]))
+    path = run / "config.json"
+    path.write_text(edit(json.dumps(cfg), cfg), encoding="utf-8")
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--resume", str(run)])
+    msg = str(exc.value.code)
+    assert msg.startswith("配置错误") and needle in msg and "config.json" in msg, msg

@@ -8,7 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from common.checkpoint import CheckpointError, checkpoint_path, load_checkpoint, save_checkpoint
+from common.checkpoint import (
+    CheckpointError,
+    apply_checkpoint,
+    checkpoint_path,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
 
 
 def _model_and_opt(seed=0):
@@ -94,3 +101,141 @@ def test_missing_corrupt_and_mismatched_checkpoints(tmp_path):
     other = torch.nn.Sequential(torch.nn.Linear(4, 8))
     with pytest.raises(CheckpointError, match="对不上"):
         load_checkpoint(tmp_path, model=other)
+
+
+# ---- 完整性：校验和、结构、NaN/inf、磁盘满 ---------------------------------------------------------
+
+
+def _saved(tmp_path, step=1):
+    model, opt = _model_and_opt()
+    _train_step(model, opt, torch.Generator().manual_seed(0))
+    save_checkpoint(tmp_path, model=model, optimizer=opt, step=step)
+    return model, opt
+
+
+def test_a_changed_tensor_fails_the_checksum(tmp_path):
+    """torch.load 不查校验和：改了权重的文件照样能读进来。checkpoint 自己带的 SHA-256 要拦住它。"""
+    _saved(tmp_path)
+    path = checkpoint_path(tmp_path)
+    payload = torch.load(path, weights_only=True)
+    payload["model"]["0.weight"][0, 0] += 1e-3  # 改一个值，其余（包括旧的校验和）原样写回
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError) as err:
+        read_checkpoint(tmp_path)
+    assert "校验和对不上（model 部分）" in str(err.value) and str(path) in str(err.value)
+    payload["model"]["0.weight"][0, 0] -= 1e-3
+    payload["extra"] = {"config": {"lr": 1.0}}  # 元数据也在校验范围里
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="meta"):
+        read_checkpoint(tmp_path)
+
+
+def test_random_bytes_over_tensor_data_are_refused(tmp_path):
+    """issue 里的情形：文件中间一段随机字节，torch.load 照样读得进来；校验和拦住它。"""
+    model, _ = _saved(tmp_path)
+    path = checkpoint_path(tmp_path)
+    data = bytearray(path.read_bytes())
+    at = data.find(model[0].weight.detach().numpy().tobytes())  # 这个张量的数据在文件里的位置
+    assert at > 0
+    data[at : at + 64] = torch.randint(0, 256, (64,), dtype=torch.uint8).numpy().tobytes()
+    path.write_bytes(bytes(data))
+    torch.load(path, weights_only=True)  # torch 自己发现不了
+    with pytest.raises(CheckpointError, match="校验和对不上"):
+        read_checkpoint(tmp_path)
+
+
+@pytest.mark.parametrize(
+    "content, needle",
+    [
+        ({"a": 1}, "缺少"),
+        ([1, 2, 3], "不是 checkpoint 的字典"),
+        ({"format_version": 1, "step": 3, "model": {}}, "格式版本是 1"),
+    ],
+)
+def test_a_valid_pickle_of_the_wrong_structure_is_a_checkpoint_error(tmp_path, content, needle):
+    """以前：KeyError: 'model' 的 traceback。"""
+    torch.save(content, checkpoint_path(tmp_path))
+    with pytest.raises(CheckpointError, match=needle):
+        load_checkpoint(tmp_path, model=_model_and_opt()[0])
+
+
+def test_directory_and_truncated_file(tmp_path):
+    checkpoint_path(tmp_path).mkdir()
+    with pytest.raises(CheckpointError, match="是一个目录"):
+        read_checkpoint(tmp_path)
+    checkpoint_path(tmp_path).rmdir()
+    _saved(tmp_path)
+    data = checkpoint_path(tmp_path).read_bytes()
+    checkpoint_path(tmp_path).write_bytes(data[: len(data) // 2])
+    with pytest.raises(CheckpointError, match="损坏"):
+        read_checkpoint(tmp_path)
+
+
+def test_nan_in_optimizer_state_is_never_saved(tmp_path):
+    model, opt = _saved(tmp_path, step=1)
+    before = checkpoint_path(tmp_path).read_bytes()
+    opt.state[model[0].weight]["exp_avg"][0, 0] = float("nan")
+    with pytest.raises(CheckpointError, match="不保存第 2 步.*NaN/inf"):
+        save_checkpoint(tmp_path, model=model, optimizer=opt, step=2)
+    assert checkpoint_path(tmp_path).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
+
+
+def test_nan_behind_a_valid_checksum_is_refused_on_load(tmp_path):
+    import common.checkpoint as C
+
+    _saved(tmp_path)
+    path = checkpoint_path(tmp_path)
+    payload = torch.load(path, weights_only=True)
+    payload["model"]["2.bias"][0] = float("inf")
+    payload["sha256"] = C._digests({k: v for k, v in payload.items() if k != "sha256"})
+    torch.save(payload, path)
+    with pytest.raises(CheckpointError, match="NaN/inf"):
+        read_checkpoint(tmp_path)
+
+
+def test_full_disk_keeps_the_last_checkpoint(tmp_path, monkeypatch):
+    from collections import namedtuple
+
+    import common.atomic_io as A
+    from common.atomic_io import DiskFullError
+
+    model, opt = _saved(tmp_path, step=1)
+    before = checkpoint_path(tmp_path).read_bytes()
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(A.shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 4096, 4096))
+    with pytest.raises(DiskFullError, match="ENOSPC") as err:
+        save_checkpoint(tmp_path, model=model, optimizer=opt, step=2)
+    assert "需要约 1.0 MiB" in str(err.value) and "只剩 4.0 KiB" in str(err.value)
+    assert checkpoint_path(tmp_path).read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoint.pt"]
+
+
+def test_read_then_apply_without_a_model_first(tmp_path):
+    model, opt = _saved(tmp_path, step=4)
+    ckpt = read_checkpoint(tmp_path)  # 续跑时在加载模型之前就验完
+    assert ckpt.step == 4 and ckpt.extra == {}
+    fresh, fresh_opt = _model_and_opt(seed=9)
+    assert apply_checkpoint(ckpt, model=fresh, optimizer=fresh_opt)["step"] == 4
+    assert all(torch.equal(a, b) for a, b in zip(fresh.parameters(), model.parameters()))
+    wrong_shape = torch.nn.Sequential(torch.nn.Linear(4, 5), torch.nn.Tanh(), torch.nn.Linear(5, 2))
+    with pytest.raises(CheckpointError, match="对不上"):
+        apply_checkpoint(ckpt, model=wrong_shape)
+
+
+def test_8bit_adamw_checkpoint_round_trips_with_its_checksum(tmp_path):
+    from common.optim import make_optimizer
+
+    torch.manual_seed(0)
+    model = torch.nn.Linear(256, 64, bias=False)
+    opt = make_optimizer(model.parameters(), "adamw8bit", lr=1e-3)
+    model(torch.randn(4, 256)).sum().backward()
+    opt.step()
+    save_checkpoint(tmp_path, model=model, optimizer=opt, step=1)
+    fresh = torch.nn.Linear(256, 64, bias=False)
+    fresh_opt = make_optimizer(fresh.parameters(), "adamw8bit", lr=1e-3)
+    load_checkpoint(tmp_path, model=fresh, optimizer=fresh_opt)
+    assert torch.equal(fresh.weight, model.weight)
+    assert torch.equal(
+        fresh_opt.state[fresh.weight]["exp_avg"].codes, opt.state[model.weight]["exp_avg"].codes
+    )

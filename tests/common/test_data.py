@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import gzip
 import hashlib
+import json
 import operator
 import re
 from pathlib import Path
@@ -305,3 +306,88 @@ def test_build_prompt_needs_chat_template():
 
     with pytest.raises(DataError, match="chat template"):
         build_prompt(NoTemplate(), "q")
+
+
+# ---------------------------------------------------------------------------------------------
+# gold 必须是一个普通的数；非 UTF-8、重复题、切完训练集为空：各有一句中文，指出文件和行
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "tail, gold",
+    [("72", "72"), ("1,234", "1234"), ("-3", "-3"), ("0.5", "0.5"), (" 109,200,000 ", "109200000")],
+)
+def test_plain_golds_parse(tail, gold):
+    assert parse_gold(f"2 + 2 = 4\n#### {tail}") == gold
+
+
+@pytest.mark.parametrize(
+    "tail", ["1e309", "1,2345", "12 - 5", "5/0", "72 dollars", "", "$5", "--3"]
+)
+def test_anything_else_after_the_marks_is_not_a_gold(tail, tmp_path):
+    """以前：1e309 -> 1，1,2345 -> 2345，12 - 5 -> 5，5/0 -> 0，一声不吭地读成了别的数。"""
+    assert parse_gold(f"work\n#### {tail}") is None
+    path = tmp_path / "d.jsonl"
+    rows = [{"question": "q1", "answer": "#### 4"}, {"question": "q2", "answer": f"x\n#### {tail}"}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    with pytest.raises(DataError, match="第 2 行：`####` 后面的 .* 不是一个数"):
+        load_jsonl(path)
+
+
+def test_non_utf8_file_names_the_file_line_and_encoding(tmp_path):
+    path = tmp_path / "gbk.jsonl"
+    good = json.dumps({"question": "q", "answer": "#### 1"}).encode() + b"\n"
+    path.write_bytes(
+        good
+        + json.dumps({"question": "小明", "answer": "#### 2"}, ensure_ascii=False).encode("gbk")
+    )
+    with pytest.raises(DataError) as err:
+        load_jsonl(path)
+    msg = str(err.value)
+    assert str(path) in msg and "第 2 行" in msg and "不是 UTF-8" in msg
+
+
+def test_utf8_byte_order_mark_is_accepted(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps({"question": "q", "answer": "#### 1"}).encode())
+    assert [p.gold for p in load_jsonl(path)] == ["1"]
+
+
+def _jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def test_duplicates_are_removed_before_the_split_with_a_count(tmp_path, capsys):
+    from common.data import load_splits
+
+    rows = [{"question": f"q{i % 30}", "answer": f"#### {i % 30}"} for i in range(60)]
+    train, held = load_splits(str(_jsonl(tmp_path / "d.jsonl", rows)), 10)
+    assert "去掉了 30 道重复的题" in capsys.readouterr().out
+    assert len(held) == 10 and len(train) == 20
+    assert not {p.question for p in train} & {p.question for p in held}
+
+
+def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path):
+    """以前：40 道一样的题全进了 held-out，训练集为空，最后是 `ValueError: prompt_ids 是空的` 的 traceback。"""
+    from common.data import load_splits
+
+    path = _jsonl(tmp_path / "same.jsonl", [{"question": "q", "answer": "#### 1"}] * 40)
+    with pytest.raises(DataError, match=f"{path}：去重后只有 1 道不同的题"):
+        load_splits(str(path), 20)
+
+
+def test_same_question_with_two_golds_names_both_lines(tmp_path):
+    rows = [{"question": "q", "answer": "#### 1"}, {"question": "r", "answer": "#### 2"}]
+    path = _jsonl(tmp_path / "c.jsonl", [*rows, {"question": "q", "answer": "#### 7"}])
+    with pytest.raises(DataError, match="第 1 行和第 3 行是同一道题.*1 和 7"):
+        load_jsonl(path)
+
+
+def test_synthetic_pool_keeps_its_repeats():
+    """合成题池不去重：课程里的默认运行和它们的数字就是用这个池子跑出来的；held-out 仍不进训练集。"""
+    from common.data import SYNTHETIC_SEED, load_splits
+
+    train, held = load_splits("synthetic", 50, n_train=600, difficulty=2)
+    pool = synthetic_problems(600, seed=SYNTHETIC_SEED, difficulty=2)
+    assert (train, held) == split_train_heldout(pool, 50)
+    assert len({p.question for p in train}) < len(train), "这个池子本来就有重复的题"
+    assert not {p.question for p in train} & {p.question for p in held}

@@ -136,3 +136,62 @@ def test_plot_curves_reads_config_and_eval_before_from_the_run_folder(tmp_path, 
     write_json(tmp_path / "eval_before.json", {"accuracy": 0.06})
     M.plot_curves(_rows(), tmp_path / "curves.png")
     assert seen["config"]["beta"] == 0.0 and seen["before"] == {"accuracy": 0.06}
+
+
+# ---- 读 metrics.jsonl 时从不悄悄丢行；写入失败不留半行 ---------------------------------------------
+
+
+def _lines(*rows) -> str:
+    return "".join(json.dumps(r) + "\n" for r in rows)
+
+
+def test_a_bad_line_in_the_middle_is_refused_with_its_line_number(tmp_path):
+    """以前：读到坏行就停，续跑再截断重写 -> 坏行之后的每一行都没了（[1..7] 只剩 [1]）。"""
+    from common.metrics import MetricsError
+
+    path = tmp_path / "metrics.jsonl"
+    text = _lines(*({"step": s} for s in (1, 2, 3))) + "garbage\n" + _lines({"step": 5})
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(MetricsError, match="第 4 行") as err:
+        read_metrics(path)
+    assert str(path) in str(err.value)
+    with pytest.raises(MetricsError):
+        MetricsLogger(path, resume_from_step=3)  # 续跑时的截断同样拒绝
+    assert path.read_text(encoding="utf-8") == text, "拒绝时文件必须原样不动"
+
+
+@pytest.mark.parametrize(
+    "line", ['{"reward_mean": 1.0}', '{"step": true}', '{"step": "3"}', "[1, 2]", "\xff"]
+)
+def test_a_line_that_is_not_a_row_is_refused(tmp_path, line):
+    from common.metrics import MetricsError
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_bytes((_lines({"step": 1}) + line + "\n" + _lines({"step": 3})).encode("utf-8"))
+    with pytest.raises(MetricsError, match="第 2 行"):
+        read_metrics(path)
+
+
+def test_last_line_without_newline_complete_is_kept_partial_is_dropped(tmp_path):
+    path = tmp_path / "m.jsonl"
+    path.write_text(_lines({"step": 1}) + '{"step": 2}', encoding="utf-8")
+    assert [r["step"] for r in read_metrics(path)] == [1, 2]
+    path.write_text(_lines({"step": 1}) + '{"step": 2, "rew', encoding="utf-8")
+    MetricsLogger(path, resume_from_step=5)  # 截断时把半行也清掉，之后的追加不会粘在它后面
+    assert path.read_text(encoding="utf-8") == _lines({"step": 1})
+
+
+def test_plot_curves_survives_a_broken_config_json(tmp_path):
+    (tmp_path / "config.json").write_text('{"beta": 0.0, "num_it', encoding="utf-8")
+    (tmp_path / "eval_before.json").write_bytes(b"\xff\xfe")
+    out = plot_curves(_rows(), tmp_path / "curves.png")
+    assert out.read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob("*.tmp*"))
+
+
+def test_read_json_is_none_for_anything_but_an_object(tmp_path):
+    from common.metrics import read_json
+
+    for name, content in [("a", b"[1]"), ("b", b"{"), ("c", b"\xff"), ("d", b'{"x": 1}')]:
+        (tmp_path / name).write_bytes(content)
+    assert [read_json(tmp_path / n) for n in "abcde"] == [None, None, None, {"x": 1}, None]

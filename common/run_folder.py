@@ -1,0 +1,299 @@
+"""The run folder of a training script: one writer at a time, and a resume that never starts over.
+
+    problem = out_dir_problem(out)      # before anything heavy: None, or why --out cannot be written
+    run = RunFolder(out)
+    ckpt = run.open(config, resume=False)                     # new: lock, write config.json -> None
+    ckpt = run.open(config, resume=True, may_change=(...))    # resume: lock, verify -> Checkpoint
+    if run.needs_eval_before(): ...                           # new run, or eval_before.json lost
+    with exit_cleanly(out, steps, errors=(...)): main()       # one Chinese line instead of a traceback
+
+A folder holds ``config.json``, ``metrics.jsonl``, ``eval_before.json``, ``eval_after.json``,
+``curves.png``, ``checkpoint.pt`` and ``run.lock``. The lock is an advisory ``fcntl.flock`` on
+``run.lock``, held for the life of the process and released by the OS when it dies (even by
+kill -9), so a second process refuses at once instead of interleaving its steps with the first.
+
+A resume is checked before any model is built, and a refusal leaves every run file as it was:
+the checkpoint must load and pass its checksums (``common.checkpoint.read_checkpoint``), the
+training settings it recorded must equal ``config.json``'s, and ``metrics.jsonl`` must hold exactly
+one row for each step up to the checkpoint (``common.metrics.read_metrics`` refuses a bad line
+anywhere but a half-written last one). Rows after the checkpoint are recomputed, bit-identically on
+a CPU, by the resumed run. Temporary files (``*.tmp``) left by a killed run are deleted.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from common.atomic_io import TMP_SUFFIX, WriteError
+from common.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointError, read_checkpoint
+from common.finite_guard import NonFiniteError
+from common.metrics import (
+    CONFIG_NAME,
+    CURVES_NAME,
+    EVAL_AFTER_NAME,
+    EVAL_BEFORE_NAME,
+    METRICS_NAME,
+    MetricsError,
+    read_json,
+    read_metrics,
+    write_json,
+)
+
+try:
+    import fcntl
+except ImportError:  # Windows: no advisory locks here; the rest works without one
+    fcntl = None
+
+LOCK_NAME = "run.lock"
+RUN_FILES = (
+    CONFIG_NAME,
+    METRICS_NAME,
+    EVAL_BEFORE_NAME,
+    EVAL_AFTER_NAME,
+    CURVES_NAME,
+    CHECKPOINT_NAME,
+)
+TMP_PATTERNS = ("*" + TMP_SUFFIX, "*.tmp.png")  # *.tmp.png: curves written by older versions
+IDENTITY_KEYS = ("out",)  # the folder's own path: a moved folder is still the same run
+
+
+class RunFolderError(RuntimeError):
+    """A run folder that cannot be used as asked; the message says what to change."""
+
+
+def out_dir_problem(out: str | Path) -> str | None:
+    """Why ``out`` cannot be a run folder (a file, under a file, not writable); None if it can.
+
+    Reads only: nothing is created. Call it before loading a model.
+    """
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        return f"--out {path} 是一个文件，不是目录：换一个 --out"
+    existing = path
+    while not existing.exists():  # the nearest folder that exists: the new one is made inside it
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"--out {path} 在文件 {existing} 的下面（文件里不能建目录）：换一个 --out"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return (
+            f"--out {path}：没有权限在 {existing} 里写（只读的目录或文件系统）：换一个能写的 --out"
+        )
+    return None
+
+
+class RunFolder:
+    """One training run's folder. :meth:`open` takes the lock; the OS releases it at exit."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._lock_fd: int | None = None
+        self._new = False
+
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    # ---- the lock --------------------------------------------------------------------------
+    def lock(self) -> RunFolder:
+        """Create the folder if needed and take its lock, or raise RunFolderError at once."""
+        if self._lock_fd is not None:
+            return self
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunFolderError(
+                f"建不了运行目录 {self.path}（{err.strerror or err}）：换一个能写的 --out"
+            ) from None
+        if fcntl is not None:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                holder = os.read(fd, 64).decode("ascii", "replace").strip() or "?"
+                os.close(fd)
+                raise RunFolderError(
+                    f"{self.path} 正被另一个训练进程（pid {holder}）使用：一个运行目录同一时间只能有一个进程写。"
+                    "等它结束再续跑，或者换一个 --out"
+                ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n".encode())
+        self._lock_fd = fd
+        self.clean_tmp()
+        return self
+
+    def close(self) -> None:
+        """Release the lock (the OS does it anyway when the process ends)."""
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    def clean_tmp(self) -> list[Path]:
+        """Delete temporary files a killed run left behind (only while holding the lock)."""
+        removed = []
+        for pattern in TMP_PATTERNS:
+            for tmp in self.path.glob(pattern):
+                if tmp.is_file():
+                    tmp.unlink()
+                    removed.append(tmp)
+        if removed:
+            names = ", ".join(sorted(p.name for p in removed))
+            print(f"{self.path}：删掉了上次中断时留下的临时文件 {names}")
+        return removed
+
+    # ---- open: a new run, or a resume ------------------------------------------------------
+    def open(
+        self, config: dict, *, resume: bool, may_change=(), record: dict | None = None
+    ) -> Checkpoint | None:
+        """Lock the folder, then start a new run (write config.json; returns None) or check a resume.
+
+        resume=True returns the verified checkpoint; it raises (and writes nothing) when there is
+        no loadable checkpoint, when it is past ``config["steps"]``, when ``config`` differs from the
+        settings the checkpoint was trained with (keys in ``may_change`` and :data:`IDENTITY_KEYS`
+        may differ), or when metrics.jsonl lost or repeats a row up to the checkpoint's step.
+        record: written into a new run's config.json beside the settings (e.g. "provenance"),
+        never compared on resume.
+        """
+        self.lock()
+        try:
+            if resume:
+                return self._resume(config, may_change)
+            return self._start({**config, **(record or {})})
+        except BaseException:
+            self.close()  # a refusal lets go of the folder at once
+            raise
+
+    def _resume(self, config: dict, may_change) -> Checkpoint:
+        try:
+            ckpt = read_checkpoint(self.path)
+        except CheckpointError as err:
+            raise CheckpointError(f"{err}。{self._untouched()}") from None
+        target = config.get("steps")
+        if isinstance(target, int) and ckpt.step > target:
+            raise RunFolderError(
+                f"--steps {target} 比 checkpoint 的第 {ckpt.step} 步还小：续跑只能接着往后跑，"
+                f"给一个 >= {ckpt.step} 的 --steps。{self._untouched()}"
+            )
+        self._check_same_settings(ckpt, config, (*may_change, *IDENTITY_KEYS))
+        self._check_rows(ckpt.step)
+        return ckpt
+
+    def _untouched(self) -> str:
+        return f"{self.path} 里的文件都没有动"
+
+    def _start(self, config: dict) -> None:
+        present = [name for name in RUN_FILES if self.file(name).exists()]
+        if present:
+            raise RunFolderError(
+                f"{self.path} 里已经有一次运行（{', '.join(present)}）：续跑用 --resume {self.path}，"
+                "否则换一个 --out"
+            )
+        write_json(self.file(CONFIG_NAME), config)
+        self._new = True
+        return None
+
+    def _check_same_settings(self, ckpt: Checkpoint, config: dict, may_change) -> None:
+        stored = ckpt.extra.get("config")
+        if not isinstance(stored, dict):
+            raise CheckpointError(
+                f"{ckpt.path} 里没有记下训练设置（不是这个脚本写的 checkpoint），无法核对 "
+                f"{CONFIG_NAME}：{self._untouched()}"
+            )
+        keys = (set(stored) | set(config)) - set(may_change)
+        differ = sorted(k for k in keys if stored.get(k) != config.get(k))
+        if differ:
+            shown = "；".join(
+                f"{k} = {config.get(k)!r}，checkpoint 里是 {stored.get(k)!r}" for k in differ[:5]
+            )
+            raise RunFolderError(
+                f"{self.file(CONFIG_NAME)} 和 {ckpt.path} 记下的训练设置不一致（{shown}）："
+                f"{CONFIG_NAME} 在运行开始后被改过。改回去再续跑；要换设置请开一个新的 --out。"
+                f"{self._untouched()}"
+            )
+
+    def _check_rows(self, step: int) -> None:
+        path = self.file(METRICS_NAME)
+        if step > 0 and not path.is_file():
+            raise RunFolderError(
+                f"{path} 不见了，而 checkpoint 已经到第 {step} 步：续跑会丢掉前 {step} 步的记录。"
+                f"找回这个文件再续跑（真要不要这些记录，就建一个空的 {METRICS_NAME}）"
+            )
+        try:
+            rows = read_metrics(path)
+        except MetricsError as err:
+            raise MetricsError(f"{err}（{self._untouched()}）") from None
+        steps = [r["step"] for r in rows if r["step"] <= step]
+        if steps != list(range(1, step + 1)) and path.stat().st_size > 0:
+            missing = sorted(set(range(1, step + 1)) - set(steps))
+            repeated = sorted({s for s in steps if steps.count(s) > 1})
+            what = "、".join(
+                part
+                for part in (
+                    f"缺第 {missing[:5]} 步" if missing else "",
+                    f"第 {repeated[:5]} 步出现了不止一次" if repeated else "",
+                    "" if missing or repeated else "行的顺序乱了",
+                )
+                if part
+            )
+            raise RunFolderError(
+                f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。"
+                f"续跑会让记录缺行或重复；{self._untouched()}"
+            )
+
+    def needs_eval_before(self) -> bool:
+        """True for a new run, and for a resume whose eval_before.json is missing or unreadable."""
+        if self._new:
+            return True
+        before = read_json(self.file(EVAL_BEFORE_NAME))
+        if before is not None and isinstance(before.get("accuracy"), (int, float)):
+            return False
+        print(
+            f"{self.file(EVAL_BEFORE_NAME)} 不见了或读不出：从起点权重重新做一次训练前评估"
+            "（评估用自己的随机数，不改变续跑的结果）"
+        )
+        return True
+
+
+def _checkpoint_step(out: Path) -> int | None:
+    """The step of ``out``'s checkpoint, read cheaply (mmap, unverified) for a message; None if none."""
+    path = out / CHECKPOINT_NAME
+    if not path.is_file():
+        return None
+    try:
+        import torch
+
+        step = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("step")
+    except Exception:
+        return None
+    return step if isinstance(step, int) else None
+
+
+def resume_hint(out: str | Path, steps: int | None = None) -> str:
+    """How to continue from ``out`` (or why it cannot be continued)."""
+    out = Path(out)
+    step = _checkpoint_step(out)
+    if step is None:
+        return f"{out} 里还没有 checkpoint，不能续跑：重新开始请换一个 --out（或删掉这个目录）"
+    more = f" --steps {steps}" if steps else ""
+    return f"checkpoint 停在第 {step} 步；接着跑：python {sys.argv[0]} --resume {out}{more}"
+
+
+ERRORS = (RunFolderError, CheckpointError, MetricsError, WriteError, NonFiniteError)
+
+
+@contextmanager
+def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = ()):
+    """Turn the course's errors and Ctrl-C into one Chinese line on stderr and a non-zero exit.
+
+    errors: the caller's own error classes (data, preset, optimizer, ...) besides :data:`ERRORS`.
+    Ctrl-C exits 130 with how to resume; a failed write (a full disk) also says how to resume.
+    """
+    try:
+        yield
+    except KeyboardInterrupt:
+        print(f"\n已中断（Ctrl-C）。{resume_hint(out, steps)}", file=sys.stderr)
+        sys.exit(130)
+    except (*ERRORS, *errors) as err:
+        hint = f"\n{resume_hint(out, steps)}" if isinstance(err, WriteError) else ""
+        sys.exit(f"错误：{err}{hint}")

@@ -1,0 +1,192 @@
+"""common/run_folder.py：一个目录同时只许一个进程写；续跑先核对 checkpoint、config、metrics，拒绝时什么都不改。"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+
+from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
+from common.metrics import MetricsError, MetricsLogger
+from common.run_folder import (
+    LOCK_NAME,
+    RunFolder,
+    RunFolderError,
+    exit_cleanly,
+    out_dir_problem,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+CONFIG = {"lr": 3e-5, "steps": 6, "save_every": 3, "out": "runs/x", "resume": None}
+
+
+def _run_files(folder: Path) -> dict[str, str]:
+    """除锁文件外每个文件的 sha256：「目录原样不动」就是它前后相等。"""
+    return {
+        p.name: hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.iterdir())
+        if p.is_file() and p.name != LOCK_NAME
+    }
+
+
+def _finished(folder: Path, step=3, config=CONFIG) -> Path:
+    """一个停在第 step 步的运行目录：config.json、每步一行的 metrics、第 step 步的 checkpoint。"""
+    run = RunFolder(folder)
+    run.open(config, resume=False)
+    log = MetricsLogger(folder / "metrics.jsonl")
+    for s in range(1, step + 2):  # 最后一行是 checkpoint 之后才记下的（被杀前多跑的一步）
+        log.log({"step": s, "reward_mean": s / 10})
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.AdamW(model.parameters())
+    save_checkpoint(folder, model=model, optimizer=opt, step=step, extra={"config": config})
+    (folder / "eval_before.json").write_text('{"accuracy": 0.1}', encoding="utf-8")
+    run.close()
+    return folder
+
+
+def test_out_dir_problem(tmp_path, monkeypatch):
+    import common.run_folder as R
+
+    assert out_dir_problem(tmp_path / "new" / "deeper") is None
+    a_file = tmp_path / "f"
+    a_file.write_text("x")
+    assert "是一个文件" in out_dir_problem(a_file)
+    assert "在文件" in out_dir_problem(a_file / "sub" / "run")
+    monkeypatch.setattr(R.os, "access", lambda path, mode: False)
+    assert "没有权限" in out_dir_problem(tmp_path / "run")
+    assert not (tmp_path / "new").exists(), "只检查，不创建"
+
+
+def test_a_second_writer_is_refused_and_the_lock_dies_with_its_process(tmp_path):
+    first = RunFolder(tmp_path / "run").lock()
+    with pytest.raises(RunFolderError, match=rf"正被另一个训练进程（pid {os.getpid()}）使用"):
+        RunFolder(tmp_path / "run").lock()
+    first.close()
+    RunFolder(tmp_path / "run").lock().close()
+    # 持锁的进程被 kill -9：操作系统释放锁，下一个进程直接能用
+    holder = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import sys, time
+            sys.path.insert(0, {str(ROOT)!r})
+            from common.run_folder import RunFolder
+            RunFolder({str(tmp_path / "run")!r}).lock()
+            print("locked", flush=True)
+            time.sleep(60)
+        """)],
+        stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(RunFolderError, match=f"pid {holder.pid}"):
+        RunFolder(tmp_path / "run").lock()
+    holder.send_signal(signal.SIGKILL)
+    holder.wait()
+    RunFolder(tmp_path / "run").lock().close()
+
+
+def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    for name in ("checkpoint.pt.tmp", "curves.tmp.png", "metrics.jsonl.tmp", "keep.txt"):
+        (folder / name).write_bytes(b"")
+    RunFolder(folder).lock().close()
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt", LOCK_NAME]
+    assert "临时文件" in capsys.readouterr().out
+
+
+def test_new_run_writes_config_and_refuses_an_existing_run(tmp_path):
+    run = RunFolder(tmp_path / "run")
+    assert run.open(CONFIG, resume=False) is None and run.needs_eval_before()
+    assert json.loads((tmp_path / "run" / "config.json").read_text()) == CONFIG
+    run.close()
+    with pytest.raises(RunFolderError, match="已经有一次运行（config.json）"):
+        RunFolder(tmp_path / "run").open(CONFIG, resume=False)
+
+
+def test_a_good_resume(tmp_path):
+    folder = _finished(tmp_path / "run")
+    run = RunFolder(folder)
+    edited = {**CONFIG, "steps": 10, "out": "moved/elsewhere", "resume": str(folder)}
+    ckpt = run.open(edited, resume=True, may_change=("steps", "resume"))
+    assert ckpt.step == 3 and not run.needs_eval_before()
+
+
+def _refused(folder: Path, error, needle: str, config=CONFIG):
+    before = _run_files(folder)
+    with pytest.raises(error) as err:
+        RunFolder(folder).open(config, resume=True, may_change=("steps", "resume"))
+    assert needle in str(err.value), str(err.value)
+    assert _run_files(folder) == before, "拒绝续跑时运行目录里的文件必须原样不动"
+    return str(err.value)
+
+
+def test_no_loadable_checkpoint_is_refused_and_nothing_changes(tmp_path):
+    """以前：checkpoint 删了 -> 悄悄从第 0 步重来，config/eval_before 被重写、metrics 被清空。"""
+    folder = _finished(tmp_path / "run")
+    checkpoint_path(folder).unlink()
+    msg = _refused(folder, CheckpointError, "不存在")
+    assert "都没有动" in msg
+    checkpoint_path(folder).mkdir()  # 以前：metrics 6 行 -> 0 行，然后崩溃
+    _refused(folder, CheckpointError, "是一个目录")
+
+
+def test_a_config_that_disagrees_with_the_checkpoint_is_refused(tmp_path):
+    """以前：手改 config.json 里的 lr，续跑时悄悄用了新值（或被忽略）。"""
+    folder = _finished(tmp_path / "run")
+    msg = _refused(
+        folder, RunFolderError, "lr = 0.001，checkpoint 里是 3e-05", {**CONFIG, "lr": 1e-3}
+    )
+    assert "config.json" in msg and "被改过" in msg
+
+
+def test_metrics_rows_must_match_the_checkpoint(tmp_path):
+    folder = _finished(tmp_path / "run")
+    path = folder / "metrics.jsonl"
+    rows = path.read_text().splitlines()
+    path.write_text("\n".join([rows[0], "{broken", *rows[1:]]) + "\n")
+    _refused(folder, MetricsError, "第 2 行")
+    path.write_text("\n".join([rows[0], rows[2], rows[3]]) + "\n")
+    _refused(folder, RunFolderError, "缺第 [2] 步")
+    path.write_text("\n".join([rows[0], rows[1], rows[1], rows[2]]) + "\n")
+    _refused(folder, RunFolderError, "第 [2] 步出现了不止一次")
+    path.unlink()
+    _refused(folder, RunFolderError, "metrics.jsonl 不见了")
+
+
+def test_a_checkpoint_past_the_target_step_is_refused(tmp_path):
+    folder = _finished(tmp_path / "run")
+    _refused(
+        folder, RunFolderError, "--steps 2 比 checkpoint 的第 3 步还小", {**CONFIG, "steps": 2}
+    )
+
+
+def test_missing_eval_before_is_recomputed_not_a_crash_at_the_end(tmp_path, capsys):
+    folder = _finished(tmp_path / "run")
+    (folder / "eval_before.json").unlink()
+    run = RunFolder(folder)
+    run.open(CONFIG, resume=True, may_change=("steps", "resume"))
+    assert run.needs_eval_before() and "重新做一次训练前评估" in capsys.readouterr().out
+
+
+def test_exit_cleanly(tmp_path, capsys):
+    folder = _finished(tmp_path / "run")
+    with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
+        raise KeyboardInterrupt
+    assert exc.value.code == 130
+    err = capsys.readouterr().err
+    assert "已中断（Ctrl-C）" in err and f"--resume {folder} --steps 6" in err and "第 3 步" in err
+    with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
+        raise RunFolderError("说明")
+    assert exc.value.code == "错误：说明"
+    with pytest.raises(SystemExit) as exc, exit_cleanly(tmp_path / "empty", 6):
+        raise KeyboardInterrupt
+    assert "还没有 checkpoint，不能续跑" in capsys.readouterr().err
+    with pytest.raises(ZeroDivisionError), exit_cleanly(folder, 6):  # 程序错误照常抛出
+        raise ZeroDivisionError
