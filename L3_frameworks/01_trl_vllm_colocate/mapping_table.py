@@ -110,7 +110,7 @@ ROWS: tuple[Row, ...] = (
         ("steps_per_generation",),
         "--num-steps-per-rollout",
         "--num-steps-per-rollout",
-        "我们每批 rollout 只做一次优化步；TRL 的 steps_per_generation 大于 gradient_accumulation_steps 时才会切",
+        "我们每批 rollout 只做一次优化步；TRL 在 gradient_accumulation_steps 不是 steps_per_generation 的整数倍时才会切（比如 steps_per_generation 更大）",
     ),
     Row(
         "num_iterations",

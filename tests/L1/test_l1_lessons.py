@@ -92,6 +92,21 @@ def test_totals_quoted_in_the_ledger_lesson_are_current(argv):
     )
 
 
+def test_backward_peaks_quoted_in_the_answer_to_q4_are_current():
+    """L1 答案页 L1.04 Q4 的 D：题数翻倍时反向峰值怎么变（快速 rollout 升高，eager 不变）。"""
+    answers = (L1 / "ANSWERS.md").read_text(encoding="utf-8")
+
+    def backward_peak(argv) -> str:
+        return re.search(r"反向峰值\s+([\d.]+) GiB", _vram_output(argv)).group(1)
+
+    fast = [backward_peak(BASE_0P6 + ["--prompts", p]) for p in ("8", "16")]
+    eager = BASE_0P6[:-1] + ["eager"]
+    slow = [backward_peak(eager + ["--prompts", p]) for p in ("8", "16")]
+    assert slow[0] == slow[1], f"eager 时题数翻倍，反向峰值不该变：{slow}"
+    for quoted in (f"反向峰值 {fast[0]} → {fast[1]} GiB", f"反向峰值才不变（{slow[0]} GiB）"):
+        assert quoted in answers, f"L1 答案页 L1.04 Q4 的数字要按账本改成：{quoted}"
+
+
 def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
     """L1.04 第 7 节给的等价命令 = common.models.ledger_settings（env_check 用的设定）；
     那一段把账本和实测的差拆成几块，每块都由账本算出。"""
