@@ -29,7 +29,7 @@ import torch
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
 from common.evaluate import EVAL_SEED
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, load_model, model_spec
 from common.rollout import generate
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
 from solutions.l2_06_sampling import process_logits
@@ -67,11 +67,14 @@ def one_run(run: Path, samples: int) -> dict:
     if not cfg_path.is_file():
         sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
     cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
-    if cfg["preset"] != "tiny" or cfg["data"] != "synthetic":
-        sys.exit(f"错误：{run} 不是 tiny 预设 + --data synthetic 的运行；这个脚本只适用于它们")
-    preset = get_preset("tiny")
     try:
-        start, tok = load_model(preset, cfg["init"], model_path=cfg.get("model"))
+        preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
+    except ValueError as err:
+        sys.exit(f"错误：{err}")
+    if not preset.tiny or cfg["data"] != "synthetic":
+        sys.exit(f"错误：{run} 不是 tiny 模型 + --data synthetic 的运行；这个脚本只适用于它们")
+    try:
+        start, tok = load_model(preset, cfg["init"])
         _, heldout = D.load_splits("synthetic", cfg["n_heldout"], n_train=cfg["n_train"],
                                    difficulty=cfg["difficulty"])  # fmt: skip
         trained = copy.deepcopy(start)

@@ -30,7 +30,7 @@ import torch
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
 from common.evaluate import completer, evaluate, pass_at_k
-from common.models import PresetError, get_preset, load_model
+from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
 
@@ -83,16 +83,22 @@ def main(argv=None) -> None:
         if not path.is_file():
             sys.exit(f"错误：{path} 不存在：参数要指向 grpo_train.py 的运行目录")
         cfgs.append(json.loads(path.read_text(encoding="utf-8")))
-    if any(c["preset"] != "tiny" or c["data"] != "synthetic" for c in cfgs):
-        sys.exit("错误：只适用于 tiny 预设 + --data synthetic 的运行")
+    try:
+        specs = [
+            model_spec(c.get("model")) for c in cfgs
+        ]  # tiny：附带的起点或 make_warmstart.py 的
+    except ValueError as err:
+        sys.exit(f"错误：{err}")
+    if any(not s.tiny or c["data"] != "synthetic" for s, c in zip(specs, cfgs)):
+        sys.exit("错误：只适用于 tiny 模型 + --data synthetic 的运行")
     differ = [key for key in SAME if len({json.dumps(c.get(key)) for c in cfgs}) > 1]
     if differ:
         sys.exit(f"错误：这些运行的 {differ} 不同，不是同一个起点、同一批题，不能逐题配对")
     cfg = cfgs[0]
     torch.set_num_threads(1)  # 和 grpo_train.py 在 CPU 上一样：结果与核数无关
-    preset = get_preset("tiny")
+    preset = specs[0]
     try:
-        start, tok = load_model(preset, cfg["init"], model_path=cfg.get("model"))
+        start, tok = load_model(preset, cfg["init"])
         _, heldout = D.load_splits("synthetic", cfg["n_heldout"], n_train=cfg["n_train"],
                                    difficulty=cfg["difficulty"])  # fmt: skip
         before = correct_counts(start, tok, preset, heldout, cfg, n)

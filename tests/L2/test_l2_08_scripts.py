@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,22 +26,21 @@ def _load(name: str):
 
 
 def _tiny_config() -> dict:
-    sys.path.insert(0, str(ROOT / "L2_algorithm" / "07_grpo_train"))
-    from train_config import script_config
+    from common.grpo_config import preset_config, to_json
 
-    return {**script_config("tiny"), "n_heldout": 8}
+    return {**to_json(preset_config("tiny")), "n_heldout": 8}
 
 
 @pytest.fixture(scope="module")
 def start_as_trained(tmp_path_factory):
     """一个运行目录：config.json 是 tiny 的默认设置（held-out 8 题），checkpoint 里就是起点的权重。"""
     from common.checkpoint import save_checkpoint
-    from common.models import get_preset, load_model
+    from common.models import load_model
 
     cfg = _tiny_config()
     run = tmp_path_factory.mktemp("start-as-trained")
     (run / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
-    model, _ = load_model(get_preset("tiny"), cfg["init"], model_path=cfg["model"])
+    model, _ = load_model("tiny", cfg["init"])
     save_checkpoint(run, model=model, optimizer=torch.optim.AdamW(model.parameters()), step=0)
     return run
 

@@ -17,6 +17,7 @@ import pytest
 from diagnose import section_heading
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 MODULE_FILES = sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name)
 _POINTER = re.compile(r"L[1-3]\.\d\d「[^」{]+」")  # `{`：f-string 里还没填的模板不算
 
@@ -57,9 +58,26 @@ def _lesson(pointer: str) -> str:
     return f"l{pointer[1]}_{pointer[3:5]}"
 
 
+def _has_exercise_functions(lesson: str) -> bool:
+    """solutions/ 里这节课的模块有没有要学习者写的函数（只有检查点答案的课没有诊断可言）。"""
+    import importlib
+    import inspect
+
+    mod = next((m for m in sorted((ROOT / "solutions").glob(f"{lesson}_*.py"))), None)
+    if mod is None:
+        return False
+    module = importlib.import_module(f"solutions.{mod.stem}")
+    return any(
+        inspect.isfunction(f) and f.__module__ == module.__name__ and not n.startswith("_")
+        for n, f in vars(module).items()
+    )
+
+
 def test_every_tested_lesson_points_back_to_its_sections():
-    """扫描本身没漏：有测试文件的每节课，诊断里至少指向一次课文（否则多半是典型错误换了写法，这里没扫到）。"""
+    """扫描本身没漏：有练习函数、也有测试文件的每节课，诊断里至少指向一次课文（否则多半是典型错误换了
+    写法，这里没扫到）。只测脚本的课（如 L2.08 的分析脚本）没有要诊断的练习。"""
     tested = {p.stem[len("test_") :][:5] for p in HERE.glob("test_l[0-9]_[0-9][0-9]_*.py")}
+    tested = {lesson for lesson in tested if _has_exercise_functions(lesson)}
     pointed = {_lesson(p) for p in POINTERS}
     assert tested, f"{HERE} 里没有找到 test_l<级>_<NN>_*.py"
     assert tested <= pointed, (
