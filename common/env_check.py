@@ -231,15 +231,35 @@ def install_hint(missing: dict[str, str]) -> str:
     return "\n".join(lines)
 
 
+def folder_report(folder: str, gpu: dict | None) -> str:
+    """What the course sees in a model folder, and what grpo_train.py --model would do on this card."""
+    from common.model_dir import describe, inspect_model_dir
+    from common.vram.report import training_choice
+
+    found = inspect_model_dir(folder)
+    gib = gpu["total_gib"] if gpu else 32.0
+    where = "这张卡" if gpu else "一张 32 GiB 的卡（这台机器没有 GPU）"
+    return describe(found) + f"\n在{where}上：\n  " + training_choice(found.shape, gib)
+
+
 def main(argv: list[str] | None = None) -> int:
-    if argv:
-        print("用法：python -m common.env_check（不接受参数）", file=sys.stderr)
+    argv = list(argv or [])
+    if argv and (argv[0] != "--model" or len(argv) != 2):
+        print("用法：python -m common.env_check [--model 模型目录]", file=sys.stderr)
         return 2
     missing = missing_modules()
     if missing:
         print(install_hint(missing), file=sys.stderr)
         return 1
     print(report())
+    if argv:
+        from common.model_dir import ModelDirError
+
+        try:
+            print("\n" + folder_report(argv[1], gpu_info()))
+        except ModelDirError as err:
+            print(f"错误：{err}", file=sys.stderr)
+            return 2
     return 0
 
 

@@ -3,6 +3,7 @@
     python -m common.vram                                   # the fit table for a 32 GiB card
     python -m common.vram --gpu-gb 24                       # another card
     python -m common.vram --model Qwen3-4B --method lora    # one configuration, line by line
+    python -m common.vram --model ./Qwen2.5-1.5B-Instruct   # a model folder: shapes from its config.json
 
 The arithmetic is in common.vram.ledger (lines and phases of one GRPO step, from the shapes in
 common.vram.shapes); the verdicts and the fit table in common.vram.fit. This module only prints them.
@@ -13,8 +14,10 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 import unicodedata
+from pathlib import Path
 
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
@@ -35,7 +38,7 @@ from common.vram.ledger import (
     Settings,
     ledger,
 )
-from common.vram.shapes import MODELS, get_model
+from common.vram.shapes import MODELS, ModelShape, ShapeError, get_model
 
 PHASE_LABELS = {
     "loaded": "加载后",
@@ -195,6 +198,40 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     )
 
 
+def model_shape(name_or_folder: str) -> ModelShape:
+    """A named shape, or the shape a model folder's config.json describes (no weights, no torch)."""
+    folder = Path(name_or_folder).expanduser()
+    if not folder.is_dir():
+        return get_model(name_or_folder)
+    path = folder / "config.json"
+    try:
+        cfg = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(
+            f"{path} 读不出来（{type(err).__name__}）：--model 要一个模型目录或上面的名字之一"
+        ) from None
+    if not isinstance(cfg, dict):
+        raise ValueError(f"{path} 不是一个 JSON 对象")
+    try:
+        return ModelShape.from_config_json(cfg, name=folder.name, hub_id=str(folder))
+    except ShapeError as err:
+        raise ValueError(f"{path}：{err}") from None
+
+
+def training_choice(shape: ModelShape, gpu_gb: float) -> str:
+    """What grpo_train.py --model decides on this card with the GPU recipe (presets.toml)."""
+    from common.presets import gpu_recipe
+    from common.vram.plan import choose_method, run_settings
+
+    r = gpu_recipe()
+    s = run_settings(
+        prompts=r["prompts_per_step"], group=r["group_size"], max_new_tokens=r["max_new_tokens"],
+        beta=r["beta"], micro_batch=r["micro_batch"],
+    )  # fmt: skip
+    head = f"grpo_train.py --model 用 GPU 配方（{s.short()}）在 {gpu_gb:g} GiB 的卡上："
+    return head + "\n  " + choose_method(shape, s, gpu_gb).explain()
+
+
 def settings_from_args(a: argparse.Namespace, base: Settings | None = None) -> Settings:
     """`base` (default: Settings()) with every flag the user gave applied on top."""
     names = [f.name for f in dataclasses.fields(Settings)]
@@ -208,7 +245,10 @@ def main(argv: list[str] | None = None) -> int:
         description="GRPO 显存账本。不带 --model：打印装箱表；带 --model：逐行拆开一个配置"
         "（默认就是表里那一行的设定，其余参数在它上面改）。",
     )
-    p.add_argument("--model", help=f"模型：{', '.join(MODELS)}")
+    p.add_argument(
+        "--model",
+        help=f"模型：{', '.join(MODELS)}；或一个模型目录（读它的 config.json，不读权重）",
+    )
     p.add_argument(
         "--lab",
         action="store_true",
@@ -227,7 +267,9 @@ def main(argv: list[str] | None = None) -> int:
             rows = fit_table(a.gpu_gb, base) + (lab_rows(a.gpu_gb) if a.lab else [])
             print(format_table(rows, a.gpu_gb, base))
         else:
-            print(explain(ledger(get_model(a.model), base, a.gpu_gb)))
+            shape = model_shape(a.model)
+            print(explain(ledger(shape, base, a.gpu_gb)))
+            print("\n" + training_choice(shape, a.gpu_gb))
     except ValueError as e:
         print(f"错误：{e}", file=sys.stderr)
         return 2

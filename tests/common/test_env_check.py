@@ -126,3 +126,17 @@ def test_install_commands_are_the_readmes():
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text(encoding="utf-8")
     for what, command in env_check.INSTALL_STEPS:
         assert f"\n{command}\n" in readme, f"README 里没有这条安装命令：{command}（{what}）"
+
+
+def test_env_check_reports_a_model_folder(tmp_path, capsys):
+    """python -m common.env_check --model 目录：目录里是什么模型，grpo_train.py --model 在这张卡上会怎么选。"""
+    from small_qwen import make_model_dir
+
+    from common import env_check
+
+    folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
+    assert env_check.main(["--model", str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "qwen2" in out and "grpo_train.py --model" in out and "全参数" in out
+    assert env_check.main(["--model", str(tmp_path / "nope")]) == 2
+    assert "模型目录不存在" in capsys.readouterr().err

@@ -555,3 +555,30 @@ def test_verdict_is_an_explicit_assessment():
     a = fit.assess(L)
     assert a.answer_limit == fit.max_new_tokens_that_fit(L.model, L.settings, L.gpu_gb)
     assert a.verdict == fit.verdict(L.usage, a.answer_limit) == "tight"
+
+
+def test_printing_the_fit_table_imports_no_torch():
+    """`python -m common.vram` 只是算术：不 import torch（在一台很忙的机器上那要 20 s）。"""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys; from common.vram.report import main; main([]); print('torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "False", out.stdout[-500:]
+
+
+def test_a_model_folder_is_priced_from_its_config_json(tmp_path, capsys):
+    """--model 目录：形状从它的 config.json 读（不读权重），打印逐项、各阶段、结论和 grpo_train.py 的选择。"""
+    import json
+
+    cfg = {"model_type": "qwen2", **SHAPES["Qwen2.5-1.5B-Instruct"].config_dict()}
+    (tmp_path / "config.json").write_text(json.dumps(cfg), encoding="utf-8")
+    assert vram.main(["--model", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "各阶段" in out and "合计" in out and "grpo_train.py --model" in out
+    assert "改用 LoRA" in out  # 1.5B 全参数 96%：余量不到 15%，账本选 LoRA
+    (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "llama"}))
+    assert vram.main(["--model", str(tmp_path)]) == 2
+    assert "llama" in capsys.readouterr().err
