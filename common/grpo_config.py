@@ -256,15 +256,13 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
     from common.run_folder import out_dir_problem
 
     n = c.prompts_per_step * c.group_size
+    out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
     checks = [
         (
             c.data == "synthetic" and c.n_heldout >= c.n_train,
             f"--n-heldout {c.n_heldout} 必须小于 --n-train {c.n_train}：合成题池切出 held-out 后还要剩下训练题",
         ),
-        (
-            c.out is not None and out_dir_problem(c.out) is not None,
-            c.out is not None and out_dir_problem(c.out),
-        ),
+        (bool(out_problem), out_problem),
         (
             n % c.micro_batch != 0,
             f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} 必须能被 --micro-batch={c.micro_batch} 整除",
@@ -374,11 +372,16 @@ def _resume(run_dir: str, given: dict) -> GRPOConfig:
     changed = [k for k, v in given.items() if k not in RESUME_CAN_CHANGE and v != values[k]]
     if changed:
         _fail([f"续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out"])
-    cfg = GRPOConfig(**{**values, **{k: given[k] for k in given if k in RESUME_CAN_CHANGE}})
+    kept = {k: given[k] for k in given if k in RESUME_CAN_CHANGE}
+    cfg = GRPOConfig(**{**values, **kept, "out": run_dir, "resume": run_dir})  # 目录可以被搬走
+    from common.run_folder import out_dir_problem
+
+    if problem := out_dir_problem(run_dir):  # 只读的盘：不是配置的错
+        _fail([problem])
     errors = field_errors(cfg) + cross_errors(cfg, resuming=True)
     if errors:
         _fail([f"{path} 里的值不合法（被手改过？）"] + errors)
-    return dataclasses.replace(cfg, out=run_dir, resume=run_dir)
+    return cfg
 
 
 def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
