@@ -146,6 +146,12 @@ def write_jsonl(path: str | Path, rows: list[dict]) -> None:
     atomic_write(path, "".join(line + "\n" for line in lines))
 
 
+def read_jsonl(path: str | Path) -> list[dict]:
+    """Every line of a JSON-lines file written by :func:`write_jsonl`; raises OSError / ValueError."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
 def _smooth(values: list[float], window: int) -> list[float]:
     """Trailing moving average that skips missing values (None)."""
     out, buf = [], []
