@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import math
 from pathlib import Path
@@ -350,14 +351,15 @@ def _run_script_and_record(tmp_path, monkeypatch, *argv):
     )
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    calls, original = [], script.grpo_loss
+    functions = importlib.import_module("solutions.l2_07_grpo_train")  # 脚本里的 L
+    calls, original = [], functions.grpo_loss
 
     def recording(logp, old_logp, *args, **kwargs):
         loss, metrics = original(logp, old_logp, *args, **kwargs)
         calls.append((metrics["clip_fraction"], (logp.detach() - old_logp).abs().max().item()))
         return loss, metrics
 
-    monkeypatch.setattr(script, "grpo_loss", recording)
+    monkeypatch.setattr(functions, "grpo_loss", recording)  # 脚本调用的是 L.grpo_loss(...)
     cfg = script.parse_config(["--out", str(tmp_path), "--impl", "solutions", *SMALL, *argv])
     threads = torch.get_num_threads()
     try:
