@@ -465,3 +465,27 @@ def test_the_two_chat_templates_render_as_shown(folders):
     assert f"{counts[1] - counts[0]} 个 token（上面这道题：{counts[0]} 对 {counts[1]}" in text, (
         counts
     )
+
+
+def test_the_ledger_figures_in_the_presets_are_current():
+    """presets.toml 每个 GPU 预设的 why 里写的「账本 X GiB」= 按这个预设自己的设定算出的全参数合计（32 GiB）；
+    第 7.4 节表里两个 Qwen2.5 预设的数字也是它。"""
+    from common.presets import preset_names
+    from common.vram.ledger import GiB
+    from common.vram.plan import preset_settings
+
+    table = _section("### 7.4", "```bash")
+    for name in preset_names():
+        planned = preset_settings(name)
+        if planned is None:  # tiny：CPU 上的模型，不进账本
+            continue
+        full = choose_method(*planned, 32).full.total / GiB
+        quoted = re.search(r"账本 ([\d.]+) GiB", get_preset(name).why)
+        assert quoted and quoted.group(1) == f"{full:.1f}", (
+            f"presets.toml 里 {name} 的 why 引用的账本数字过时了：全参数现在是 {full:.1f} GiB"
+        )
+        row = next((line for line in table.splitlines() if f"`{name}`" in line), None)
+        if row is not None:
+            assert f"{full:.1f} GiB" in row, (
+                f"L2.07 第 7.4 节 {name} 那一行的账本数字应为 {full:.1f} GiB"
+            )
