@@ -18,8 +18,6 @@ import json
 import shutil
 from pathlib import Path
 
-import torch
-
 QWEN25_TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "qwen2.5_chat_template.jinja"
 # 小形状：vocab 与真实 Qwen 相同（tokenizer 的每个 id 都有 embedding），其余都很小（约 10M 参数）
 SMALL = dict(
@@ -57,6 +55,7 @@ def small_config(family: str = "qwen3", **changes):
 
 def make_model_dir(folder: Path, family: str = "qwen3", max_shard_size=None, **changes) -> Path:
     """随机权重（seed 0）的小 Qwen3 / Qwen2 + 真实的 tokenizer 文件，存成一个模型目录。"""
+    import torch  # 在这里才 import：只用 QWEN25_TEMPLATE 的测试不必等 torch
     from transformers import AutoModelForCausalLM
 
     from common.tokenizer import qwen3_tokenizer_dir

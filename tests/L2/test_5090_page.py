@@ -1,0 +1,491 @@
+"""L2.07 第 6、7 节（5090 一页走完、换一个模型）：页上的每条命令都在 CPU 上用替身跑一遍，课文才不会过时。
+
+命令从 README 里 `<!-- tested-commands:begin` 和 `<!-- tested-commands:end -->` 之间的 ```bash 块原样取出
+（读的是 Markdown，不是 Python 源码）。每条命令按程序分类，换上 CPU 上能跑的替身：
+
+- 模型目录（页上是 `./Qwen3-0.6B` 这样的相对路径）：每条命令在自己的临时目录里跑，目录名和页上一模一样，指向
+  - 小号随机 Qwen3 / Qwen2 目录（tests/small_qwen.py，约 10M 参数，真实的 tokenizer 文件；名字里有 2.5 的用 Qwen2）：
+    给不带 --preset 的训练（grpo_train.py、train_trl.py）和 measure_vram.py，它们在 CPU 上真的跑完；
+  - 「只有文件头」的真形状目录：config.json 和 tokenizer 与真模型的形状相同，model.safetensors 只有文件头，
+    数据区是稀疏文件（不占磁盘，也没有权重）：给 python -m common.vram、model_dir check，以及带 --preset 的训练命令。
+    后者在 CPU 上照真模型的形状一路查到「这台机器没有 GPU」为止（中文报错、带账本的数字、不建运行目录）。
+- 训练缩成 1 步、每步 2 题 × 2 条、回答最多 8 token、held-out 2 题、不做 pass@k（train_trl 同样缩小）。
+- 下载命令只核对写法（这台机器不联网）：`hf download --help`（huggingface_hub 已安装，离线也能跑）里有页上用到的
+  每个参数，`HF_ENDPOINT` 确实是 huggingface_hub 读的环境变量；modelscope 没有安装，只核对它的参数在
+  `modelscope download` 的参数表里（见 MODELSCOPE_DOWNLOAD_FLAGS 的出处）；`pip install -e ".[x]"` 的 extra 在 pyproject.toml 里。
+- GGUF 转换：输入文件不存在时要报「GGUF 文件不存在」，这证明命令的写法被接受；真正的转换在 tests/common/test_gguf.py。
+
+所有子进程都设 CUDA_VISIBLE_DEVICES=""：在有 GPU 的机器上也按 CPU 的行为检查。页上多了一条这里不认识的命令，
+测试就失败：给它配一个替身。另外几个测试核对页上贴出来的输出（配方表、账本的决定、报错原文、两种 chat template）
+等于代码现在算出的。
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import struct
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from common.grpo_config import GRPOConfig
+from common.presets import get_preset, gpu_recipe
+from common.vram.plan import choose_method, run_settings
+from common.vram.shapes import MODELS, SHAPES, get_model, shape_for_hub_id
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"
+PAGE = "L2.07 第 6、7 节（5090 一页走完 / 换一个模型）"
+BEGIN, END = "<!-- tested-commands:begin", "<!-- tested-commands:end -->"
+HUB_IDS = {SHAPES[m].hub_id for m in MODELS}
+# `modelscope download` 的参数（modelscope/modelscope 仓库 modelscope/cli/download.py 的 DownloadCMD.define_args，
+# commit 06058bb1a246）。modelscope 没装在课程的环境里，所以只能对着这张表核对写法。
+MODELSCOPE_DOWNLOAD_FLAGS = (
+    "--model", "--dataset", "--repo-type", "--revision", "--cache_dir", "--local_dir", "--include",
+    "--exclude", "--max-workers",
+)  # fmt: skip
+PIP_PACKAGES = ("modelscope",)  # 页上允许直接 pip install 的包（不是本仓库的 extra）
+# 训练类命令在 CPU 上的缩小：1 步，每步 2 题 × 2 条，回答最多 8 token，held-out 2 题
+SHRINK = {
+    "grpo_train.py": {
+        "--steps": "1", "--prompts-per-step": "2", "--group-size": "2", "--micro-batch": "4",
+        "--max-new-tokens": "8", "--n-heldout": "2", "--pass-k": "0", "--eval-every": "1",
+    },
+    "measure_vram.py": {
+        "--steps": "1", "--prompts": "2", "--group": "2", "--micro-batch": "4", "--max-new-tokens": "8",
+    },
+    "train_trl.py": {
+        "--steps": "1", "--prompts-per-step": "2", "--group-size": "2", "--micro-batch": "4",
+        "--max-new-tokens": "8", "--n-heldout": "2",
+    },
+}  # fmt: skip
+SCRIPTS = {
+    "L2_algorithm/07_grpo_train/grpo_train.py",
+    "L1_concepts/04_vram_ledger/measure_vram.py",
+    "L3_frameworks/01_trl_vllm_colocate/train_trl.py",
+}
+MODULES = {"common.env_check", "common.vram", "common.model_dir"}
+
+
+# ---------------------------------------------------------------- 从课文里取命令 ----------------------------------------
+def _page() -> str:
+    text = README.read_text(encoding="utf-8")
+    assert BEGIN in text and END in text, f"{PAGE}：README 里找不到 {BEGIN} … {END} 标记"
+    return text.split(BEGIN, 1)[1].split(END, 1)[0]
+
+
+def page_commands() -> list[str]:
+    """页上 ```bash 块里的每条命令（续行 `\\` 拼起来，注释去掉），按出现的顺序。"""
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", _page(), flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            argv = shlex.split(line, comments=True)
+            if argv:
+                commands.append(shlex.join(argv))
+    return commands
+
+
+def _kind(argv: list[str]) -> str:
+    """命令归哪一类替身；不认识的命令是 "?"（测试会失败：给它配一个替身）。"""
+    i = 0
+    while i < len(argv) and re.fullmatch(r"[A-Z_]+=.*", argv[i]):
+        i += 1
+    prog = argv[i:]
+    if prog[:2] == ["hf", "download"]:
+        return "hf"
+    if prog[:2] == ["modelscope", "download"]:
+        return "modelscope"
+    if prog[:2] == ["pip", "install"]:
+        return "pip"
+    if prog[:2] == ["python", "-m"] and len(prog) > 2 and prog[2] in MODULES:
+        return prog[2]
+    if prog[:1] == ["python"] and len(prog) > 1 and prog[1] in SCRIPTS:
+        return Path(prog[1]).name
+    return "?"
+
+
+FAST = {"modelscope", "pip", "common.vram"}  # 其余的要起 hf 的命令行、import torch 或真的训练：slow
+
+
+def _params():
+    out = []
+    for cmd in page_commands():
+        marks = () if _kind(shlex.split(cmd)) in FAST else (pytest.mark.slow,)
+        out.append(pytest.param(cmd, marks=marks, id=cmd[:80]))
+    return out
+
+
+# ---------------------------------------------------------------- 替身：模型目录 ---------------------------------------
+def _flag(argv: list[str], name: str) -> str | None:
+    return argv[argv.index(name) + 1] if name in argv and argv.index(name) + 1 < len(argv) else None
+
+
+def _set(argv: list[str], name: str, value: str) -> list[str]:
+    """argv 里 name 的值换成 value（没有就加上）。"""
+    argv = list(argv)
+    if name in argv:
+        argv[argv.index(name) + 1] = value
+    else:
+        argv += [name, value]
+    return argv
+
+
+def header_only_dir(folder: Path, shape) -> Path:
+    """形状与 `shape` 完全相同、却没有权重的模型目录：model.safetensors 只有文件头，数据区是稀疏文件。
+
+    common.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
+    只是不能加载。CPU 上带 --preset 的训练命令在加载之前就因为「没有 GPU」停下，正好用它。
+    """
+    from small_qwen import QWEN25_TEMPLATE
+
+    from common.tokenizer import qwen3_tokenizer_dir
+
+    folder.mkdir(parents=True)
+    config = {
+        "model_type": shape.family,
+        **shape.config_dict(),
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    tensors = {"model.embed_tokens.weight": [shape.vocab, shape.hidden]}
+    if not shape.tied:
+        tensors["lm_head.weight"] = [shape.vocab, shape.hidden]
+    for i in range(shape.layers):
+        tensors[f"model.layers.{i}.input_layernorm.weight"] = [shape.hidden]
+    header, offset = {}, 0
+    for name, dims in tensors.items():
+        size = 2 * dims[0] * (dims[1] if len(dims) > 1 else 1)
+        header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with (folder / "model.safetensors").open("wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        f.truncate(8 + len(head) + offset)  # 稀疏：长度对，磁盘上不占地方
+    for f in qwen3_tokenizer_dir().iterdir():
+        if f.is_file() and f.name != "tokenizer_config.json":
+            (folder / f.name).symlink_to(f)  # 11 MB 的 tokenizer.json 不必复制
+    shutil.copy(qwen3_tokenizer_dir() / "tokenizer_config.json", folder)
+    if shape.family == "qwen2":
+        tok = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok["chat_template"] = QWEN25_TEMPLATE.read_text(encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(tok), encoding="utf-8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """按需造替身目录（同一个模块里只造一次）：("tiny", family) 或 ("header", 形状名)。"""
+    root = tmp_path_factory.mktemp("stand_ins")
+    made: dict[tuple[str, str], Path] = {}
+
+    def get(kind: str, name: str) -> Path:
+        if (kind, name) not in made:
+            target = root / f"{kind}-{name}"
+            if kind == "tiny":
+                from small_qwen import make_model_dir
+
+                made[kind, name] = make_model_dir(target, family=name)
+            else:
+                made[kind, name] = header_only_dir(target, SHAPES[name])
+        return made[kind, name]
+
+    return get
+
+
+def _model_dirs(argv: list[str]) -> list[str]:
+    """命令里的本地模型目录（`./名字`）：--model 的值，model_dir 的位置参数。"""
+    dirs = [_flag(argv, "--model")]
+    if "common.model_dir" in argv:
+        dirs += [a for a in argv[argv.index("common.model_dir") + 2 :] if not a.startswith("-")]
+    return [d for d in dirs if d and d.startswith("./")]
+
+
+def _stand_in(folders, name: str, *, real_shape: bool) -> Path:
+    """名字是课程认识形状的模型（SHAPES）且要真形状：只有文件头的目录；否则小号随机目录。"""
+    if real_shape and name in SHAPES:
+        return folders("header", name)
+    return folders("tiny", "qwen2" if "2.5" in name else "qwen3")
+
+
+def _run(argv: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1", HF_DATASETS_OFFLINE="1")
+    env.update(CUDA_VISIBLE_DEVICES="", PYTHONPATH=str(ROOT))
+    if argv[0] == "python":
+        argv = [sys.executable, *argv[1:]]
+        if argv[1] in SCRIPTS:
+            argv[1] = str(ROOT / argv[1])
+    return subprocess.run(argv, capture_output=True, text=True, env=env, cwd=cwd, timeout=900)
+
+
+def _fail_text(cmd: str, why: str, proc=None) -> str:
+    text = f"{PAGE}的命令跑不通：{cmd}\n  {why}"
+    if proc is not None:
+        text += f"\n  exit {proc.returncode}\n{proc.stdout[-1500:]}\n{proc.stderr[-2500:]}"
+    return text
+
+
+# ---------------------------------------------------------------- 每条命令 ----------------------------------------------
+def test_the_page_has_the_commands_of_its_seven_steps():
+    """页上至少有这七步的命令；每条都有替身（不认识的命令让下面的测试失败）。"""
+    kinds = [_kind(shlex.split(c)) for c in page_commands()]
+    for kind in ("common.env_check", "hf", "modelscope", "measure_vram.py", "grpo_train.py",
+                 "train_trl.py", "common.vram"):  # fmt: skip
+        assert kind in kinds, f"{PAGE}：页上少了 {kind} 那一步的命令"
+
+
+@pytest.mark.parametrize("cmd", _params())
+def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path):
+    argv = shlex.split(cmd)
+    kind = _kind(argv)
+    assert kind != "?", _fail_text(
+        cmd, "测试不认识这条命令：在 tests/L2/test_5090_page.py 里给它配一个替身"
+    )
+    check = {
+        "hf": _check_hf,
+        "modelscope": _check_modelscope,
+        "pip": _check_pip,
+    }.get(kind)
+    if check is not None:
+        check(cmd, argv)
+        return
+    preset = _flag(argv, "--preset")
+    for d in _model_dirs(argv):  # 在 tmp_path 里放一个同名的替身（符号链接）
+        name = Path(d).name
+        if kind == "common.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
+            continue  # from-gguf 的两个位置参数是输入文件和输出目录：都不该预先存在
+        real = kind in ("common.vram", "common.model_dir") or preset is not None
+        if preset is not None:  # 带预设：目录要有预设那个模型的形状
+            name = shape_for_hub_id(get_preset(preset).model).name
+        (tmp_path / d).symlink_to(_stand_in(folders, name, real_shape=real))
+    script = Path(argv[1]).name if kind.endswith(".py") else None
+    out = _flag(argv, "--out")
+    if script and preset is None:
+        for flag, value in SHRINK[script].items():
+            argv = _set(argv, flag, value)
+    proc = _run(argv, tmp_path)
+    both = proc.stdout + proc.stderr
+    assert "Traceback" not in both, _fail_text(cmd, "出现了 Traceback（应该是一行中文）", proc)
+    if script and preset is not None:  # CPU 上：走到「需要 GPU」为止，带账本的决定，什么都不写
+        assert proc.returncode != 0 and "需要 NVIDIA GPU" in proc.stderr, _fail_text(
+            cmd, "替身是只有文件头的真形状目录：应当在加载之前报「需要 NVIDIA GPU」", proc
+        )
+        assert "显存账本：" in proc.stderr, _fail_text(cmd, "报错里应当带上显存账本的决定", proc)
+        assert out is None or not (tmp_path / out).exists(), _fail_text(
+            cmd, f"被拒绝了却建出了运行目录 {out}", proc
+        )
+        return
+    if kind == "common.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
+        # 输入文件不存在：报这一句说明参数的写法被接受了（gguf 装没装都一样）
+        assert proc.returncode == 2 and "GGUF 文件不存在" in proc.stderr, _fail_text(
+            cmd, "文件不存在时应当报「GGUF 文件不存在」", proc
+        )
+        assert not (tmp_path / argv[-1]).exists(), _fail_text(cmd, "报错了却建出了输出目录", proc)
+        return
+    assert proc.returncode == 0, _fail_text(cmd, "替身上运行失败", proc)
+    if kind == "common.vram":
+        assert "grpo_train.py --model 用 GPU 配方" in proc.stdout, _fail_text(
+            cmd, "少了训练脚本的决定", proc
+        )
+    if script == "grpo_train.py":
+        run = tmp_path / (out or "")
+        assert out and (run / "answers_after.jsonl").is_file(), _fail_text(
+            cmd, "运行目录不完整", proc
+        )
+        assert json.loads((run / "config.json").read_text())["provenance"], _fail_text(
+            cmd, "缺 provenance"
+        )
+    if script == "train_trl.py":
+        assert list(tmp_path.glob("runs/*/metrics.jsonl")), _fail_text(
+            cmd, "没有写出 metrics.jsonl", proc
+        )
+
+
+def _check_hf(cmd: str, argv: list[str]) -> None:
+    env = {}
+    while re.fullmatch(r"[A-Z_]+=.*", argv[0]):
+        key, value = argv.pop(0).split("=", 1)
+        env[key] = value
+    assert set(env) <= {"HF_ENDPOINT"}, _fail_text(cmd, f"不认识的环境变量 {sorted(env)}")
+    if "HF_ENDPOINT" in env:  # huggingface_hub 真的从这个变量读镜像地址
+        read = subprocess.run(
+            [sys.executable, "-c", "from huggingface_hub import constants; print(constants.ENDPOINT)"],
+            capture_output=True, text=True, env={**os.environ, **env, "HF_HUB_OFFLINE": "1"},
+        )  # fmt: skip
+        assert read.stdout.strip() == env["HF_ENDPOINT"], _fail_text(
+            cmd, "huggingface_hub 不读 HF_ENDPOINT 了", read
+        )
+    helps = subprocess.run(
+        [sys.executable, "-m", "huggingface_hub.cli.hf", "download", "--help"],
+        capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )  # fmt: skip
+    assert helps.returncode == 0, _fail_text(cmd, "hf download --help 跑不起来", helps)
+    flags = [a for a in argv if a.startswith("--")]
+    missing = [f for f in flags if f not in helps.stdout]
+    assert not missing, _fail_text(cmd, f"hf download 没有这些参数：{missing}")
+    _check_repo_and_dir(cmd, argv[2], _flag(argv, "--local-dir"))
+
+
+def _check_modelscope(cmd: str, argv: list[str]) -> None:
+    flags = [a for a in argv if a.startswith("-")]
+    wrong = [f for f in flags if f not in MODELSCOPE_DOWNLOAD_FLAGS]
+    assert not wrong, _fail_text(
+        cmd, f"modelscope download 没有这些参数：{wrong}（注意它用 --local_dir）"
+    )
+    _check_repo_and_dir(cmd, _flag(argv, "--model"), _flag(argv, "--local_dir"))
+
+
+def _check_repo_and_dir(cmd: str, repo: str | None, local_dir: str | None) -> None:
+    assert repo in HUB_IDS, _fail_text(cmd, f"{repo} 不是课程认识形状的模型：{sorted(HUB_IDS)}")
+    assert local_dir == "./" + repo.split("/")[1], _fail_text(
+        cmd, "下到的目录名应当和模型名相同（后面的命令按这个名字找它）"
+    )
+
+
+def _check_pip(cmd: str, argv: list[str]) -> None:
+    rest = argv[2:]
+    if rest[:1] == ["-e"]:  # pip install -e ".[extra]"：extra 要在 pyproject.toml 里
+        match = re.fullmatch(r"\.\[([a-z0-9,-]+)\]", rest[1]) if len(rest) == 2 else None
+        assert match, _fail_text(cmd, '只认 pip install -e ".[extra]" 这种写法')
+        extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+            "optional-dependencies"
+        ]
+        missing = [e for e in match.group(1).split(",") if e not in extras]
+        assert not missing, _fail_text(cmd, f"pyproject.toml 里没有这些 extra：{missing}")
+    else:
+        assert rest and all(p in PIP_PACKAGES for p in rest), _fail_text(cmd, f"不认识的包 {rest}")
+
+
+# ---------------------------------------------------------------- 页上贴出来的输出 ---------------------------------------
+def _section(begin: str, end: str) -> str:
+    text = README.read_text(encoding="utf-8")
+    assert begin in text, f"L2.07 的 README 里找不到 {begin}"
+    return text.split(begin, 1)[1].split(end, 1)[0]
+
+
+def _recipe_settings():
+    r = gpu_recipe()
+    return run_settings(
+        prompts=r["prompts_per_step"], group=r["group_size"], max_new_tokens=r["max_new_tokens"],
+        beta=r["beta"], micro_batch=r["micro_batch"],
+    )  # fmt: skip
+
+
+def test_the_recipe_table_is_the_config_and_presets_toml():
+    """第 2.1 节那张表：左列是 GRPOConfig 的默认值，右列是 [recipe.gpu]；[recipe.gpu] 的每个键都在表里。"""
+    rows = re.findall(r"^\| `(\w+)` \| `?([^|`]+?)`? \| `?([^|`]+?)`? \|$", _section(
+        "<!-- gpu-recipe:begin -->", "<!-- gpu-recipe:end -->"), flags=re.M)  # fmt: skip
+    table = {k: (tiny, gpu) for k, tiny, gpu in rows}
+    recipe, defaults = gpu_recipe(), GRPOConfig()
+    assert set(recipe) <= set(table), f"L2.07 第 2.1 节的配方表漏了：{set(recipe) - set(table)}"
+    for key, (tiny, gpu) in table.items():
+        assert tiny == str(getattr(defaults, key)), (
+            f"L2.07 第 2.1 节：{key} 的 tiny 默认值应为 {getattr(defaults, key)}"
+        )
+        assert gpu == str(recipe.get(key, getattr(defaults, key))), (
+            f"L2.07 第 2.1 节：{key} 的 GPU 配方值应为 {recipe.get(key)}（presets.toml 的 [recipe.gpu]）"
+        )
+
+
+def test_the_ledger_decisions_shown_are_what_the_ledger_says():
+    """第 6.3 节贴的最后两行、第 7.1 节的三行决定：等于账本现在对 GPU 配方、32 GiB 算出的。"""
+    from common.vram.report import training_choice
+
+    text = README.read_text(encoding="utf-8")
+    choice = training_choice(get_model("Qwen3-0.6B"), 32)
+    assert choice in text, f"L2.07 第 6.3 节贴的账本决定过时了，现在是：\n{choice}"
+    block = _section("<!-- ledger-lines:begin -->", "<!-- ledger-lines:end -->")
+    lines = re.findall(r"^(\S+) +(显存账本：.*)$", block, flags=re.M)
+    assert len(lines) >= 3
+    for name, quoted in lines:
+        now = choose_method(get_model(name), _recipe_settings(), 32).explain()
+        assert quoted == now, f"L2.07 第 7.1 节 {name} 那一行过时了，现在是：{now}"
+
+
+@pytest.mark.parametrize(
+    "folder, model_type", [("Qwen3-30B-A3B", "qwen3_moe"), ("Llama-3.2-1B-Instruct", "llama")]
+)
+def test_the_refusals_quoted_are_the_messages(folder, model_type, tmp_path, monkeypatch):
+    """第 7.2 节贴的报错原文 = common.model_dir 现在说的（在同名的目录里、同样的相对路径下生成）。"""
+    from common.model_dir import ModelDirError, inspect_model_dir
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / folder).mkdir()
+    (tmp_path / folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    with pytest.raises(ModelDirError) as err:
+        inspect_model_dir(f"./{folder}")
+    assert f"  - {err.value}" in README.read_text(encoding="utf-8"), (
+        f"L2.07 第 7.2 节贴的 {model_type} 报错过时了，现在是：{err.value}"
+    )
+
+
+@pytest.mark.slow  # 要 import torch（common.models）
+def test_the_no_gpu_refusal_quoted_is_the_message(folders, tmp_path, monkeypatch):
+    """第 6.4 节贴的「需要 NVIDIA GPU」报错 = 现在在没有 CUDA 的机器上对 ./Qwen3-0.6B 说的。"""
+    import torch
+
+    from common.grpo_config import parse_config
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "Qwen3-0.6B").symlink_to(folders("header", "Qwen3-0.6B"))
+    with pytest.raises(SystemExit) as exc:
+        parse_config(["--model", "./Qwen3-0.6B", "--out", "runs/x"])
+    quoted = str(exc.value.code).split("\n", 1)[1]
+    assert quoted in README.read_text(encoding="utf-8"), (
+        f"L2.07 第 6.4 节贴的报错过时了，现在是：\n{quoted}"
+    )
+
+
+@pytest.mark.slow  # 要 import transformers
+def test_the_two_chat_templates_render_as_shown(folders):
+    """第 7.3 节：同一道题在 Qwen3 和 Qwen2.5 的模板下渲染出的 prompt（真实的 tokenizer 文件），以及 token 数。"""
+    from transformers import AutoTokenizer
+
+    from common.data import build_prompt
+
+    text = README.read_text(encoding="utf-8")
+    question = "Leo has 20 stickers and gives 5 to Anna. How many stickers does Leo have left?"
+    counts = []
+    for family in ("qwen3", "qwen2"):
+        tok = AutoTokenizer.from_pretrained(folders("tiny", family))
+        prompt = build_prompt(tok, question)
+        assert f"```text\n{prompt}```" in text, (
+            f"L2.07 第 7.3 节 {family} 的 prompt 过时了，现在是：\n{prompt}"
+        )
+        counts.append(len(tok(prompt, add_special_tokens=False)["input_ids"]))
+    assert f"{counts[1] - counts[0]} 个 token（上面这道题：{counts[0]} 对 {counts[1]}" in text, (
+        counts
+    )
+
+
+def test_the_ledger_figures_in_the_presets_are_current():
+    """presets.toml 每个 GPU 预设的 why 里写的「账本 X GiB」= 按这个预设自己的设定算出的全参数合计（32 GiB）；
+    第 7.4 节表里两个 Qwen2.5 预设的数字也是它。"""
+    from common.presets import preset_names
+    from common.vram.ledger import GiB
+    from common.vram.plan import preset_settings
+
+    table = _section("### 7.4", "```bash")
+    for name in preset_names():
+        planned = preset_settings(name)
+        if planned is None:  # tiny：CPU 上的模型，不进账本
+            continue
+        full = choose_method(*planned, 32).full.total / GiB
+        quoted = re.search(r"账本 ([\d.]+) GiB", get_preset(name).why)
+        assert quoted and quoted.group(1) == f"{full:.1f}", (
+            f"presets.toml 里 {name} 的 why 引用的账本数字过时了：全参数现在是 {full:.1f} GiB"
+        )
+        row = next((line for line in table.splitlines() if f"`{name}`" in line), None)
+        if row is not None:
+            assert f"{full:.1f} GiB" in row, (
+                f"L2.07 第 7.4 节 {name} 那一行的账本数字应为 {full:.1f} GiB"
+            )
