@@ -148,7 +148,8 @@ class RunFolder:
     ) -> Checkpoint | None:
         """Lock the folder, then start a new run (write config.json; returns None) or check a resume.
 
-        resume=True returns the verified checkpoint; it raises (and writes nothing) when there is
+        resume=True returns the verified checkpoint, or None when the run never saved one (no
+        checkpoint and no metrics row: it starts at step 0); it raises (and writes nothing) when there is
         no loadable checkpoint, when it is past ``config["steps"]``, when ``config`` differs from the
         settings the checkpoint was trained with (keys in ``may_change`` and :data:`IDENTITY_KEYS`
         may differ), or when metrics.jsonl lost or repeats a row up to the checkpoint's step.
@@ -164,7 +165,13 @@ class RunFolder:
             self.close()  # a refusal lets go of the folder at once
             raise
 
-    def _resume(self, config: dict, may_change) -> Checkpoint:
+    def _resume(self, config: dict, may_change) -> Checkpoint | None:
+        if self._never_saved():
+            print(
+                f"{self.path} 里还没有 checkpoint，metrics.jsonl 也没有一行：上次在第 1 步存盘之前就停了"
+                "（加载模型出错、被中断……），这次从第 0 步开始，用 config.json 里的设置"
+            )
+            return None
         try:
             ckpt = read_checkpoint(self.path)
         except CheckpointError as err:
@@ -178,6 +185,13 @@ class RunFolder:
         self._check_same_settings(ckpt, config, (*may_change, *IDENTITY_KEYS))
         self._check_rows(ckpt.step)
         return ckpt
+
+    def _never_saved(self) -> bool:
+        """config.json is there, but no checkpoint and no metrics row: nothing to lose by starting."""
+        if self.file(CHECKPOINT_NAME).exists() or not self.file(CONFIG_NAME).is_file():
+            return False
+        metrics = self.file(METRICS_NAME)
+        return not metrics.exists() or not read_metrics(metrics)
 
     def _untouched(self) -> str:
         return f"{self.path} 里的文件都没有动"

@@ -232,6 +232,18 @@ def test_a_broken_file_is_refused_and_nothing_changes(base, tmp_path, name, corr
     assert files_of(out) == before, "拒绝续跑时运行目录里的文件必须原样不动"
 
 
+def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(base, tmp_path):
+    """以前：第 1 步存盘之前就停了（加载模型出错、权重含 NaN、被杀），目录里只剩 config.json：
+    同一个 --out 重跑说「续跑用 --resume」，--resume 又说「没有 checkpoint」，死路一条。"""
+    out = tmp_path / "run"
+    killed(run("--out", out, *FAST, fault="kill:replace=eval_before.json:1"))
+    assert (out / "config.json").is_file() and not (out / "checkpoint.pt").exists()
+    refused(run("--out", out, *FAST), f"--resume {out}")
+    proc = ok(run("--resume", out))
+    assert "从第 0 步开始" in proc.stdout
+    assert_same_as(out, base)
+
+
 def test_lost_outputs_and_leftover_tmp_are_completed(base, tmp_path):
     """eval_before.json、eval_after.json、curves.png 丢了，还有上次留下的 .tmp：续跑把它们补齐（结果不变）。"""
     out = copy_of(base, tmp_path)
