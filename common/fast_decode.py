@@ -589,21 +589,31 @@ class StaticDecoder:
     def sync_weights(self) -> None:
         self.weights.sync()
 
+    def _rewind(self) -> None:
+        """Put every row at cache column 0 and RoPE position 0, as a warm-up or capture run starts.
+
+        The warm-ups really run ``steps_per_graph`` steps each. From the state a previous generation
+        left (positions up to cache_len - 2), the steps would gather cos/sin rows past the end of the
+        (cache_len, hd) tables, and each capture of a generation would push further."""
+        self.slot.zero_()
+        self.pos.zero_()
+
     def capture(self, how: Sampling, window: int = 0) -> None:
         """Warm up (this compiles) on a side stream, then capture ``steps_per_graph`` steps as one CUDA graph.
 
-        Runs on the decode state as it is and leaves junk in it: call before a generation's prefill."""
-        self.valid[:, 0] = True  # capture runs on whatever state is there: keep softmax rows finite
+        Each run starts from slot 0 and position 0 (`_rewind`); it leaves junk in the cache, the
+        outputs and the masks: call before a generation's prefill, which resets them."""
+        self.valid[:, 0] = True  # the other slots hold whatever is there: keep softmax rows finite
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             # a new window compiles on its first run: one more warm-up; compiled already: one is enough
             for _ in range(1 if window in self.compiled else 2):
-                self.slot.zero_()
+                self._rewind()
                 self._run(how, window)
         self.compiled.add(window)
         torch.cuda.current_stream().wait_stream(side)
-        self.slot.zero_()
+        self._rewind()
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
         graph = torch.cuda.CUDAGraph()

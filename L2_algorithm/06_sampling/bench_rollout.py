@@ -37,6 +37,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from common import fast_decode as fd  # noqa: E402
 from common.models import load_model  # noqa: E402
+from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 DEFAULT_VARIANTS = (
@@ -215,35 +216,22 @@ def _category_of_name(kernel: str) -> str:
 def kernel_records(prof, dry: bool) -> list[tuple[str, list[str], float]]:
     """profile 里的每个 GPU kernel（含 memcpy/memset）：(名字, 发射它的算子及其上层（从里到外）, 毫秒)。
 
-    kernel 事件的 linked_correlation_id 就是发射它的 CPU 算子的 id；CUDA graph 里的 kernel 对应的是
-    graph.replay() 外面那层 record_function（fast_decode.decode）。--dry-run（CPU）没有 kernel：用没有子算子
-    的 aten 算子的 CPU 自身时间代替，只为把流程走一遍。"""
+    发射 kernel 的算子由 common.profiler_kernels 找（torch 2.11 和 2.13 的事件字段不同，它两种都认）；
+    CUDA graph 里的 kernel 对应的是 graph.replay() 外面那层 record_function（fast_decode.decode）。
+    --dry-run（CPU）没有 kernel：用没有子算子的 aten 算子的 CPU 自身时间代替，只为把流程走一遍。"""
     from torch.autograd import DeviceType
 
     events = prof.events()
-    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU}
-
-    def chain(e):
-        names = []
-        while e is not None:
-            names.append(e.name)
-            e = e.cpu_parent
-        return names
-
     if dry:
         return [
-            (e.name, chain(e), e.self_cpu_time_total / 1e3)
-            for e in cpu.values()
-            if e.name.startswith("aten::") and not e.cpu_children
+            (e.name, op_chain(e), e.self_cpu_time_total / 1e3)
+            for e in events
+            if e.device_type == DeviceType.CPU
+            and e.name.startswith("aten::")
+            and not e.cpu_children
         ]
     return [
-        (
-            e.name,
-            chain(cpu.get(e.linked_correlation_id)),
-            (e.time_range.end - e.time_range.start) / 1e3,
-        )
-        for e in events
-        if e.device_type == DeviceType.CUDA
+        (k.name, op_chain(k.op), (k.end_us - k.start_us) / 1e3) for k in kernel_launches(events)
     ]
 
 

@@ -50,6 +50,7 @@ from common.fast_decode import host_gradients, rollout_buffers  # noqa: E402
 from common.grpo_config import preset_config  # noqa: E402
 from common.models import compute_dtype, load_model, model_spec  # noqa: E402
 from common.optim import make_optimizer  # noqa: E402
+from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
 from common.rollout import generate  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import (  # noqa: E402
@@ -336,30 +337,20 @@ def analyze(prof, wall_s: float, dry: bool, skip_range: str | None = None) -> di
     from torch.autograd import DeviceType
 
     events = prof.events()
-    cpu = {e.id: e for e in events if e.device_type == DeviceType.CPU}
-
-    def chain(e):
-        names = []
-        while e is not None:
-            names.append(e.name)
-            e = e.cpu_parent
-        return names
-
+    cpu = [e for e in events if e.device_type == DeviceType.CPU]
     counts = {n: 0 for n in (*SYNC_EVENTS, "aten::_local_scalar_dense")}
-    for e in cpu.values():
+    for e in cpu:
         if e.name in counts:
             counts[e.name] += 1
     if dry:  # CPU：没有 kernel，用最内层 aten 算子的 CPU 时间代替，只为把流程走一遍
         dev_events = [
-            (e.name, chain(e), e.time_range.start, e.time_range.end)
-            for e in cpu.values()
+            (e.name, op_chain(e), e.time_range.start, e.time_range.end)
+            for e in cpu
             if e.name.startswith("aten::") and not e.cpu_children
         ]
-    else:
+    else:  # 发射每个 kernel 的算子：common.profiler_kernels（torch 2.11 和 2.13 的事件字段不同）
         dev_events = [
-            (e.name, chain(cpu.get(e.linked_correlation_id)), e.time_range.start, e.time_range.end)
-            for e in events
-            if e.device_type == DeviceType.CUDA
+            (k.name, op_chain(k.op), k.start_us, k.end_us) for k in kernel_launches(events)
         ]
     if skip_range:
         dev_events = [d for d in dev_events if not any(skip_range in n for n in d[1])]
@@ -485,18 +476,40 @@ def trl_worker(a) -> int:
     trainer._get_per_token_logps_and_entropies = timed_logps
     trainer.add_callback(StopAtStepEnd())
     trainer.train()
-    steps = [json.loads(x) for x in (out / "steps.jsonl").read_text(encoding="utf-8").splitlines()]
+    try:  # 分析失败（比如 torch 版本的事件字段不同）不能让已经跑完的 TRL 计时丢掉
+        profile_res = analyze(prof, state["wall"], a.dry_run)
+    except Exception:
+        profile_res = {"error": traceback.format_exc()[-3000:]}
     res = dict(
         micro_batch=a.trl_mb,
-        steps=steps,
+        steps=_read_steps(out),
         score_logp_s=state["score_logp_s"],
         profiled_step=target,
-        profile=analyze(prof, state["wall"], a.dry_run),
+        profile=profile_res,
     )
     (out / "trl_result.json").write_text(
         json.dumps(res, ensure_ascii=False, indent=1), encoding="utf-8"
     )
     return 0
+
+
+def _read_steps(out: Path) -> list[dict]:
+    """train_trl.py 每步写一行的 steps.jsonl（没有就是空列表）。"""
+    path = out / "steps.jsonl"
+    if not path.is_file():
+        return []
+    return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
+
+
+def trl_times(res: dict) -> dict:
+    """TRL 的训练部分 = step_s - score_s，取第 2 步起的中位数（第 1 步含预热）；ref/old log-prob 前向同样。"""
+    later = res["steps"][1:] or res["steps"]
+    logp = res.get("score_logp_s") or []
+    return dict(
+        train_s=statistics.median(s["step_s"] - s["score_s"] for s in later),
+        step_s=statistics.median(s["step_s"] for s in later),
+        score_logp_median_s=statistics.median(logp[1:] or logp) if logp else None,
+    )
 
 
 def run_trl(a, mb: int, work: Path, data: Path) -> dict:
@@ -511,13 +524,16 @@ def run_trl(a, mb: int, work: Path, data: Path) -> dict:
     with log.open("w", encoding="utf-8") as f:
         r = subprocess.run(cmd, cwd=ROOT, stdout=f, stderr=subprocess.STDOUT)
     print(f"  TRL mb{mb}：{time.time() - t0:.0f} s（exit {r.returncode}）", flush=True)
-    if r.returncode != 0:
-        return {"micro_batch": mb, "error": log.read_text(encoding="utf-8")[-4000:]}
-    res = json.loads((out / "trl_result.json").read_text(encoding="utf-8"))
-    later = res["steps"][1:] or res["steps"]  # 第 1 步含预热
-    res["train_s"] = statistics.median(s["step_s"] - s["score_s"] for s in later)
-    res["step_s"] = statistics.median(s["step_s"] for s in later)
-    res["score_logp_median_s"] = statistics.median(res["score_logp_s"][1:] or res["score_logp_s"])
+    result = out / "trl_result.json"
+    if r.returncode == 0 and result.is_file():
+        res = json.loads(result.read_text(encoding="utf-8"))
+    else:  # 子进程失败：它写下的步数（如果训练已经跑完）照样算进表里，错误另记
+        res = {"micro_batch": mb, "steps": _read_steps(out), "score_logp_s": []}
+        res["error"] = f"exit {r.returncode}：\n" + log.read_text(encoding="utf-8")[-4000:]
+    if res["steps"]:
+        res.update(trl_times(res))
+    elif "error" not in res:
+        res["error"] = f"TRL 子进程没有记下任何一步（{out / 'steps.jsonl'}）：见 {log}"
     return res
 
 
@@ -565,19 +581,23 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
                 f" | {p.get('kernels', '—')} | {busy} |"
             )
         if t and "train_s" in t:
-            p = t["profile"]
+            p = t.get("profile") or {}
             busy = f"{p['busy_ms'] / p['wall_ms']:.0%}" if p.get("wall_ms") else "—"
             cells = ["TRL（step_s - score_s）", f"{t['train_s']:.3f}", "—", "1.00"]
             cells += [""] * (len(PHASES) + 1)  # 阶段和 lm_head 两栏：TRL 那一侧没有分开计
-            cells += [str(p["syncs"]), str(p["items"]), str(p["kernels"]), busy]
+            cells += [str(p.get(k, "—")) for k in ("syncs", "items", "kernels")] + [busy]
             L.append("| " + " | ".join(cells) + " |")
+            logp = t.get("score_logp_median_s")
             L += [
                 "",
                 f"TRL 整步 {t['step_s']:.2f} s；它的 ref log-prob 前向在打分阶段里（不算进它的训练部分）："
-                f"每步 {t['score_logp_median_s']:.3f} s。我们的「ref log-prob」一列算在训练部分里（grpo_train.py 的 train_s 如此）。",
+                + (f"每步 {logp:.3f} s。" if logp is not None else "这次没有测到。")
+                + "我们的「ref log-prob」一列算在训练部分里（grpo_train.py 的 train_s 如此）。",
             ]
-        elif t:
-            L += ["", "TRL 子进程失败：", "```", t.get("error", "")[-2000:], "```"]
+            if "error" in p:
+                L += ["", "TRL 这一步的 profile 分析失败（计时照常）：见 train_part_profile.md。"]
+        if t and "error" in t:
+            L += ["", "TRL 子进程失败：", "```", t["error"][-2000:], "```"]
         L.append("")
     L += [
         "各阶段来自 CUDA event（不额外同步）；「同步」= cudaStreamSynchronize 等的次数，「.item()」= "

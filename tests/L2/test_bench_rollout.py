@@ -1,4 +1,4 @@
-"""L2.06 bench_rollout.py：变体名字的解析、profile 的 kernel 分类（用假的 GPU 事件）、默认值的挑法；CPU 上 --dry-run 走通。
+"""L2.06 bench_rollout.py：变体名字的解析、profile 的 kernel 分类（用假的 GPU 事件，torch 2.13 / 2.11 两种形状）、默认值的挑法；CPU 上 --dry-run 走通。
 
 GPU 上的计时本身不在这里测（CPU 没有 CUDA graph）；这里测的是脚本在 GPU 上要走的那几段纯 Python 逻辑，
 免得一次借来的 GPU 运行因为一个笔误白跑。
@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import runpy
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
-from torch.autograd import DeviceType
+from profiler_fakes import SHAPES, FakeProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = runpy.run_path(str(ROOT / "L2_algorithm" / "06_sampling" / "bench_rollout.py"))
@@ -32,37 +31,12 @@ def test_variant_names():
     assert err.value.code == 2
 
 
-class _Prof:
-    """假的 torch.profiler 结果：CPU 算子（带父节点）和 CUDA kernel（linked_correlation_id 指向发射它的算子）。"""
-
-    def __init__(self):
-        self._events, self._next = [], 1
-
-    def op(self, name, parent=None):
-        e = SimpleNamespace(
-            id=self._next, name=name, device_type=DeviceType.CPU, cpu_parent=parent,
-            cpu_children=[], self_cpu_time_total=0.0,
-        )  # fmt: skip
-        self._next += 1
-        self._events.append(e)
-        return e
-
-    def kernel(self, name, op, us, start=0.0):
-        self._events.append(
-            SimpleNamespace(
-                id=0, name=name, device_type=DeviceType.CUDA, linked_correlation_id=op.id,
-                time_range=SimpleNamespace(start=start, end=start + us),
-            )
-        )  # fmt: skip
-
-    def events(self):
-        return self._events
-
-
-def test_kernel_categories_come_from_the_launching_op():
+@pytest.mark.parametrize("shape", SHAPES)
+def test_kernel_categories_come_from_the_launching_op(shape):
     """不用 CUDA graph 的那次运行：同名的 cuBLAS kernel 由 aten::bmm 发射算 attention，由 aten::mm 发射算矩阵乘。
-    CUDA graph 的那次运行里 kernel 只对得上 fast_decode.decode，按对照表分类，对不上的按名字猜；prefill 单独一类。"""
-    eager = _Prof()
+    CUDA graph 的那次运行里 kernel 只对得上 fast_decode.decode，按对照表分类，对不上的按名字猜；prefill 单独一类。
+    profile 的事件有 torch 2.13 和 torch 2.11（GPU 机器上的版本，device 事件没有 linked_correlation_id）两种形状。"""
+    eager = FakeProfile(shape)
     dec = eager.op("fast_decode.decode")
     eager.kernel("nvjet_tst_64x8_NNT", eager.op("aten::bmm", eager.op("aten::einsum", dec)), 10)
     eager.kernel("nvjet_tst_256x8_TNT", eager.op("aten::mm", dec), 20)
@@ -74,7 +48,7 @@ def test_kernel_categories_come_from_the_launching_op():
     assert mapping["triton_per_fused__softmax_0"] == "attention"
     assert mapping["reduce_kernel_argmax"] == BENCH["CATEGORIES"][2]
 
-    graph = _Prof()
+    graph = FakeProfile(shape)
     replay, prefill = graph.op("fast_decode.decode"), graph.op("fast_decode.prefill")
     for name, us in [("nvjet_tst_64x8_NNT", 100), ("nvjet_tst_256x8_TNT", 200)]:
         graph.kernel(name, replay, us)

@@ -8,7 +8,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-from torch.autograd import DeviceType
+from profiler_fakes import SHAPES, FakeProfile
 
 ROOT = Path(__file__).resolve().parents[2]
 PROF = runpy.run_path(
@@ -28,30 +28,19 @@ def test_variant_names():
     assert err.value.code == 2
 
 
-def test_analyze_counts_syncs_and_the_busy_union():
-    ev, n = [], [0]
-
-    def op(name, parent=None):
-        n[0] += 1
-        e = SimpleNamespace(id=n[0], name=name, device_type=DeviceType.CPU, cpu_parent=parent)
-        ev.append(e)
-        return e
-
-    def kernel(name, parent, start, end):
-        ev.append(SimpleNamespace(
-            id=0, name=name, device_type=DeviceType.CUDA, linked_correlation_id=parent.id,
-            time_range=SimpleNamespace(start=start, end=end),
-        ))  # fmt: skip
-
+@pytest.mark.parametrize("shape", SHAPES)
+def test_analyze_counts_syncs_and_the_busy_union(shape):
+    """profile 的事件有 torch 2.13 和 torch 2.11（GPU 机器上的版本，device 事件没有 linked_correlation_id）两种形状。"""
+    prof = FakeProfile(shape)
+    op, kernel = prof.op, prof.kernel
     fwd = op("aten::mm", op("body_forward"))
     bwd = op("aten::mm", op("autograd::engine::evaluate_function: MmBackward0"))
     score = op("aten::mm", op("trl.score"))
-    kernel("gemm_a", fwd, 0, 100)
-    kernel("gemm_a", bwd, 50, 150)  # 与上一个重叠 50 µs：并集 150
-    kernel("gemm_b", score, 300, 400)
+    kernel("gemm_a", fwd, 100, start=0)
+    kernel("gemm_a", bwd, 100, start=50)  # 与上一个重叠 50 µs：并集 150；同名同长，按时间先后对上
+    kernel("gemm_b", score, 100, start=300)
     for name in ("cudaStreamSynchronize", "cudaStreamSynchronize", "aten::_local_scalar_dense"):
         op(name)
-    prof = SimpleNamespace(events=lambda: ev)
     out = PROF["analyze"](prof, wall_s=0.001, dry=False)
     assert out["syncs"] == 2 and out["items"] == 1 and out["kernels"] == 3
     assert out["busy_ms"] == pytest.approx(0.25)
@@ -59,6 +48,51 @@ def test_analyze_counts_syncs_and_the_busy_union():
     assert ("gemm_a", "前向") in where and ("gemm_a", "反向") in where
     skipped = PROF["analyze"](prof, wall_s=0.001, dry=False, skip_range="trl.score")
     assert skipped["kernels"] == 2 and skipped["busy_ms"] == pytest.approx(0.15)
+
+
+@pytest.mark.parametrize("worker", ["its_analysis_failed", "it_crashed_after_training"])
+def test_trl_timing_is_written_even_when_its_profile_fails(tmp_path, monkeypatch, worker):
+    """TRL 子进程跑完了训练、只是 profile 的分析失败（GPU 上 torch 2.11 就这样）：它的训练部分照样进表，
+    「vs TRL」一栏有数，train_part.json 里有 TRL 这一行。子进程整个失败时，它已经写下的步数也不丢。"""
+    steps = [{"step_s": 3.0, "score_s": 1.0}, {"step_s": 2.5, "score_s": 1.0},
+             {"step_s": 2.8, "score_s": 1.2}]  # fmt: skip
+    crash = "AttributeError: 'FunctionEvent' object has no attribute 'linked_correlation_id'"
+
+    def fake_run(cmd, cwd, stdout, stderr):
+        out = Path(cmd[cmd.index("--trl-out") + 1])
+        out.mkdir(parents=True)
+        (out / "steps.jsonl").write_text("".join(json.dumps(s) + "\n" for s in steps))
+        if worker == "its_analysis_failed":
+            res = dict(micro_batch=8, steps=steps, score_logp_s=[0.5, 0.2, 0.4], profiled_step=3,
+                       profile={"error": f"Traceback ...\n{crash}"})  # fmt: skip
+            (out / "trl_result.json").write_text(json.dumps(res))
+            return SimpleNamespace(returncode=0)
+        stdout.write(f"Traceback ...\n{crash}\n")
+        return SimpleNamespace(returncode=1)
+
+    monkeypatch.setattr(PROF["subprocess"], "run", fake_run)
+    a = PROF["parse_args"](["--out", str(tmp_path), "--dry-run", "--no-trl", "--micro-batch", "8"])
+    (tmp_path / "work").mkdir()
+    trl = PROF["run_trl"](a, 8, tmp_path / "work", tmp_path / "syn.jsonl")
+    assert trl["train_s"] == pytest.approx(1.55)  # 第 2 步起：2.5 - 1.0、2.8 - 1.2 的中位数
+    assert trl["step_s"] == pytest.approx(2.65)
+    assert ("error" in trl) == (worker == "it_crashed_after_training")
+    ours = {"name": "base", "micro_batch": 8, "train_s": 3.1, "head_s": 0.5,
+            "phases": dict.fromkeys(PROF["PHASES"], 0.1)}  # fmt: skip
+    env = dict(model="m", date="d", device="cpu", torch="t", transformers="x")
+    PROF["write_outputs"](tmp_path, env, [ours], [trl], a)
+    table = (tmp_path / "train_part.md").read_text(encoding="utf-8")
+    assert "| base | 3.100 | 1.00 | 2.00 |" in table, "我们这一行的「vs TRL」应当是 3.1 / 1.55"
+    assert "| TRL（step_s - score_s） | 1.550 |" in table
+    saved = json.loads((tmp_path / "train_part.json").read_text(encoding="utf-8"))
+    assert saved["trl"][0]["train_s"] == pytest.approx(1.55)
+    if worker == "its_analysis_failed":
+        profile_md = (tmp_path / "train_part_profile.md").read_text(encoding="utf-8")
+        assert (
+            crash in profile_md and "每步 0.300 s" in table
+        )  # ref log-prob：第 2 步起 0.2、0.4 的中位数
+    else:
+        assert crash in table
 
 
 @pytest.mark.slow

@@ -1,10 +1,14 @@
 """common.fast_decode 的解码逻辑（静态 KV cache、逐行 EOS、左 padding）在 CPU 上与 HF generate 逐 token 一致。
 
 torch.compile 和 CUDA graph 只在 GPU 上有意义，由 L2_algorithm/06_sampling/bench_rollout.py 在 GPU 上检查；
-这里关掉它们，检查的是同一份解码代码。
+这里关掉它们，检查的是同一份解码代码。录 graph、重放 graph 的顺序（哪次生成要新录哪些 graph、录之前的预热
+从什么状态开始）用 `cpu_graphs` 这个 CPU 替身来测（见文件末尾）。
 """
 
 from __future__ import annotations
+
+import contextlib
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -456,3 +460,125 @@ def test_unsupported_models_are_refused_with_the_reason():
     plain = Qwen2ForCausalLM(Qwen2Config(**small))
     assert unsupported_reason(plain) is None
     assert not supports_fast_decode(plain)  # 支持的结构，但在 CPU 上
+
+
+# ---------------------------------------------------------------- CUDA graph 的录制与重放（CPU 替身）-----------
+# StaticDecoder.capture 先预热（真的执行：GPU 上在 side stream 上跑），再在 torch.cuda.graph 里录制（只记下
+# kernel，什么也不执行），generate 之后 replay()（在当时的状态上重跑录下的步）。`cpu_graphs` 照这三条在 CPU 上
+# 替换 torch.cuda 的这几个接口，generate(cuda_graph=True) 的录制与重放顺序就能在 CPU 上测。
+
+
+class _RecordedGraph:
+    """录制时记下「哪个解码器、哪种采样、哪个窗口」的那几步；replay() 才真的跑。"""
+
+    def replay(self):
+        self.run()
+
+
+@pytest.fixture
+def cpu_graphs(monkeypatch):
+    real_run = StaticDecoder._run
+
+    @contextlib.contextmanager
+    def graph(g, pool=None):
+        def record(dec, how, window=0):  # 录制：不执行
+            g.run = lambda: real_run(dec, how, window)
+
+        monkeypatch.setattr(StaticDecoder, "_run", record)
+        try:
+            yield
+        finally:
+            monkeypatch.setattr(StaticDecoder, "_run", real_run)
+
+    stream = SimpleNamespace(wait_stream=lambda other: None)
+    fakes = dict(
+        Stream=lambda: stream,
+        current_stream=lambda: stream,
+        stream=lambda s: contextlib.nullcontext(),
+        graph_pool_handle=object,
+        CUDAGraph=_RecordedGraph,
+        graph=graph,
+    )
+    for name, fake in fakes.items():
+        monkeypatch.setattr(torch.cuda, name, fake)
+
+
+def _never(eos):
+    """一个从不采到 ``eos`` 的 process_logits：每一行都跑满 max_new_tokens。"""
+
+    def process(logits, temperature, top_p):
+        return (
+            logits.index_fill(-1, torch.tensor(eos, dtype=torch.long), float("-inf")) / temperature
+        )
+
+    return process
+
+
+@pytest.mark.parametrize("fused, window, attention", [(False, 0, "einsum"), (True, 16, "sdpa")])
+def test_graphs_captured_after_a_generation_that_reached_the_end_of_the_cache(
+    family_refs, cpu_graphs, fused, window, attention
+):
+    """grpo_train.py 的 held-out 评估在 GPU 上崩过（IndexKernel 越界）：一次生成跑满、停在 cache 末尾附近，
+    下一次生成换了采样方式（贪心 -> 采样）或用到新的窗口，就要新录 graph。录之前的预热是真的执行的，
+    以前它从上一次生成停下的 RoPE 位置接着走，cos/sin 表越界。它必须从位置 0 开始。"""
+    m, ids, mask, ref = family_refs["qwen2-untied"]
+    tp = ids.shape[1]
+    S = tp + N_NEW + 3  # 装得下的最小 cache：9 + 1 + 6 次 replay × 4 步 + 1 <= 36
+    dec = StaticDecoder(
+        m, 4, S, EOS, 0, 4, compile=False, fused=fused, window=window, attention=attention
+    )
+    first = dec.generate(ids, mask, N_NEW, Sampling(process_logits=_never(EOS)))
+    assert not torch.isin(first, torch.tensor(EOS)).any()
+    assert int(dec.pos.max()) == S - 3, (
+        "第一次生成应当跑满，停在离 cache 末尾不到 4 步（一个 graph）的位置"
+    )
+    got = dec.generate(ids, mask, N_NEW, Sampling(greedy=True))  # 贪心：新录 graph，再重放
+    windows = len(set(dec.windows(tp, N_NEW)))
+    assert dec.captures == 2 * windows, f"两种采样、{windows} 个窗口，应当各录一个 graph"
+    assert torch.equal(got, ref), (
+        f"（fused={fused}，window={window}，{attention}）重放 graph 的贪心输出与 HF generate 不同"
+    )
+
+
+@pytest.mark.slow
+def test_the_heldout_evaluation_schedule_of_grpo_train(cpu_graphs):
+    """GPU 上崩掉的那一串生成，形状照搬（只是行数少）：Qwen2.5 的 chat template 下 GSM8K 前 500 道 test 题的
+    prompt 最长 186 token，贪心两批（最长 179、186）、再采样（第一批最长 156），都进 (行, 768 槽) 这个桶，
+    max_new_tokens 512，window 128 有 5 个窗口。贪心的最后一批跑满，停在位置 186 + 512 = 698；采样要新录
+    5 个 graph，每个预热 16 步，698 + 5 × 16 > 768。贪心的输出要与不录 graph 的解码器逐 token 相同，采样不越界。"""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from common.decode_shape import static_shape
+
+    torch.manual_seed(0)
+    cfg = Qwen2Config(
+        vocab_size=300, hidden_size=128, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=2, tie_word_embeddings=False,
+        rope_parameters={"rope_type": "default", "rope_theta": 1e6},
+    )  # fmt: skip
+    m = _sharpen(Qwen2ForCausalLM(cfg), norm=2.0, weight_std=0.15, bias_std=0.2)
+    n, never = 512, [300]  # 300 不是任何 token：每一行都跑满 512 步
+
+    def prompts(longest, rows=4):
+        g = torch.Generator().manual_seed(longest)
+        ids = torch.randint(3, 300, (rows, longest), generator=g)
+        mask = torch.ones_like(ids)
+        for i in range(rows):  # 第 i 行左边 i·20 个 pad
+            mask[i, : 20 * i] = 0
+        return ids.masked_fill(mask == 0, 0), mask
+
+    opts = dict(compile=False, fused=True, window=128, attention="sdpa")
+    shape = static_shape(4, 186, n)
+    assert shape[1] == 768 and static_shape(4, 156, n) == shape
+    dec = StaticDecoder(m, *shape, never, 0, 16, **opts)
+    plain = StaticDecoder(m, *shape, never, 0, 16, **opts)
+    assert len(set(dec.windows(186, n))) == 5
+    greedy = Sampling(greedy=True)
+    ids, mask = prompts(186)  # 贪心的最后一批（第一批 179 个 token 的也在这个桶里，对这里没有影响）
+    got = dec.generate(ids, mask, n, greedy)
+    assert torch.equal(got, plain.generate(ids, mask, n, greedy, cuda_graph=False))
+    assert int(dec.pos.max()) == 186 + n
+    ids, mask = prompts(156)
+    out = dec.generate(ids, mask, n, Sampling(process_logits=_never([])))
+    assert out.shape == (4, n) and bool(((out >= 0) & (out < 300)).all())
+    assert dec.captures == 10, "贪心和采样各 5 个窗口"
