@@ -69,6 +69,16 @@ LIBRARIES = (
     "math-verify",
 )
 NO_GPU_ROUTE = "python L2_algorithm/07_grpo_train/grpo_train.py"
+# The fit table's ❌ for 1.7B full is its fp32 AdamW recipe; the measured exception is L1.04 §7.1.
+FULL_1P7B_NOTE = (
+    "全参数的 ❌ 都是按 fp32 AdamW 记的账；Qwen3-1.7B 全参数换成 8-bit AdamW、β = 0 在 32 GiB 上限下实测装得下"
+    "（L1.04 第 7.1 节，python -m common.vram --lab）"
+)
+# The one place that lists the course's Qwen3-0.6B memory figures side by side (issue: one VRAM table).
+VRAM_TABLE_NOTE = (
+    "Qwen3-0.6B 在课程里的几个显存数字（实测的、账本算的、不同布局）对照："
+    "L1_concepts/01_what_you_need/README.md 第 2.1 节"
+)
 
 
 def bandwidth_tbs(gpu_name: str) -> float | None:
@@ -193,10 +203,13 @@ def report() -> str:
     rows = runnable_rows(gib)
     head = f"这张卡（{gib:.1f} GiB）" if gpu else "参考：一张 32 GiB 的卡（RTX 5090）"
     lines.append(
-        f"{head}上的装箱表（训推同卡，vLLM colocate 布局；python -m common.vram --gpu-gb {gib:.0f} 看细节）："
+        f"{head}上的装箱表（训推同卡，vLLM colocate 布局，fp32 AdamW；"
+        f"python -m common.vram --gpu-gb {gib:.0f} 看细节）："
     )
     for verdict, label in (("fits", "✅ 装得下"), ("tight", "⚠️ 很紧"), ("no", "❌ 装不下")):
         lines.append(f"  {label}：{'、'.join(rows[verdict]) or '（无）'}")
+    lines.append(f"  {FULL_1P7B_NOTE}")
+    lines.append(f"  {VRAM_TABLE_NOTE}")
 
     if gpu is None:
         lines += [

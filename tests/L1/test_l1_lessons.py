@@ -145,6 +145,8 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     assert f"占 {row['usage']:.0%}，回答上限 {row['max_new_tokens_fit']} token" in readme
     for r in env_check.preset_report(None):  # 贴出来的 env_check 输出里，预设那几行来自账本
         assert r["why"] in readme, r["preset"]
+    for note in (env_check.FULL_1P7B_NOTE, env_check.VRAM_TABLE_NOTE):  # 装箱表下面的两行说明
+        assert f"  {note}\n" in readme, f"第 5 节贴的 env_check 输出过时了：少了「{note}」"
     # 第 5 节：同一个预设改用普通的 HF 生成
     from common.vram.ledger import ledger
     from common.vram.plan import preset_settings as ledger_settings
@@ -154,43 +156,104 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     assert f"改用普通的 HF 生成，同一个预设只要 {eager.usage:.0%}" in readme
 
 
-def test_the_three_vram_figures_in_the_first_lesson_are_current():
-    """L1.01 第 2.1 节那张小表：两个账本数字等于账本现在算出的；实测数字就是 L1.04 第 7 节贴的
-    measure_vram.py 输出里的整步峰值，首页 README、L2.07 引用的也是它。"""
-    from common import env_check
+# L3.01 第 3 节的账本命令：TRL + vLLM colocate 的 32 GB 配置
+TRL_COLOCATE = [
+    "--model",
+    "Qwen3-0.6B",
+    "--precision",
+    "fp32",
+    "--layout",
+    "colocate",
+    "--engine-gb",
+    "9.6",
+    "--micro-batch",
+    "8",
+    "--beta",
+    "0.04",
+    "--prompt-len",
+    "256",
+    "--max-new-tokens",
+    "512",
+    "--logprobs",
+    "chunked_ckpt",
+    "--ref-bytes",
+    "4",
+]
 
+
+def _vram_table_rows() -> dict[str, str]:
+    """L1.01 第 2.1 节那张表：{第一格的数字: 整行}。"""
     readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
     block = readme.split("<!-- vram-story:begin -->", 1)[1].split("<!-- vram-story:end -->", 1)[0]
-    rows = [line for line in block.splitlines() if line.startswith("| **")]
-    assert len(rows) == 3, "第 2.1 节的小表应该正好三行数字"
-    measured, ledger_policy, ledger_colocate = rows
+    rows = {}
+    for line in block.splitlines():
+        m = re.match(r"\| \*\*(?:约 )?([\d.]+ GiB)", line)
+        if m:
+            rows[m.group(1)] = line
+    return rows
 
+
+def test_the_vram_table_in_the_first_lesson_is_current():
+    """L1.01 第 2.1 节：课程里 Qwen3-0.6B 的显存数字只在这张表里并排出现。账本的几行等于账本现在算出的，
+    实测的几行等于它们出处的课文里贴的数字；首页 README 只引用实测那一个，并链到这张表。"""
+    from common import env_check
+
+    rows = _vram_table_rows()
+    assert len(rows) == 7, f"第 2.1 节的表应该是 7 行数字，现在是：{list(rows)}"
+    ledger_lesson = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
+    trl_lesson = (ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "README.md").read_text(
+        encoding="utf-8"
+    )
+
+    # 实测：手写脚本的整步峰值，就是 L1.04 第 7 节贴的 measure_vram.py 输出
+    measured = next(v for v in rows if f"整步峰值（allocated）：实测 {v}" in ledger_lesson)
+    assert "**实测**" in rows[measured] and "L1.04 第 7 节" in rows[measured]
+
+    # 账本：env_check 的 qwen3-0.6b 那一行
     why = next(r["why"] for r in env_check.preset_report(None) if r["preset"] == "qwen3-0.6b")
     gib, pct = re.search(r"账本算出 ([\d.]+) GiB / 32 GiB = (\d+%)", why).groups()
-    assert f"**{gib} GiB（{pct}）**" in ledger_policy, (
-        "第二行要等于 env_check 里 qwen3-0.6b 的账本数字"
+    assert f"| **{gib} GiB（{pct}）**" in rows.get(f"{gib} GiB", ""), (
+        f"表里要有 env_check 的 qwen3-0.6b 账本数字 {gib} GiB（{pct}）"
     )
 
+    # 账本：装箱表的 Qwen3-0.6B full
     fit = next(r for r in fit_table(32) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
-    assert f"**{fit['total_gb']:.1f} GiB（{fit['usage']:.0%}）**" in ledger_colocate, (
-        "第三行要等于装箱表里 Qwen3-0.6B full 的合计和占比"
+    colocate = f"{fit['total_gb']:.1f} GiB"
+    assert f"| **{colocate}（{fit['usage']:.0%}）**" in rows.get(colocate, ""), (
+        f"表里要有装箱表 Qwen3-0.6B full 的合计 {colocate}（{fit['usage']:.0%}）"
     )
 
-    value = re.search(r"\*\*([\d.]+ GiB)\*\*", measured).group(1)
-    ledger_lesson = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
-    assert f"整步峰值（allocated）：实测 {value}" in ledger_lesson, (
-        f"第一行的实测峰值 {value} 应该是 L1.04 第 7 节贴的 measure_vram.py 输出里的整步峰值"
+    # 账本：L3.01 第 3 节的 TRL colocate 命令，原样的合计；修正后的数字是 L3.01 选读里算的
+    assert "python -m common.vram " + " ".join(TRL_COLOCATE[:2]) in trl_lesson
+    total, usage = re.search(
+        r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", _vram_output(TRL_COLOCATE)
+    ).groups()
+    assert f"{total} GiB，占 32 GiB 的 {usage}%" in trl_lesson, "L3.01 第 3 节的账本合计过时了"
+    assert f"| **{total} GiB（{usage}%）**" in rows.get(f"{total} GiB", ""), (
+        f"表里要有 L3.01 第 3 节的账本合计 {total} GiB（{usage}%）"
     )
+    corrected = re.search(r"算上余量和上下文约 ([\d.]+ GiB)（(\d+%)）", trl_lesson).groups()
+    assert f"| **约 {corrected[0]}（{corrected[1]}）**" in rows.get(corrected[0], "")
+
+    # 实测：TRL 不用 vLLM（L3.01「在 H200 上实测」的「峰值 TRL」）
+    trl_peaks = set(re.findall(r"\| ([\d.]+ GiB) \| [\d.]+ GiB \|$", trl_lesson, re.M))
+    assert len(trl_peaks) == 1 and trl_peaks <= set(rows), (
+        f"表里要有 L3.01 实测的 TRL 峰值 {trl_peaks}"
+    )
+
+    # 首页 README：实测那一个数 + 链到这张表，不再并排列账本的数字
     front = (ROOT / "README.md").read_text(encoding="utf-8")
-    assert f"{gib} GiB" in front, f"首页 README 引用的账本数字应该是 {gib} GiB（env_check）"
-    for other in (ROOT / "README.md", ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"):
-        assert value in other.read_text(encoding="utf-8"), (
-            f"第一行的实测峰值 {value} 应该和 {other.relative_to(ROOT)} 里的实测数字一致"
-        )
+    assert measured in front, f"首页 README 引用的实测峰值应该是 {measured}"
+    assert "L1_concepts/01_what_you_need/README.md" in front and "第 2.1 节" in front
+    others = [v for v in rows if v != measured and re.search(rf"(?<![\d.]){re.escape(v)}", front)]
+    assert not others, f"首页 README 不要并排列这些数字，链到 L1.01 第 2.1 节：{others}"
+    lesson = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    assert measured in lesson, f"L2.07 引用的实测峰值应该是 {measured}"
 
 
 def test_gpu_figures_on_the_front_page_come_from_the_lessons():
-    """首页 README「在 5090 上能跑到哪一步」里的每个数字，都要在它引用的课文里出现（数字只在课文里测、在这里转述）。"""
+    """首页 README「在 5090 上能跑到哪一步」里的每个数字，都要在它引用的课文里出现（数字只在课文里测、在这里转述）：
+    显存（GiB）、时间（ms）、倍数（倍或 ×），以及三位小数的正确率（真实模型那次运行，L2.08 第 6 节）。"""
     front = (ROOT / "README.md").read_text(encoding="utf-8")
     block = front.split("在 5090 上能跑到哪一步", 1)[1].split("每次运行都会在输出目录里留下", 1)[0]
     lessons = "\n".join(
@@ -199,12 +262,16 @@ def test_gpu_figures_on_the_front_page_come_from_the_lessons():
             "L1_concepts/01_what_you_need",
             "L1_concepts/04_vram_ledger",
             "L2_algorithm/06_sampling",
+            "L2_algorithm/08_reading_the_curves",
         )
     )
-    figures = re.findall(r"(\d+(?:\.\d+)?) ?(GiB|ms|倍)", block)
-    assert len(figures) >= 8, figures
-    for number, unit in figures:
-        quoted = f"{number}×" if unit == "倍" else f"{number} {unit}"
-        assert quoted in lessons, (
-            f"首页 README 的 {number} {unit} 在 L1.01、L1.04、L2.06 里都找不到"
-        )
+    figures = re.findall(r"(?<![\d.])(\d+(?:\.\d+)?) ?(GiB|ms|倍|×)", block)
+    accuracies = re.findall(r"(?<![\d.])(0\.\d{3})(?![\d])", block)
+    assert len(figures) >= 8 and len(accuracies) >= 3, (figures, accuracies)
+    missing = [
+        f"{number} {unit}"
+        for number, unit in figures
+        if (f"{number}×" if unit in ("倍", "×") else f"{number} {unit}") not in lessons
+    ]
+    missing += [a for a in accuracies if a not in lessons]
+    assert not missing, f"首页 README 的这些数字在 L1.01、L1.04、L2.06、L2.08 里都找不到：{missing}"

@@ -43,6 +43,26 @@ def test_cpu_only_report_points_to_the_no_gpu_route(capsys, monkeypatch):
     assert "Qwen3-0.6B full" in out  # 32 GiB 参考装箱表
 
 
+def test_fit_table_names_its_optimizer_and_links_the_vram_table(capsys, monkeypatch):
+    """装箱表的 ❌ 说明按哪个优化器记账（fp32 AdamW），1.7B 全参数的 8-bit 实验指向 L1.04 第 7.1 节；
+    0.6B 的几个显存数字不在这里并排，指向 L1.01 第 2.1 节那张表（那张表确实在）。"""
+    monkeypatch.setattr(env_check, "gpu_info", lambda: None)
+    assert env_check.main([]) == 0
+    out = capsys.readouterr().out
+    assert "vLLM colocate 布局，fp32 AdamW" in out
+    assert env_check.FULL_1P7B_NOTE in out and "8-bit AdamW" in env_check.FULL_1P7B_NOTE
+    assert "Qwen3-1.7B full" in env_check.runnable_rows(32.0)["no"]
+    assert env_check.VRAM_TABLE_NOTE in out
+    root = Path(__file__).resolve().parents[2]
+    lesson = (root / "L1_concepts" / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
+    assert "L1_concepts/01_what_you_need/README.md 第 2.1 节" in env_check.VRAM_TABLE_NOTE
+    assert "### 2.1 " in lesson and "<!-- vram-story:begin -->" in lesson
+    ledger_lesson = (root / "L1_concepts" / "04_vram_ledger" / "README.md").read_text(
+        encoding="utf-8"
+    )
+    assert "### 7.1 实验：Qwen3-1.7B 全参数放进 32 GB" in ledger_lesson
+
+
 def _fake_gpu(gib, name="NVIDIA GeForce RTX 5090"):
     tbs = env_check.bandwidth_tbs(name)
     return {
