@@ -35,7 +35,7 @@ def test_every_solutions_module_is_scanned_against_its_lesson():
     no_lesson = [p.name for p in MODULES if not lesson_readme(p).is_file()]
     assert not no_lesson, (
         f"这些 solutions/ 模块没有对应的课文 README（模块名 = 级别前缀 + 课的文件夹名，"
-        f"见 MAINTAINING.md「加一节课」）：{no_lesson}"
+        f"见 MAINTAINING.md 第 1 节）：{no_lesson}"
     )
     with_functions = {p.stem for p in MODULES if function_lines(p)}
     assert {r.module for r in RESULTS} == with_functions

@@ -110,7 +110,7 @@ def test_every_public_function_has_a_lesson_test(name):
     level, number = name.split("_")[:2]
     assert files, (
         f"solutions/{name}.py 有公开函数 {functions}，但没有这节课的测试文件"
-        f" tests/L{level[1:]}/test_{level}_{number}_*.py（MAINTAINING.md「加一节课」第 4 步）"
+        f" tests/L{level[1:]}/test_{level}_{number}_*.py（MAINTAINING.md 1.4 节）"
     )
     used = set().union(*(_names_in(f) for f in files))
     untested = [f for f in functions if f not in used]

@@ -1,7 +1,8 @@
 """诊断信息里「回看 L2.0X「…」」指向的课文小节必须真的存在（课文改标题时，这里会先报出来）。
 
 扫描的模块自动发现，不用登记：tests/L2 里的每个模块（每节课的测试 test_l<级>_<NN>_*.py、
-典型错误表 mistakes_*.py、其它测试）。扫的是它们模块级的值：字符串、`Mistake` 这样带 `section`
+典型错误表 mistakes_*.py、其它测试），以及 tests/L1、tests/L3 里每节课自己的测试 test_l<级>_<NN>_*.py
+（有练习的 L1、L3 课也一样要求）。扫的是它们模块级的值：字符串、`Mistake` 这样带 `section`
 的对象，以及由它们组成的 list / tuple / dict。指向写成 `L2.05「标题开头」`，按 tests/diagnose.py 的
 `section_heading` 找到 L2_algorithm/05_*/README.md 里以它开头的标题；任何一级（L1/L2/L3）的课都可以指。
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -18,7 +20,11 @@ from diagnose import section_heading
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-MODULE_FILES = sorted(p for p in HERE.glob("*.py") if p.name != Path(__file__).name)
+LESSON_TEST_GLOB = "L[0-9]/test_l[0-9]_[0-9][0-9]_*.py"  # 每节课自己的测试（任何一级）
+LESSON_TESTS = sorted(HERE.parent.glob(LESSON_TEST_GLOB))
+MODULE_FILES = sorted(
+    {p for p in HERE.glob("*.py") if p.name != Path(__file__).name} | set(LESSON_TESTS)
+)
 _POINTER = re.compile(r"L[1-3]\.\d\d「[^」{]+」")  # `{`：f-string 里还没填的模板不算
 
 
@@ -39,10 +45,17 @@ def _texts(value, depth=0):
             yield from _texts(item, depth + 1)
 
 
+def _import(path: Path):
+    """按文件名 import 一个测试模块（它所在的文件夹放进 sys.path：它自己 import 的同目录模块也找得到）。"""
+    if str(path.parent) not in sys.path:
+        sys.path.append(str(path.parent))
+    return importlib.import_module(path.stem)
+
+
 def _pointers():
     found = {}
     for path in MODULE_FILES:
-        mod = importlib.import_module(path.stem)
+        mod = _import(path)
         for value in vars(mod).values():
             for text in _texts(value):
                 for pointer in _POINTER.findall(text):
@@ -76,12 +89,12 @@ def _has_exercise_functions(lesson: str) -> bool:
 def test_every_tested_lesson_points_back_to_its_sections():
     """扫描本身没漏：有练习函数、也有测试文件的每节课，诊断里至少指向一次课文（否则多半是典型错误换了
     写法，这里没扫到）。只测脚本的课（如 L2.08 的分析脚本）没有要诊断的练习。"""
-    tested = {p.stem[len("test_") :][:5] for p in HERE.glob("test_l[0-9]_[0-9][0-9]_*.py")}
+    tested = {p.stem[len("test_") :][:5] for p in LESSON_TESTS}
     tested = {lesson for lesson in tested if _has_exercise_functions(lesson)}
     pointed = {_lesson(p) for p in POINTERS}
-    assert tested, f"{HERE} 里没有找到 test_l<级>_<NN>_*.py"
+    assert tested, f"{HERE.parent} 里没有找到 {LESSON_TEST_GLOB}"
     assert tested <= pointed, (
-        f"这些课的测试里没有找到任何「L2.0X「…」」指向：{sorted(tested - pointed)}"
+        f"这些课的测试里没有找到任何「L<级>.<NN>「…」」指向：{sorted(tested - pointed)}"
     )
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import ast
 import sys
 import types
+from pathlib import Path
 
 import pytest
 
@@ -51,13 +53,50 @@ def test_unwritten_names_every_missing_function_at_once(monkeypatch):
     require_written(script)  # 都写完了：不退出
 
 
+ROOT = Path(__file__).resolve().parents[2]
+# 从 <impl>.l2_07_grpo_train 取学习者函数的两处：grpo_train.py 写 `L.名字`，CourseGRPOTrainer 写 `self.L.名字`
+USERS = {
+    ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py": "L",
+    ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "course_trainer.py": "self.L",
+}
+
+
+def _offered(module: types.ModuleType) -> set[str]:
+    """模块转出的学习者函数：同一个包（solutions / exercises）里定义的可调用对象。"""
+    package = module.__name__.split(".")[0] + "."
+    return {
+        name
+        for name, value in vars(module).items()
+        if callable(value) and (getattr(value, "__module__", None) or "").startswith(package)
+    }
+
+
+def _used(path: Path, holder: str) -> set[str]:
+    """`path` 里 `<holder>.名字` 的所有名字（holder 是 "L" 或 "self.L"）。"""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Attribute) and ast.unparse(node.value) == holder:
+            names.add(node.attr)
+    return names
+
+
 def test_the_scripts_module_offers_what_grpo_train_uses():
-    """grpo_train.py 从 <impl>.l2_07_grpo_train 取函数：两边提供同样的名字，参考答案里没有空桩。"""
+    """grpo_train.py / train_trl.py 从 <impl>.l2_07_grpo_train 取函数：两边转出同样的名字，
+    脚本里用到的每个 `L.名字` 都转出了，参考答案里没有空桩（名字从代码里找，不用登记）。"""
     import exercises.l2_07_grpo_train as ex
     import solutions.l2_07_grpo_train as sol
 
-    names = ("group_advantages", "completion_mask", "hidden_token_logprobs", "masked_mean",
-             "grpo_loss", "process_logits", "microbatch_weight", "tis_weights")  # fmt: skip
-    for name in names:
-        assert callable(getattr(sol, name)) and callable(getattr(ex, name)), name
+    offered = _offered(sol)
+    assert _offered(ex) == offered, (
+        f"solutions/ 和 exercises/ 的 l2_07_grpo_train.py 转出的函数不一样："
+        f"只在 solutions/ 里 {sorted(offered - _offered(ex))}，只在 exercises/ 里 "
+        f"{sorted(_offered(ex) - offered)}（两边末尾的转出块要各加一行，MAINTAINING.md 1.8 节）"
+    )
+    for path, holder in USERS.items():
+        missing = sorted(_used(path, holder) - offered)
+        assert not missing, (
+            f"{path.relative_to(ROOT)} 用了 {holder}.{missing}，"
+            f"但 l2_07_grpo_train.py 没有转出它们（MAINTAINING.md 1.8 节）"
+        )
+    assert _used(next(iter(USERS)), "L"), "在 grpo_train.py 里没找到任何 L.名字：扫描规则漏了"
     assert unwritten(sol) == []
