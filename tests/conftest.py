@@ -6,9 +6,12 @@
 
 from __future__ import annotations
 
+import getpass
 import importlib
 import os
+import tempfile
 import types
+from pathlib import Path
 
 import pytest
 
@@ -30,6 +33,11 @@ _ONEDNN_ISA_FOR_ATEN = {"default": "SSE41", "avx2": "AVX2"}
 _aten = os.environ.get("ATEN_CPU_CAPABILITY", "").strip().lower()
 if _aten in _ONEDNN_ISA_FOR_ATEN:
     os.environ.setdefault("ONEDNN_MAX_CPU_ISA", _ONEDNN_ISA_FOR_ATEN[_aten])
+    # torch.compile（torchao 的 8-bit AdamW 用它）把编译好的 C++ kernel 缓存在一个目录里，缓存的键不含
+    # ATEN_CPU_CAPABILITY：先用本机指令集跑过一次，再模拟低指令集时会拿到按本机向量化的 kernel，
+    # 编译报「'at::vec' has not been declared」。每个模拟的级别用自己的缓存目录。
+    _cache = Path(tempfile.gettempdir()) / f"torchinductor_{getpass.getuser()}_{_aten}"
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(_cache))
 
 
 @pytest.fixture(scope="session")
