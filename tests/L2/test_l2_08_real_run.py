@@ -1,7 +1,8 @@
 """L2.08 第 6 节的 real_run.py：只读运行目录的分析脚本（不加载模型），以及课文里引用的数字。
 
-课文第 6 节的数字（翻对/翻错、符号检验、回答写法的计数）都由这个脚本从仓库附带的运行目录
-（L2_algorithm/08_reading_the_curves/real_run/）算出来；这里重算一遍，确认课文和数据对得上。
+课文第 6 节的数字（三对运行的总表、翻对/翻错、符号检验、运行减对照、reward 分段、回答写法的计数、十道题、
+显存、时间、人读的核对）都由这个脚本从仓库附带的运行目录（L2_algorithm/08_reading_the_curves/real_run/）算出来；
+这里重算一遍，确认课文和数据对得上。
 """
 
 from __future__ import annotations
@@ -57,40 +58,149 @@ def test_bad_run_folder_is_refused_in_chinese(tmp_path):
     assert "不存在" in str(err.value.code) and "运行目录" in str(err.value.code)
 
 
-def test_lesson_numbers_come_from_the_shipped_run():
-    """第 6 节写的数字 == 脚本的函数在附带的运行目录上算出的数字。"""
-    run = HERE / "real_run" / "grpo"
-    before = R.read_jsonl(run / "answers_before.jsonl")
-    after = R.read_jsonl(run / "answers_after.jsonl")
-    pr = R.paired(before, after)
-    assert f"翻对 {pr['up']} 题，翻错 {pr['down']} 题" in LESSON
-    assert f"配对的差 {pr['diff']:+.3f} ± {pr['se']:.3f}".replace("-", "−") in LESSON
-    assert f"p = {pr['p']:.2f}" in LESSON
-    table = R.habit_table(before, after, 100)
-    for name in (
-        "带代码块 ```",
-        "以上都没有（只能取最后一个数）",
-        "原地打转（同一段连着重复 ≥ 4 次）",
-    ):
-        row = next(line for line in table.splitlines() if line.startswith(f"| {name} |"))
-        assert row in LESSON, f"课文第 6.5 节的这一行和数据算出的不一样：{row}"
-    ours = R.accuracy_table(run, HERE / "real_run" / "control", len(before)).splitlines()[2:]
-    for line in ours:  # 第 6.3 节的表：只有第 0 步和缺的格子写法不同
-        step, *cells = line.strip("|").split("|")
-        if step.strip() in ("0", "100"):
-            continue
-        assert line in LESSON, f"课文第 6.3 节少了这一行：{line}"
-    config = json.loads((run / "config.json").read_text(encoding="utf-8"))
-    assert config["lr"] == 5e-6 and config["n_heldout"] == len(before) == 500
+SHIPPED = HERE / "real_run"
+B, BC = SHIPPED / "lr5e-6", SHIPPED / "lr5e-6-shuffled"
+R1, C1 = SHIPPED / "recipe", SHIPPED / "recipe-shuffled"
+R2, C2 = SHIPPED / "lr2e-6-token_mean-t0.7", SHIPPED / "lr2e-6-token_mean-t0.7-shuffled"
+
+
+def _in_lesson(text, where):
+    assert text in LESSON, f"课文{where}和数据算出的不一样，应有：{text}"
+
+
+def test_shipped_folders_hold_no_checkpoint_and_say_what_they_ran():
+    for run, ctl in R.PAIRS:
+        for name in (run, ctl):
+            folder = SHIPPED / name
+            assert not list(folder.glob("checkpoint*")), f"{folder} 不该附 checkpoint"
+            c = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+            assert c["n_heldout"] == 500 and c["reward"] == (
+                "shuffled" if name == ctl else "correctness"
+            )
+    assert json.loads((R1 / "config.json").read_text(encoding="utf-8"))["lr"] == 1e-6
+    c2 = json.loads((R2 / "config.json").read_text(encoding="utf-8"))
+    assert (c2["lr"], c2["aggregation"], c2["temperature"]) == (2e-6, "token_mean", 0.7)
+    assert json.loads((B / "config.json").read_text(encoding="utf-8"))["lr"] == 5e-6
+    assert R.steps_done(R1) == R.steps_done(C1) == 50 and R.steps_done(R2) == 100
+
+
+def test_lesson_tables_come_from_the_shipped_runs():
+    """第 6.3–6.5 节的表 == 脚本的函数在附带的运行目录上算出的表（逐行）。"""
+    for run, ctl in R.PAIRS:
+        _in_lesson(R.summary_row(SHIPPED / run), "第 6.3 节总表的一行")
+        _in_lesson(R.summary_row(SHIPPED / ctl), "第 6.3 节总表的一行")
+        _in_lesson(
+            R.pair_difference(SHIPPED / run, SHIPPED / ctl), "第 6.3 节「运行 − 对照」的一行"
+        )
+        for name in (run, ctl):
+            _in_lesson(R.segment_row(SHIPPED / name), "第 6.4 节 reward 分段表的一行")
+    for line in R.accuracy_table(R2, C2, 500).splitlines():
+        _in_lesson(line, "第 6.3 节第三对的逐点表")
+    table = R.habit_columns([
+        ("B 训练前（eval batch 256）", R.answers(B, "before")),
+        ("B 第 100 步", R.answers(B, "after")),
+        ("训练前（eval batch 512）", R.answers(R2, "before")),
+        ("lr2e-6 第 100 步", R.answers(R2, "after")),
+        ("它的对照 第 100 步", R.answers(C2, "after")),
+    ])  # fmt: skip
+    for line in table.splitlines():
+        _in_lesson(line, "第 6.5 节回答写法的表")
+    _in_lesson(
+        R.render_examples(R.answers(R2, "before"), R.answers(R2, "after"), 10), "第 6.5 节的十道题"
+    )
+
+
+def test_lesson_sentences_come_from_the_shipped_runs():
+    """正文里单独引用的数字：配对、翻题、对照、batch 大小的影响、显存、时间、人读的核对。"""
+    sig = R.signed
+    for run in (B, R2, C2):
+        pr = R.paired(R.answers(run, "before"), R.answers(run, "after"))
+        _in_lesson(f"翻对 {pr['up']} 题，翻错 {pr['down']} 题", "翻对翻错")
+        _in_lesson(f"配对的差 {sig(pr['diff'])} ± {pr['se']:.3f}", "配对的差")
+    pr = R.paired(R.answers(R2, "before"), R.answers(R2, "after"))
+    _in_lesson(f"{sig(pr['diff'])} ± {pr['se']:.3f}（符号检验 p = {pr['p']:.2f}", "开头的结论")
+    vs = R.paired(R.answers(C2, "after"), R.answers(R2, "after"))
+    _in_lesson(f"比它的对照高 {sig(vs['diff'])} ± {vs['se']:.3f}", "开头的结论")
+    _in_lesson(f"运行对、对照错的 {vs['up']} 题，反过来的 {vs['down']} 题", "第 6.3 节")
+    flips = pr["up"] + pr["down"]
+    _in_lesson(f"判分变了的共 {flips} 题，其余 {pr['n'] - flips} 题", "第 6.5 节")
+    ex = R.flipped(R.answers(R2, "before"), R.answers(R2, "after"), 10)
+    _in_lesson("展开：第 " + "、".join(map(str, ex)) + " 题", "第 6.5 节")
+    ups = sum(R.answers(R2, "after")[i]["reward"] > 0 for i in ex)
+    _in_lesson(
+        f"这十道里{'一二三四五六七八九十'[ups - 1]}道翻对、{'一二三四五六七八九十'[9 - ups]}道翻错",
+        "第 6.5 节",
+    )
+    # 第二对到第 50 步、对照的 ±0.03
+    r1, c1, c2 = dict(R.eval_points(R1)), dict(R.eval_points(C1)), dict(R.eval_points(C2))
+    _in_lesson(
+        f"配方本身到第 50 步已是 {sig(r1[50] - r1[0])}、对照 {sig(c1[50] - c1[0])}", "第 6.8 节"
+    )
+    _in_lesson(
+        f"第三对的对照 {sig(c2[100] - c2[0])}，第二对的对照第 50 步 {sig(c1[50] - c1[0])}",
+        "第 6.3 节",
+    )
+    _in_lesson(
+        f"第三对第 100 步 {dict(R.eval_points(R2))[100]:.3f}，配方在第 50 步 {r1[50]:.3f}",
+        "第 6.8 节",
+    )
+    # 同一份权重，eval batch 256 和 512
+    for run in (B, R2):
+        c = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        acc = dict(R.eval_points(run))[0]
+        _in_lesson(f"eval batch {c['eval_batch']} 量到 {acc:.3f}", "第 6.3 节 batch 大小的影响")
+    # 显存
+    assert {round(R.peak_memory(SHIPPED / n), 1) for p in R.PAIRS[1:] for n in p} == {24.8}
+    _in_lesson("都是 **24.8 GiB**", "第 6.7 节显存")
+    _in_lesson(f"第一对是 **{R.peak_memory(B):.2f} GiB**", "第 6.7 节显存")
+    # 时间
+    t = R.step_seconds(B, 16, 100)
+    _in_lesson(f"第 16–100 步一步的中位数 **{t['median']:.1f} s**（{t['min']:.1f}–{t['max']:.1f} s；"
+               f"rollout {t['rollout']:.1f} s、前向反向和更新 {t['train']:.1f} s），\n  100 步连同评估共 "
+               f"{t['total']:.0f} s", "第 6.7 节时间")  # fmt: skip
+    t = R.step_seconds(R2, 91, 100)
+    _in_lesson(f"第三对最后 10 步一步的中位数 {t['median']:.1f} s（rollout {t['rollout']:.1f} s、"
+               f"训练 {t['train']:.1f} s）", "第 6.7 节时间")  # fmt: skip
+    _in_lesson(f"第 11–50 步一步约 {R.step_seconds(R2, 11, 50)['median']:.1f} s", "第 6.7 节时间")
+
+
+def test_hand_check_agrees_with_the_reward_as_the_lesson_says():
+    """hand_check.tsv：每第 10 题，人的判断；和 answers_after.jsonl 的判分一比，数字要和第 6.6 节一致。"""
+    lines = (SHIPPED / "hand_check.tsv").read_text(encoding="utf-8").splitlines()
+    rows = [line.split("\t") for line in lines if line and not line.startswith("#")]
+    after = R.answers(R2, "after")
+    assert [int(r[0]) for r in rows] == list(range(0, 500, 10))
+    agree = sum(int(r[1]) == (after[int(r[0])]["reward"] > 0) for r in rows)
+    right = sum(int(r[1]) for r in rows)
+    _in_lesson(
+        f"**{len(rows)} 条里 {agree} 条一致**（{right} 条对，{len(rows) - right} 条错）",
+        "第 6.6 节",
+    )
+    before_fp, after_fp = (
+        R.credited_without_box(R.answers(R2, "before")),
+        R.credited_without_box(after),
+    )
+    assert len(before_fp) == len(after_fp) == 1
+    _in_lesson(
+        f"训练前 1 条（第 {before_fp[0]} 题）、训练后 1 条（第 {after_fp[0]} 题）", "第 6.6 节"
+    )
+    row = after[441]
+    assert (
+        row["reward"] == 0 and row["gold"] == "80" and R.extract_answer(row["completion"]) == "-80"
+    )
 
 
 def test_main_on_a_small_run(tmp_path, capsys):
     """一个 4 题的运行目录和它的对照：三张表和图都出来，退出码 0。"""
     run, control = tmp_path / "run", tmp_path / "control"
+    config = {"lr": 1e-6, "aggregation": "sequence_mean", "temperature": 1.0, "micro_batch": 8,
+              "eval_batch": 4}  # fmt: skip
     for folder, evals in ((run, [(1, 0.5), (2, 0.75)]), (control, [(1, 0.25)])):
         folder.mkdir()
+        reward = "shuffled" if folder == control else "correctness"
+        (folder / "config.json").write_text(json.dumps({**config, "reward": reward}))
         (folder / "eval_before.json").write_text(json.dumps({"accuracy": 0.5, "n": 4}))
-        rows = [{"step": s, "accuracy": a, "kl": 0.01 * s, "entropy": 0.3, "eval_accuracy": a,
+        rows = [{"step": s, "accuracy": a, "reward_mean": a, "peak_vram_gb": 1.0, "rollout_s": 0.1, "train_s": 0.2, "elapsed_s": 0.3 * s, "kl": 0.01 * s, "entropy": 0.3, "eval_accuracy": a,
                  "completion_len_mean": 10.0, "truncation_rate": 0.0} for s, a in evals]  # fmt: skip
         (folder / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     answers = lambda rewards: "".join(
@@ -101,5 +211,12 @@ def test_main_on_a_small_run(tmp_path, capsys):
     (run / "answers_after.jsonl").write_text(answers([1, 1, 1, 0]))
     assert R.main([str(run), "--control", str(control), "--plot", str(tmp_path / "c.png")]) == 0
     out = capsys.readouterr().out
-    assert "翻对 2 题，翻错 1 题" in out and "| 带代码块 ``` | 2 | 1 |" in out
+    assert "翻对 2 题，翻错 1 题" in out and "| 带代码块 ``` | 2 | 1 | — |" in out
+    assert "按两个独立样本" in out  # 对照没有 answers_after：运行 − 对照不能逐题配对
     assert (tmp_path / "c.png").stat().st_size > 10_000
+    # 中途停下、没有 answers_after.jsonl 的运行：报它最后一次评估，不报配对
+    (run / "answers_after.jsonl").unlink()
+    assert R.main([str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "没有 answers_after.jsonl" in out and "最后一次评估在第 2 步，贪心 0.750" in out
+    assert "翻对" not in out
