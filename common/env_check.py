@@ -11,9 +11,10 @@ points to the no-GPU route. Only the standard library is imported at module leve
 from __future__ import annotations
 
 import importlib
-import importlib.metadata
 import platform
 import sys
+
+from common import provenance
 
 # What the report itself needs; everything else is listed by version (LIBRARIES).
 REQUIRED_MODULES = ("torch", "transformers")
@@ -127,13 +128,7 @@ def gpu_info() -> dict | None:
 
 def library_versions() -> dict[str, str | None]:
     """Installed version of each library the course uses (None: not installed)."""
-    out = {}
-    for lib in LIBRARIES:
-        try:
-            out[lib] = importlib.metadata.version(lib)
-        except importlib.metadata.PackageNotFoundError:
-            out[lib] = None
-    return out
+    return provenance.library_versions(LIBRARIES)
 
 
 def preset_report(gpu: dict | None) -> list[dict]:
