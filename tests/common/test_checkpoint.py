@@ -223,6 +223,7 @@ def test_read_then_apply_without_a_model_first(tmp_path):
         apply_checkpoint(ckpt, model=wrong_shape)
 
 
+@pytest.mark.slow  # torchao 的 8-bit AdamW 第一次 step 要 torch.compile：几秒 CPU
 def test_8bit_adamw_checkpoint_round_trips_with_its_checksum(tmp_path):
     from common.optim import make_optimizer
 

@@ -64,6 +64,7 @@ def test_nan_in_adamw_exp_avg_is_caught_before_it_reaches_the_weights():
         guard_finite(3, params=model.parameters(), optimizer=opt)
 
 
+@pytest.mark.slow  # torchao 的 8-bit AdamW 第一次 step 要 torch.compile：几秒 CPU
 def test_torchao_8bit_state_is_opened_up():
     from common.optim import make_optimizer
 
