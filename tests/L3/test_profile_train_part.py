@@ -39,6 +39,9 @@ def test_analyze_counts_syncs_and_the_busy_union(shape):
     kernel("gemm_a", fwd, 100, start=0)
     kernel("gemm_a", bwd, 100, start=50)  # 与上一个重叠 50 µs：并集 150；同名同长，按时间先后对上
     kernel("gemm_b", score, 100, start=300)
+    prof.gpu_range(
+        "body_forward", 0, 290
+    )  # GPU 上的 record_function 区间：不是 kernel，不能填满空隙
     for name in ("cudaStreamSynchronize", "cudaStreamSynchronize", "aten::_local_scalar_dense"):
         op(name)
     out = PROF["analyze"](prof, wall_s=0.001, dry=False)
