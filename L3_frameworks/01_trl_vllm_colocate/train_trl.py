@@ -44,7 +44,7 @@ from common.grpo_config import base_config
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.model_dir import ModelDirError
 from common.models import load_model, model_spec, plan_model
-from common.presets import PresetError
+from common.presets import PresetError, gpu_recipe
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
 from common.stubs import require_written
@@ -102,7 +102,9 @@ class TrlScriptArguments:
     prompts_per_step: int | None = _arg(None, "P：每步几道题")
     max_new_tokens: int | None = _arg(None, "回答最长 token 数（TRL 的 max_completion_length）")
     micro_batch: int | None = _arg(
-        None, "一次前向/反向几条回答（TRL 的 per_device_train_batch_size；默认 tiny = P·G，GPU 16）"
+        None,
+        "一次前向/反向几条回答（TRL 的 per_device_train_batch_size；默认 tiny = P·G，"
+        f"GPU 取预设的：presets.toml 的 GPU 配方是 {gpu_recipe()['micro_batch']}）",
     )
     lr: float | None = _arg(None, "学习率")
     beta: float | None = _arg(None, "KL 系数；>0 时 TRL 会再加载一份参考模型")
