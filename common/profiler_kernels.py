@@ -33,15 +33,24 @@ def _key(name: str, duration_us: float) -> tuple[str, float]:
     return name, round(duration_us, 3)  # µs with ns resolution, computed the same way on both sides
 
 
+def _gpu_annotation(e) -> bool:
+    """A record_function range as the GPU timeline shows it (first to last kernel launched inside
+    it): a CUDA event with ``is_user_annotation``, not a kernel; torch's own tables skip it too."""
+    return bool(getattr(e, "is_user_annotation", False))
+
+
 def kernel_launches(events: Iterable) -> list[Launch]:
     """``prof.events()`` -> every CUDA device event in start order, with its launching CPU op.
+
+    GPU-side record_function ranges are left out: they span the kernels inside them, gaps included.
 
     Candidate ops: CPU events that are not async. On torch 2.13 also ``linked_correlation_id == 0``
     (ops and record_function ranges): the CUDA runtime calls are CPU events too, but their ids are
     CUPTI's numbering and may equal an op's id."""
     events = list(events)
     device = sorted(
-        (e for e in events if e.device_type == DeviceType.CUDA), key=lambda e: e.time_range.start
+        (e for e in events if e.device_type == DeviceType.CUDA and not _gpu_annotation(e)),
+        key=lambda e: e.time_range.start,
     )
     ops = [
         e for e in events if e.device_type == DeviceType.CPU and not getattr(e, "is_async", False)

@@ -70,5 +70,13 @@ class FakeProfile:
             op.append_kernel(name, 0, k.time_range.end - k.time_range.start)
         self._add(k)
 
+    def gpu_range(self, name: str, start: float, us: float) -> None:
+        """record_function 的一段在 GPU 时间线上的样子（从里面第一个到最后一个 kernel）：不是 kernel。"""
+        e = FunctionEvent(
+            id=next(self._cupti_ids), name=name, thread=7, start_us=start, end_us=start + us,
+            device_type=DeviceType.CUDA, is_user_annotation=True, use_device="cuda",
+        )  # fmt: skip
+        self._add(e)
+
     def events(self) -> list[FunctionEvent]:
         return self._events

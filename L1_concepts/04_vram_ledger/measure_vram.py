@@ -41,6 +41,7 @@ from common.models import (  # noqa: E402
     resolve_device,
 )
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
+from common.presets import gpu_recipe  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
 from common.vram.ledger import (  # noqa: E402
@@ -93,7 +94,12 @@ def parse_args(argv=None):
     ap.add_argument(
         "--beta", type=float, help="KL 系数；>0 时全参微调要一份参考模型（默认取预设的推荐值）"
     )
-    ap.add_argument("--micro-batch", type=int, default=4, help="每次前向/反向的回答条数（默认 4）")
+    ap.add_argument(
+        "--micro-batch",
+        type=int,
+        help="每次前向/反向的回答条数（默认取预设的推荐值，presets.toml 的 GPU 配方是 "
+        f"{gpu_recipe()['micro_batch']}；比 P·G 大时取 P·G）",
+    )
     ap.add_argument(
         "--checkpointing",
         action=argparse.BooleanOptionalAction,
@@ -146,6 +152,8 @@ def parse_args(argv=None):
     a.prompts = a.prompts or d.prompts_per_step
     a.group = a.group or d.group_size
     a.max_new_tokens = a.max_new_tokens or d.max_new_tokens
+    if a.micro_batch is None:  # 比整批还大的 micro-batch 就是一次算完整批
+        a.micro_batch = min(d.micro_batch, a.prompts * a.group)
     a.beta = d.beta if a.beta is None else a.beta
     a.optimizer = a.optimizer or d.optimizer
     plan = dataclasses.replace(

@@ -19,7 +19,8 @@ bf16 autocast、激活重算、P 题 × G 条、回答由快速路径真的生�
 每个变体：预热 2 步，计时 --iters 步取中位数（每步结束同步一次），CUDA event 记各阶段，再 profile 一步
 （同步次数、kernel 数、GPU 忙的比例、最耗时的 kernel），另外单独计时 lm_head 这一段的前向 + 反向。
 TRL（--impl trl，不用 vLLM）在子进程里跑 --trl-steps 步，「训练部分」= step_s - score_s，并 profile 倒数第 2 步
-打分之后到这一步结束的那一段（就是它的训练部分）。结果写进 --out：train_part.md、train_part_profile.md、train_part.json。
+打分之后到这一步结束的那一段（就是它的训练部分）。TRL 的计时取「干净的步」的中位数：前 2 步（预热，和我们这一侧
+一样）和 profile 的那一步（profile 会把它拉长一倍多）都不算；干净的步不到 2 步时表里不给比值。结果写进 --out：train_part.md、train_part_profile.md、train_part.json。
 """
 
 from __future__ import annotations
@@ -67,6 +68,10 @@ from solutions.l2_07_grpo_train import microbatch_weight  # noqa: E402
 DEFAULT_VARIANTS = "base,noitem,nosync,c1024,c2048,bf16+c2048,bf16out+c2048,nosync+bf16out+c2048"
 DRY_VARIANTS = "base,nosync+bf16+c64"
 BASE = dict(head="tf32", chunk=256, sync="per_mb")  # grpo_train.py 今天：chunk_rows=256
+WARMUP_STEPS = (
+    2  # 两侧都不计时的预热步数：第 1 步含 cuBLAS 初始化、分配器扩张，TRL 的第 2 步也还慢好几倍
+)
+MIN_CLEAN_TRL_STEPS = 2  # TRL 的训练部分至少要这么多干净的步，表里才给「vs TRL」的比值
 PHASES = ("ref", "host", "fwd", "bwd", "clip", "opt")
 PHASE_NAMES = dict(
     ref="ref log-prob", host="梯度借位", fwd="前向+loss", bwd="反向", clip="裁剪", opt="AdamW"
@@ -417,6 +422,11 @@ def trl_argv(a, mb: int, data: Path, out: Path) -> list[str]:
     return argv
 
 
+def trl_profile_target(trl_steps: int) -> int:
+    """TRL 子进程要 profile 的那一步（1 起）：倒数第 2 步，至少第 2 步。"""
+    return max(2, trl_steps - 1)
+
+
 def trl_worker(a) -> int:
     """子进程：用 train_trl.py 自己的 build_trainer 建 TRL 的 trainer，profile 倒数第 2 步的训练部分。"""
     sys.path.insert(0, str(HERE))
@@ -430,8 +440,8 @@ def trl_worker(a) -> int:
     cuda = torch.cuda.is_available() and not a.dry_run
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     prof = profile(activities=acts)
-    target = max(2, a.trl_steps - 1)  # 要 profile 的那一步（1 起）
-    state = dict(on=False, t0=0.0, wall=0.0, in_score=False, score_logp_s=[], cur=0.0)
+    target = trl_profile_target(a.trl_steps)  # 要 profile 的那一步（1 起）
+    state = dict(on=False, t0=0.0, wall=0.0, in_score=False, score_logp_s=[], cur=0.0, done=None)
     score, logps = (
         trainer._generate_and_score_completions,
         trainer._get_per_token_logps_and_entropies,
@@ -470,7 +480,7 @@ def trl_worker(a) -> int:
                     torch.cuda.synchronize()
                 state["wall"] = time.perf_counter() - state["t0"]
                 prof.stop()
-                state["on"] = False
+                state["on"], state["done"] = False, st.global_step
 
     trainer._generate_and_score_completions = wrapped_score
     trainer._get_per_token_logps_and_entropies = timed_logps
@@ -484,7 +494,8 @@ def trl_worker(a) -> int:
         micro_batch=a.trl_mb,
         steps=_read_steps(out),
         score_logp_s=state["score_logp_s"],
-        profiled_step=target,
+        # 真的 profile 了的那一步；开了却没等到这一步结束（训练提前停了）也照样记下，计时不算它
+        profiled_step=state["done"] or (target if state["on"] else None),
         profile=profile_res,
     )
     (out / "trl_result.json").write_text(
@@ -501,14 +512,29 @@ def _read_steps(out: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines() if x.strip()]
 
 
+def step_numbers(steps: list[dict]) -> list[int]:
+    """steps.jsonl 每行的步号（1 起；老的记录没有 step 字段就按行号）。"""
+    return [s.get("step", i + 1) for i, s in enumerate(steps)]
+
+
 def trl_times(res: dict) -> dict:
-    """TRL 的训练部分 = step_s - score_s，取第 2 步起的中位数（第 1 步含预热）；ref/old log-prob 前向同样。"""
-    later = res["steps"][1:] or res["steps"]
+    """TRL 的训练部分 = step_s - score_s，取「干净的步」的中位数；打分阶段的 ref/old log-prob 前向同样。
+
+    不干净的步：前 WARMUP_STEPS 步（预热；2026-12-02 的 H200 上 TRL 第 2 步还要 3.659 s）和
+    res["profiled_step"] 那一步（profile 把它拉长：同一次 1.735 s，对不 profile 的 0.708 s）。没有 clean_steps 时 train_s 为 None。
+    steps: [{step (1 起), step_s, score_s, ...}]；score_logp_s: 每次打分一个数，和 steps 一一对应。
+    """
+    prof = res.get("profiled_step")
+    steps = list(zip(step_numbers(res["steps"]), res["steps"], strict=True))
+    clean = [(n, s) for n, s in steps if n > WARMUP_STEPS and n != prof]
     logp = res.get("score_logp_s") or []
+    clean_logp = [logp[n - 1] for n, _ in clean if n - 1 < len(logp)]
     return dict(
-        train_s=statistics.median(s["step_s"] - s["score_s"] for s in later),
-        step_s=statistics.median(s["step_s"] for s in later),
-        score_logp_median_s=statistics.median(logp[1:] or logp) if logp else None,
+        clean_steps=[n for n, _ in clean],
+        step_train_s=[round(s["step_s"] - s["score_s"], 4) for _, s in steps],
+        train_s=statistics.median(s["step_s"] - s["score_s"] for _, s in clean) if clean else None,
+        step_s=statistics.median(s["step_s"] for _, s in clean) if clean else None,
+        score_logp_median_s=statistics.median(clean_logp) if clean_logp else None,
     )
 
 
@@ -529,6 +555,7 @@ def run_trl(a, mb: int, work: Path, data: Path) -> dict:
         res = json.loads(result.read_text(encoding="utf-8"))
     else:  # 子进程失败：它写下的步数（如果训练已经跑完）照样算进表里，错误另记
         res = {"micro_batch": mb, "steps": _read_steps(out), "score_logp_s": []}
+        res["profiled_step"] = trl_profile_target(a.trl_steps)  # 不知道 profile 到没有：照样不算它
         res["error"] = f"exit {r.returncode}：\n" + log.read_text(encoding="utf-8")[-4000:]
     if res["steps"]:
         res.update(trl_times(res))
@@ -538,6 +565,28 @@ def run_trl(a, mb: int, work: Path, data: Path) -> dict:
 
 
 # ---------------------------------------------------------------------------------- 输出 ----
+def trl_steps_line(t: dict) -> str:
+    """TRL 每一步的训练部分，标出哪几步不算；干净的步太少时明说不给比值。"""
+    clean, prof = t.get("clean_steps") or [], t.get("profiled_step")
+    marks = []
+    for n, x in zip(step_numbers(t["steps"]), t.get("step_train_s") or [], strict=False):
+        why = (
+            "（预热，不算）"
+            if n <= WARMUP_STEPS
+            else "（profile 的那一步，不算）"
+            if n == prof
+            else ""
+        )
+        marks.append(f"第 {n} 步 {x:.3f}{why}")
+    line = "TRL 每步的训练部分（s）：" + "、".join(marks) + "。"
+    if len(clean) < MIN_CLEAN_TRL_STEPS:
+        line += (
+            f"**干净的步只有 {len(clean)} 个（至少要 {MIN_CLEAN_TRL_STEPS} 个），「vs TRL」一栏不给比值**："
+            "加大 --trl-steps 重跑。"
+        )
+    return line
+
+
 def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) -> None:
     (out / "train_part.json").write_text(
         json.dumps({"env": env, "ours": ours, "trl": trl}, ensure_ascii=False, indent=1),
@@ -550,7 +599,7 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
         f"{env['date']}；{env['device']}；torch {env['torch']}，transformers {env['transformers']}；显存上限 "
         f"{a.cap_gb or '不限'} GiB。批次：{b.get('rows')} 行，prompt 宽 {b.get('prompt_width')}，回答宽 "
         f"{b.get('completion_width')}（平均 {b.get('completion_len_mean', 0):.0f}，截断 "
-        f"{b.get('truncated_frac', 0):.0%}）。我们：预热 2 步后 {a.iters} 步的中位数，每步结束同步一次。",
+        f"{b.get('truncated_frac', 0):.0%}）。我们：预热 {WARMUP_STEPS} 步后 {a.iters} 步的中位数，每步结束同步一次。",
         "",
     ]
     for mb in a.micro_batch:
@@ -565,7 +614,8 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
             + " | lm_head 前向+反向 s | 同步 | .item() | kernel 数 | GPU 忙 |",
             "|---|---:|---:|---:|" + "---:|" * (len(PHASES) + 5),
         ]
-        trl_s = t.get("train_s") if t else None
+        n_clean = len(t.get("clean_steps") or []) if t else 0
+        trl_s = t.get("train_s") if t and n_clean >= MIN_CLEAN_TRL_STEPS else None
         for r in rows:
             if "train_s" not in r:
                 L.append(f"| {r['name']} | 失败：{r.get('error', '')[-120:]!r} |")
@@ -580,10 +630,11 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
                 + f" | {r.get('head_s', float('nan')):.3f} | {p.get('syncs', '—')} | {p.get('items', '—')}"
                 f" | {p.get('kernels', '—')} | {busy} |"
             )
-        if t and "train_s" in t:
+        if t and t.get("train_s") is not None:
             p = t.get("profile") or {}
             busy = f"{p['busy_ms'] / p['wall_ms']:.0%}" if p.get("wall_ms") else "—"
-            cells = ["TRL（step_s - score_s）", f"{t['train_s']:.3f}", "—", "1.00"]
+            label = f"TRL（step_s - score_s，{n_clean} 个干净步的中位数）"
+            cells = [label, f"{t['train_s']:.3f}", "—", "1.00" if trl_s else "—"]
             cells += [""] * (len(PHASES) + 1)  # 阶段和 lm_head 两栏：TRL 那一侧没有分开计
             cells += [str(p.get(k, "—")) for k in ("syncs", "items", "kernels")] + [busy]
             L.append("| " + " | ".join(cells) + " |")
@@ -593,9 +644,13 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
                 f"TRL 整步 {t['step_s']:.2f} s；它的 ref log-prob 前向在打分阶段里（不算进它的训练部分）："
                 + (f"每步 {logp:.3f} s。" if logp is not None else "这次没有测到。")
                 + "我们的「ref log-prob」一列算在训练部分里（grpo_train.py 的 train_s 如此）。",
+                "",
+                trl_steps_line(t),
             ]
             if "error" in p:
                 L += ["", "TRL 这一步的 profile 分析失败（计时照常）：见 train_part_profile.md。"]
+        elif t and t.get("steps"):
+            L += ["", trl_steps_line(t)]
         if t and "error" in t:
             L += ["", "TRL 子进程失败：", "```", t["error"][-2000:], "```"]
         L.append("")
@@ -639,8 +694,15 @@ def parse_args(argv=None):
     p.add_argument("--group", type=int, default=8)
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--beta", type=float, default=0.04)
-    p.add_argument("--iters", type=int, default=3, help="每个变体计时几步（之前先预热 2 步）")
-    p.add_argument("--trl-steps", type=int, default=4, help="TRL 跑几步（profile 倒数第 2 步）")
+    p.add_argument(
+        "--iters", type=int, default=3, help=f"每个变体计时几步（之前先预热 {WARMUP_STEPS} 步）"
+    )
+    p.add_argument(
+        "--trl-steps",
+        type=int,
+        default=WARMUP_STEPS + 1 + 3,
+        help=f"TRL 跑几步（profile 倒数第 2 步；前 {WARMUP_STEPS} 步和 profile 的那一步不计时，默认剩 3 个干净步）",
+    )
     p.add_argument("--no-trl", action="store_true", help="不跑 TRL（不需要 trl、datasets）")
     p.add_argument("--no-profile", action="store_true", help="不做 torch.profiler（只计时）")
     p.add_argument(
@@ -661,7 +723,8 @@ def parse_args(argv=None):
     except ValueError as err:
         p.error(str(err))
     if a.dry_run:  # tiny、短回答、小批次：几十秒走完
-        a.prompts, a.group, a.trl_steps = 2, 4, 2
+        a.prompts, a.group = 2, 4
+        a.trl_steps = WARMUP_STEPS + 1 + MIN_CLEAN_TRL_STEPS  # 5 步：剩第 3、5 两个干净步
         a.max_new_tokens, a.iters = min(a.max_new_tokens, 16), 1
     a.micro_batch = a.micro_batch or ([4, 8] if a.dry_run else [16, 64])
     n = a.prompts * a.group
@@ -670,8 +733,12 @@ def parse_args(argv=None):
         p.error(
             f"--micro-batch 必须整除 P×G = {n}（不行的：{bad}）；--prompts/--group/--max-new-tokens/--iters >= 1；--beta >= 0"
         )
-    if a.group < 2 or a.trl_steps < 2:
-        p.error("--group 至少 2（组内 advantage），--trl-steps 至少 2（第 1 步含预热）")
+    min_trl = WARMUP_STEPS + 1 + MIN_CLEAN_TRL_STEPS  # 预热的步和 profile 的那一步都不计时
+    if a.group < 2 or (not a.no_trl and a.trl_steps < min_trl):
+        p.error(
+            f"--group 至少 2（组内 advantage）；--trl-steps 至少 {min_trl}："
+            f"前 {WARMUP_STEPS} 步是预热、profile 的那一步被拉长，都不计时，剩下至少 {MIN_CLEAN_TRL_STEPS} 步才取中位数"
+        )
     if not a.no_trl and not a.trl_worker:
         import importlib.util
 
@@ -724,7 +791,7 @@ def main(argv=None) -> int:
                     row["error"] = "这个 torch / 设备没有 torch.mm(..., out_dtype=torch.float32)"
                     continue
                 try:
-                    for _ in range(2):  # 预热：第一步含 cuBLAS 初始化、分配器扩张
+                    for _ in range(WARMUP_STEPS):  # 预热：第一步含 cuBLAS 初始化、分配器扩张
                         S.step(v, mb)
                     runs = [S.step(v, mb) for _ in range(a.iters)]
                     i = sorted(range(len(runs)), key=lambda k: runs[k][0])[len(runs) // 2]

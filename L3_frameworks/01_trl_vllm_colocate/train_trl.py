@@ -44,7 +44,7 @@ from common.grpo_config import base_config
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.model_dir import ModelDirError
 from common.models import load_model, model_spec, plan_model
-from common.presets import PresetError
+from common.presets import PresetError, gpu_recipe
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
 from common.stubs import require_written
@@ -102,7 +102,9 @@ class TrlScriptArguments:
     prompts_per_step: int | None = _arg(None, "P：每步几道题")
     max_new_tokens: int | None = _arg(None, "回答最长 token 数（TRL 的 max_completion_length）")
     micro_batch: int | None = _arg(
-        None, "一次前向/反向几条回答（TRL 的 per_device_train_batch_size；默认 tiny = P·G，GPU 16）"
+        None,
+        "一次前向/反向几条回答（TRL 的 per_device_train_batch_size；默认 tiny = P·G，"
+        f"GPU 取预设的：presets.toml 的 GPU 配方是 {gpu_recipe()['micro_batch']}）",
     )
     lr: float | None = _arg(None, "学习率")
     beta: float | None = _arg(None, "KL 系数；>0 时 TRL 会再加载一份参考模型")
@@ -510,10 +512,8 @@ def build_trainer(a) -> GRPOTrainer:
     if a.cap_gb:
         from common.vram.measure import cap_to_gpu_gb
 
-        try:  # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器
-            cap_to_gpu_gb(a.cap_gb, device)
-        except ValueError as err:  # 卡比 --cap-gb 还小
-            raise SystemExit(f"错误：{err}") from None
+        # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器（不比整张卡小就是整张卡）
+        cap_to_gpu_gb(a.cap_gb, device)
     train = load_problems(a)  # 先读数据：数据有问题就在写输出目录之前报错
     model, tok = load_model(model_spec(a.model), init=a.init, device=device, lora_rank=a.lora_rank)
     if a.vllm and a.vllm_server_url is None:

@@ -49,15 +49,19 @@ def peak_memory(label: str = "", device=None, verbose: bool = False):
 def cap_to_gpu_gb(gpu_gb: float = 32.0, device=None) -> float | None:
     """Emulate a smaller card: cap this process's PyTorch allocator at gpu_gb GiB via
     torch.cuda.set_per_process_memory_fraction(gpu_gb GiB / total). Returns the fraction,
-    or None on a machine without CUDA. The CUDA context is outside the cap (on a real card it is not)."""
+    or None on a machine without CUDA. The CUDA context is outside the cap (on a real card it is not).
+    A cap at or above the card's total (--cap-gb 32 on a 5090, whose total is a little under 32 GiB)
+    means the whole card: fraction 1.0, with a one-line note."""
     if not cuda_available():
         print(f"[cap_to_gpu_gb] 没有 CUDA，跳过 {gpu_gb:g} GiB 显存上限的模拟")
         return None
     total = torch.cuda.get_device_properties(device).total_memory
-    if gpu_gb * GiB > total:
-        raise ValueError(
-            f"这张卡只有 {total / GiB:.1f} GiB，无法模拟 {gpu_gb:g} GiB；把 --cap-gb 调小或去掉"
+    if gpu_gb * GiB >= total:
+        print(
+            f"[cap_to_gpu_gb] 这张卡一共 {total / GiB:.2f} GiB，不比 {gpu_gb:g} GiB 多：不设上限，用整张卡"
         )
+        torch.cuda.set_per_process_memory_fraction(1.0, device)
+        return 1.0
     fraction = gpu_gb * GiB / total
     torch.cuda.set_per_process_memory_fraction(fraction, device)
     return fraction

@@ -74,8 +74,9 @@ def cell(text: str, columns: int, right: bool = False) -> str:
 
 
 def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -> str:
+    name_w = max([width("模型"), *(width(r["model"]) for r in rows)]) + 2  # 最长的名字后面留两格
     head = (
-        cell("模型", 15)
+        cell("模型", name_w)
         + cell("方式", 7)
         + cell("结论", 10)
         + cell("合计", 7, True)
@@ -89,7 +90,7 @@ def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -
     for r in rows:
         b = r["breakdown"]
         line = (
-            cell(r["model"], 15)
+            cell(r["model"], name_w)
             + cell(r["method"], 7)
             + cell(MARK[r["verdict"]], 10)
             + cell(f"{r['total_gb']:.1f}", 7, True)

@@ -44,6 +44,20 @@ def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     assert err.value.code != 0 and hint in capsys.readouterr().err
 
 
+def test_micro_batch_defaults_to_the_presets_value():
+    """不给 --micro-batch：取预设的（GPU 配方 8，和 grpo_train.py 一样），比 P·G 大时就是一次算完整批。"""
+    from common.grpo_config import base_config
+    from common.presets import gpu_recipe
+
+    parse = runpy.run_path(str(SCRIPT))["parse_args"]
+    assert parse([]).micro_batch == base_config("tiny", None).micro_batch
+    assert parse(["--prompts", "2", "--group", "4"]).micro_batch == 8  # 预设的 32 > P·G = 8
+    assert parse(["--micro-batch", "2"]).micro_batch == 2
+    assert (
+        base_config("qwen3-0.6b", None).micro_batch == gpu_recipe()["micro_batch"]
+    )  # GPU 上取到的
+
+
 def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, monkeypatch):
     """--model：坏目录在加载任何东西之前报错；好目录（小形状的 Qwen3）过了检查，才轮到 CUDA 检查。"""
     from small_qwen import make_model_dir

@@ -47,5 +47,18 @@ def test_measuring_helpers_call_the_cuda_api(monkeypatch):
     assert cuda_memory.cap_to_gpu_gb(32) == pytest.approx(32 / 140) and calls[-1] == pytest.approx(
         32 / 140
     )
-    with pytest.raises(ValueError, match="cap-gb"):
-        cuda_memory.cap_to_gpu_gb(200)
+
+
+@pytest.mark.parametrize("cap", [32, 200])
+def test_a_cap_at_or_above_the_card_means_the_whole_card(monkeypatch, capsys, cap):
+    """真的 5090 报的总显存比 32 GiB 少一点（约 31.4 GiB）：--cap-gb 32 不该报错，而是用整张卡，说一句。"""
+    calls = []
+    props = type("P", (), {"total_memory": int(31.36 * GiB)})()
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device=None: props)
+    monkeypatch.setattr(
+        torch.cuda, "set_per_process_memory_fraction", lambda f, device=None: calls.append(f)
+    )
+    monkeypatch.setattr(cuda_memory, "cuda_available", lambda: True)
+    assert cuda_memory.cap_to_gpu_gb(cap) == 1.0 and calls == [1.0]
+    out = capsys.readouterr().out
+    assert "31.36 GiB" in out and "用整张卡" in out, out

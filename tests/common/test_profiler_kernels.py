@@ -18,6 +18,7 @@ def test_each_kernel_gets_the_op_that_launched_it(shape):
     p.kernel("gemm", bwd, 100, start=150)  # 同名、同样长：只能按时间先后对上
     p.kernel("memset", None, 5, start=120)  # profiler 没有连到任何算子
     p.kernel("softmax", fwd, 7, start=100)
+    p.gpu_range("body_forward", 0, 107)  # record_function 在 GPU 上的区间：不是 kernel，不该出现
     got = [(k.name, op_chain(k.op), k.start_us, k.end_us) for k in kernel_launches(p.events())]
     assert got == [
         ("gemm", ["aten::mm", "body_forward", "train_step"], 0, 100),
