@@ -17,6 +17,9 @@ when no path is given. It adds `--impl` and makes every failure start with one C
     of error usually means>" from `exception_kind`; then the original message and the traceback.
 Hypothesis' failing example (an exception note) is kept after the first line; its "Explanation:"
 note (lines of tests/diagnose.py that only failing examples ran) and reproduction advice are dropped.
+When hypothesis finds several distinct failures it raises a BaseExceptionGroup: the first line is
+that of the most telling one (a stub, else one with a Chinese diagnosis, else the first), and the
+second line says how many there were.
 """
 
 from __future__ import annotations
@@ -327,20 +330,52 @@ def _in_chinese(item, excinfo, original: str) -> str:
     return f"{head}\n（原始信息：{detail}；出错位置：{where}）{notes}\n\n{_strip_noise(original)}"
 
 
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for sub in exc.exceptions for leaf in _leaves(sub)]
+    return [exc]
+
+
+def _one_failure(excinfo) -> tuple[pytest.ExceptionInfo, int]:
+    """(要讲的那个失败, 一共几个)。hypothesis 找到几种不同的失败时抛 BaseExceptionGroup：
+
+    先讲空桩，其次是带中文诊断的（测试挂上的 course_hint、`check` 的 pytest.fail），否则第一个。
+    """
+    leaves = _leaves(excinfo.value)
+    if len(leaves) == 1 and leaves[0] is excinfo.value:
+        return excinfo, 1
+    diagnosed = (
+        e for e in leaves if getattr(e, "course_hint", None) or isinstance(e, pytest.fail.Exception)
+    )
+    best = next((e for e in leaves if is_stub(e)), None) or next(diagnosed, leaves[0])
+    return pytest.ExceptionInfo.from_exception(best), len(leaves)
+
+
+def _with_count(text: str, n: int) -> str:
+    """n > 1 时在第一行后面加一句：hypothesis 一共找到了几种失败。"""
+    if n == 1:
+        return text
+    first, _, rest = text.partition("\n")
+    more = f"（hypothesis 找到了 {n} 种不同的失败，上面说的是其中一种；改好它再重跑，看剩下的）"
+    return f"{first}\n{more}" + (f"\n{rest}" if rest else "")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is None or not report.failed:
         return
-    if is_stub(call.excinfo.value):
-        path, func = _stub_location(call.excinfo, item.config.rootpath.resolve())
-        hint = str(call.excinfo.value).strip()
-        report.longrepr = (
+    excinfo, n = _one_failure(call.excinfo)
+    if is_stub(excinfo.value):
+        path, func = _stub_location(excinfo, item.config.rootpath.resolve())
+        hint = str(excinfo.value).strip()
+        report.longrepr = _with_count(
             f"还没实现：{path} 里的 {func}()。"
             f"{hint + ' ' if hint else ''}"
-            f"写完后重跑：pytest --impl exercises {item.nodeid.split('::')[0]}"
+            f"写完后重跑：pytest --impl exercises {item.nodeid.split('::')[0]}",
+            n,
         )
         return
     if item.config.getoption("--impl") == "exercises":
-        report.longrepr = _in_chinese(item, call.excinfo, report.longreprtext)
+        report.longrepr = _with_count(_in_chinese(item, excinfo, report.longreprtext), n)

@@ -55,6 +55,15 @@ def test_hypothesis_error(x):
         raise ValueError(f"x={x} 太大")
 
 
+@settings(database=None, derandomize=True)
+@given(st.integers(0, 10))
+def test_hypothesis_two_failures(x):
+    if x % 2 == 1:
+        [][0]
+    if x >= 4:
+        pytest.fail(f"x={x} 太大", pytrace=False)
+
+
 def test_torch_not_implemented_is_not_a_stub():
     import torch
 
@@ -101,8 +110,10 @@ FIRST_LINES = {
     "test_hypothesis_error": (
         "运行出错：测试在 test_demo.py:43 抛出 ValueError：这组输入是合法的，却抛了 ValueError：检查你写的输入检查条件。"
     ),
+    # 两种不同的失败（BaseExceptionGroup）：讲带中文诊断的那一种，不是「抛出 BaseExceptionGroup」
+    "test_hypothesis_two_failures": "x=4 太大",
     "test_torch_not_implemented_is_not_a_stub": (
-        "运行出错：测试在 test_demo.py:49 抛出 NotImplementedError：整数（或 bool）张量不能直接做这个运算"
+        "运行出错：测试在 test_demo.py:58 抛出 NotImplementedError：整数（或 bool）张量不能直接做这个运算"
         "（mean、std、softmax 之类）：先 .float()。"
     ),
     "test_hint_attached_by_a_test": "f() 抛了 RuntimeError：形状不对。回看 L2.01「3.1」。",
@@ -150,6 +161,8 @@ def test_every_failure_starts_with_chinese_under_exercises(pytester):
     assert "def test_assert_with_message" not in result.stdout.str(), "带说明的 assert 不该再贴源码"
     # hypothesis 的「Explanation: These lines were always and only run by failing test cases: …」对学习者是噪音
     assert "Explanation" not in out and "These lines were" not in out, out
+    two = lines.index("x=4 太大", lines.index(next(s for s in lines if "test_hypothesis_two" in s)))
+    assert lines[two + 1].startswith("（hypothesis 找到了 2 种不同的失败"), lines[two + 1]
     # 异常的第二行留着原始的英文信息，方便搜索
     assert (
         "（原始信息：ZeroDivisionError: division by zero；出错位置：learner/exercises/mine.py:2）"
