@@ -234,6 +234,10 @@ def test_no_full_float32_tensor_in_forward_or_backward(mod):
     measure = _load_memory_script().measure
     b, t, v = 4, 160, 64  # 640 行：远多于一块
     full_bytes = b * t * v * 4
+    probe = mod.token_logprobs(_logits(1, 4, v, torch.float32).requires_grad_(), _tokens(1, 4, v))
+    require_grad(
+        probe, "token_logprobs", CHUNKS
+    )  # 梯度被切断时先说清楚，而不是计数脚本里的英文报错
     r = measure(mod.token_logprobs, _logits(b, t, v, torch.bfloat16), _tokens(b, t, v))
     # 1) 没有任何一个算子一次产出完整的 float32 (B,T,V)
     assert r["max_fp32_bytes"] <= full_bytes // 2, (
