@@ -26,6 +26,10 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 WHAT, WHERE, NTH = os.environ["FAULT"].rsplit(":", 2)
 seen = 0
+if WHAT == "sigint":
+    # Started in the background (CI, `cmd &`), a process inherits SIGINT ignored and Python then
+    # installs no KeyboardInterrupt handler: give it the one a terminal's Ctrl-C would meet.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def due() -> bool:
