@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import hypothesis  # noqa: F401
+import pytest
 import torch  # noqa: F401  先在外层 import：pytester 的进程内运行结束时会把里面新 import 的模块删掉，再 import torch 会崩
 
 pytest_plugins = ["pytester"]
@@ -141,6 +142,7 @@ def _make_demo(pytester):
     (pytester.path / "learner" / "exercises" / "mine.py").write_text(LEARNER)
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_every_failure_starts_with_chinese_under_exercises(pytester):
     _make_demo(pytester)
     result = pytester.runpytest_inprocess("--impl", "exercises", "-rf", "-p", "no:cacheprovider")
@@ -170,6 +172,7 @@ def test_every_failure_starts_with_chinese_under_exercises(pytester):
     )
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
     """对照：不加 --impl exercises 时 hypothesis 的 Explanation 还在，说明上面的测试确实测到了过滤。"""
     _make_demo(pytester)
@@ -179,6 +182,7 @@ def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
     )  # 各版本措辞不同
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_solutions_keep_pytest_tracebacks(pytester):
     """默认（solutions，CI）：除了空桩的提示，保留 pytest 原来的报告，方便维护者调试。"""
     _make_demo(pytester)

@@ -194,6 +194,7 @@ def test_existing_run_and_resume_rules(tmp_path):
         parse_config(["--resume", str(run)])
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_model_dir_alone_takes_the_gpu_recipe(tmp_path):
     """只给 --model 目录：GPU 配方（presets.toml 的 [recipe.gpu]）；CPU 上 ≤ 50M 参数的模型全参数训练。"""
     from small_qwen import make_model_dir

@@ -84,6 +84,7 @@ def test_shipped_folders_hold_no_checkpoint_and_say_what_they_ran():
     assert R.steps_done(R1) == R.steps_done(C1) == 50 and R.steps_done(R2) == 100
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_lesson_tables_come_from_the_shipped_runs():
     """第 6.3–6.5 节的表 == 脚本的函数在附带的运行目录上算出的表（逐行）。"""
     for run, ctl in R.PAIRS:
@@ -190,6 +191,7 @@ def test_hand_check_agrees_with_the_reward_as_the_lesson_says():
     )
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_main_on_a_small_run(tmp_path, capsys):
     """一个 4 题的运行目录和它的对照：三张表和图都出来，退出码 0。"""
     run, control = tmp_path / "run", tmp_path / "control"

@@ -130,6 +130,7 @@ def test_bad_input_is_a_clear_error_with_exit_code_2(T, tmp_path, capsys, argv, 
     assert not (tmp_path / "bad").exists(), "报错之前不能留下半截的输出目录"
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_model_folder_is_validated_in_parse_args(T, tmp_path, capsys):
     """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；只给 --model：GPU 配方，CPU 上小模型全参数。"""
     from small_qwen import make_model_dir

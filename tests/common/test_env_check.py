@@ -148,6 +148,7 @@ def test_install_commands_are_the_readmes():
         assert f"\n{command}\n" in readme, f"README 里没有这条安装命令：{command}（{what}）"
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_env_check_reports_a_model_folder(tmp_path, capsys):
     """python -m common.env_check --model 目录：目录里是什么模型，grpo_train.py --model 在这张卡上会怎么选。"""
     from small_qwen import make_model_dir

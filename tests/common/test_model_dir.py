@@ -58,6 +58,7 @@ def _fails(folder, *needles, expect=None):
     return msg
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_good_dirs_pass(any_dir):
     found = inspect_model_dir(any_dir)
     family = any_dir.name.split("-")[0]
@@ -159,6 +160,7 @@ def test_git_lfs_pointer(model_dir):
     _fails(model_dir, "Git LFS", "git lfs pull")
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_sharded_weights(tmp_path):
     sharded = make_model_dir(tmp_path / "sharded", max_shard_size="4MB")
     index = json.loads((sharded / "model.safetensors.index.json").read_text())
@@ -208,6 +210,7 @@ def test_missing_chat_template(model_dir):
     assert inspect_model_dir(model_dir).path == model_dir
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_stop_tokens_come_from_the_folder(any_dir):
     """generation_config.json 没了也认得出 Qwen 的两个停止 token（tokenizer 里有它们）。"""
     (any_dir / "generation_config.json").unlink()

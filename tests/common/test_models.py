@@ -133,6 +133,7 @@ def _count_params(cfg) -> int:
         ("qwen2.5-0.5b-instruct", 896, 4864, 24, 494_032_768),
     ],
 )
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params, meta_model):
     spec = model_spec(get_preset(name).model)
     cfg = hf_config(spec)

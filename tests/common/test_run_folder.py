@@ -65,6 +65,7 @@ def test_out_dir_problem(tmp_path, monkeypatch):
     assert not (tmp_path / "new").exists(), "只检查，不创建"
 
 
+@pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_a_second_writer_is_refused_and_the_lock_dies_with_its_process(tmp_path):
     first = RunFolder(tmp_path / "run").lock()
     with pytest.raises(RunFolderError, match=rf"正被另一个训练进程（pid {os.getpid()}）使用"):
