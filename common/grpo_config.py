@@ -17,13 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import importlib.util
-import json
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from common.config_checks import integer, number, optional
+from common.metrics import read_json_object
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
 
 AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 (a test ties them)
@@ -351,15 +351,9 @@ def _resume(run_dir: str, given: dict) -> GRPOConfig:
     if not path.is_file():
         _fail([f"{path} 不存在：--resume 要指向之前某次运行的目录"])
     try:
-        stored = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        _fail(
-            [
-                f"{path} 读不出来（{type(err).__name__}）：这个运行目录的配置坏了，无法续跑；换一个 --out 重新开始"
-            ]
-        )
-    if not isinstance(stored, dict):
-        _fail([f"{path} 不是一个 JSON 对象：这个运行目录的配置坏了，无法续跑"])
+        stored = read_json_object(path, "这个运行目录的配置坏了，无法续跑；换一个 --out 重新开始")
+    except ValueError as err:
+        _fail([str(err)])
     values = {k: v for k, v in stored.items() if k != "provenance"}
     values.setdefault("resume", None)
     missing, unknown = sorted(set(FIELDS) - set(values)), sorted(set(values) - set(FIELDS))

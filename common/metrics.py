@@ -140,6 +140,18 @@ def read_json(path: str | Path) -> dict | None:
     return obj if isinstance(obj, dict) else None
 
 
+def read_json_object(path: str | Path, hint: str, error: type[Exception] = ValueError) -> dict:
+    """A JSON object file, or ``error`` with one Chinese line: what is wrong with ``path``, then ``hint``."""
+    path = Path(path)
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise error(f"{path} 读不出来（{type(err).__name__}: {err}）：{hint}") from None
+    if not isinstance(obj, dict):
+        raise error(f"{path} 不是一个 JSON 对象：{hint}")
+    return obj
+
+
 def write_jsonl(path: str | Path, rows: list[dict]) -> None:
     """Write rows as JSON lines atomically (common.atomic_io: temp file, fsync, rename)."""
     lines = (json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False) for r in rows)

@@ -24,6 +24,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.metrics import read_json_object
 from common.vram.shapes import DENSE_FAMILIES, MOE_TYPES, ModelShape, ShapeError
 
 WEIGHTS_FILE = "model.safetensors"
@@ -73,15 +74,7 @@ class ModelFolder:
 
 
 def _read_json(path: Path, what: str) -> dict:
-    try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ModelDirError(
-            f"{path} 读不出来（{type(err).__name__}: {err}）：{what}。重新下载这个文件。"
-        ) from None
-    if not isinstance(value, dict):
-        raise ModelDirError(f"{path} 应该是一个 JSON 对象：{what}。重新下载这个文件。")
-    return value
+    return read_json_object(path, f"{what}。重新下载这个文件。", ModelDirError)
 
 
 def _header_size(path: Path) -> tuple[int, int] | None:

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 import unicodedata
 from pathlib import Path
 
+from common.metrics import read_json_object
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
     FITS_MAX_USAGE,
@@ -205,14 +205,7 @@ def model_shape(name_or_folder: str) -> ModelShape:
     if not folder.is_dir():
         return get_model(name_or_folder)
     path = folder / "config.json"
-    try:
-        cfg = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(
-            f"{path} 读不出来（{type(err).__name__}）：--model 要一个模型目录或上面的名字之一"
-        ) from None
-    if not isinstance(cfg, dict):
-        raise ValueError(f"{path} 不是一个 JSON 对象")
+    cfg = read_json_object(path, "--model 要一个模型目录或上面的名字之一")
     try:
         return ModelShape.from_config_json(cfg, name=folder.name, hub_id=str(folder))
     except ShapeError as err:
