@@ -288,13 +288,14 @@ def test_gradients_match_plain_path(mod, temperature):
 
 @pytest.mark.slow  # 第一次 import transformers 的模型类就要约 2 秒：放进 slow，CI 照样跑
 def test_tiny_model_end_to_end(mod):
-    # 真实的 HF Qwen3（tiny 的形状，随机权重，float32）：整个模型的梯度与「logits_to_keep=T+1 → token_logprobs」一致
+    # 真实的 HF Qwen3（tiny 的结构 TINY_ARCH，随机权重，float32）：整个模型的梯度与
+    # 「logits_to_keep=T+1 → token_logprobs」一致。词表大小随意：这里不需要 tokenizer
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
+    from common.models import TINY_ARCH
+
     torch.manual_seed(0)
-    shape = dict(vocab_size=445, hidden_size=128, intermediate_size=384, num_hidden_layers=4)
-    heads = dict(num_attention_heads=4, num_key_value_heads=2, head_dim=32)
-    model = Qwen3ForCausalLM(Qwen3Config(**shape, **heads, tie_word_embeddings=True)).float()
+    model = Qwen3ForCausalLM(Qwen3Config(**TINY_ARCH, vocab_size=300)).float()
     g = torch.Generator().manual_seed(8)
     ids = torch.randint(5, model.config.vocab_size, (3, 30), generator=g)
     attn = torch.ones_like(ids)
