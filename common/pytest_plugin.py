@@ -379,3 +379,16 @@ def pytest_runtest_makereport(item, call):
         return
     if item.config.getoption("--impl") == "exercises":
         report.longrepr = _with_count(_in_chinese(item, excinfo, report.longreprtext), n)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    """Every selected test was deselected by the default `-m` (all slow or vllm): say how to run them."""
+    if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or not terminalreporter.stats.get(
+        "deselected"
+    ):
+        return
+    if "not slow" not in (config.getoption("markexpr") or ""):
+        return
+    terminalreporter.write_line(
+        "这里的测试都在 slow 或 vllm 一档，默认的 pytest 不选它们：加 -m slow（或 -m vllm）再运行一次。"
+    )

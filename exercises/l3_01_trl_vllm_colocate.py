@@ -5,7 +5,7 @@
 
     pytest --impl exercises tests/test_checkpoints.py -k 01_trl
 
-这节课的动手部分用的是你在 L2 写的函数：pytest --impl exercises tests/L3/test_train_trl.py
+这节课的动手部分用的是你在 L2 写的函数：pytest --impl exercises -m slow tests/L3/test_train_trl.py
 """
 
 CHECKPOINT_ANSWERS = {

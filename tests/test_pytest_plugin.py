@@ -191,3 +191,26 @@ def test_solutions_keep_pytest_tracebacks(pytester):
     out = result.stdout.str()
     assert "def test_assert_with_message" in out and "IndexError" in out
     assert "还没实现：test_demo.py 里的 test_stub()" in out.replace(str(pytester.path) + "/", "")
+
+
+ALL_SLOW = """
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_heavy():
+    pass
+"""
+SLOW_HINT = "这里的测试都在 slow 或 vllm 一档"
+
+
+def test_a_file_whose_tests_are_all_slow_says_how_to_run_them(pytester):
+    """默认的 -m 把一个文件的测试全部去掉时（exit 5），告诉学习者加 -m slow；真的选中了测试就不说。"""
+    pytester.makepyfile(test_all_slow=ALL_SLOW)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not slow and not vllm")
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert SLOW_HINT in result.stdout.str()
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "slow")
+    result.assert_outcomes(passed=1)
+    assert SLOW_HINT not in result.stdout.str()

@@ -62,6 +62,9 @@ def main(argv=None) -> int:
     )
     ap.add_argument("--json", metavar="PATH", help="把结果另存为 JSON")
     a = ap.parse_args(argv)
+    # 先查目录，再 import transformers（要几秒）：给错了路径立刻就知道
+    if a.tokenizer is not None and not (Path(a.tokenizer) / "tokenizer.json").is_file():
+        ap.error(f"--tokenizer {a.tokenizer} 里没有 tokenizer.json：给一个完整的模型目录")
 
     from transformers import AutoTokenizer
 
@@ -69,8 +72,6 @@ def main(argv=None) -> int:
 
     if a.tokenizer is None:
         tok = load_qwen3_tokenizer(offline=True)
-    elif not (Path(a.tokenizer) / "tokenizer.json").is_file():
-        ap.error(f"--tokenizer {a.tokenizer} 里没有 tokenizer.json：给一个完整的模型目录")
     else:
         tok = AutoTokenizer.from_pretrained(a.tokenizer)
 

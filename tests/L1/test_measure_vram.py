@@ -58,6 +58,7 @@ def test_micro_batch_defaults_to_the_presets_value():
     )  # GPU 上取到的
 
 
+@pytest.mark.slow  # 造一个小 Qwen3 目录要 import transformers 的模型部分，约 2.5 s
 def test_model_folder_is_checked_before_anything_runs(main, capsys, tmp_path, monkeypatch):
     """--model：坏目录在加载任何东西之前报错；好目录（小形状的 Qwen3）过了检查，才轮到 CUDA 检查。"""
     from small_qwen import make_model_dir

@@ -31,6 +31,7 @@ def test_nearest_rank_percentile(script):
         script["percentile"]([], 0.5)
 
 
+@pytest.mark.slow  # 第一次加载真实 tokenizer 要 import transformers 的 tokenizer 部分，约 4 s
 def test_lengths_match_tokenized_chat_template(script, qwen3_tokenizer):
     """脚本数的 token = 让 chat template 自己分词（tokenize=True）得到的 token 数。"""
     tok = qwen3_tokenizer

@@ -339,6 +339,7 @@ def test_a_model_folder_alone_trains_on_the_cpu(tmp_path, family):
     assert (out / "eval_after.json").is_file() and (out / "checkpoint.pt").is_file()
 
 
+@pytest.mark.slow  # 造一个小模型目录要 import transformers 的模型部分，约 2.5 s
 def test_a_llama_folder_is_refused_and_leaves_nothing(tmp_path):
     from small_qwen import make_model_dir
 

@@ -14,9 +14,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import trl
-import trl.trainer.grpo_config
-import trl.trainer.grpo_trainer
 
 ROOT = Path(__file__).resolve().parents[2]
 TABLE_PY = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "mapping_table.py"
@@ -32,10 +29,23 @@ def _load_table():
 
 
 mt = _load_table()
-GRPO_FIELDS = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
-TRL_SOURCE = inspect.getsource(trl.trainer.grpo_config) + inspect.getsource(
-    trl.trainer.grpo_trainer
-)
+
+
+@pytest.fixture(scope="module")
+def trl_facts():
+    """(trl 版本, GRPOConfig 的字段名, GRPOConfig 和 GRPOTrainer 的源码)。
+
+    import GRPOTrainer 要约 5 s（transformers 的 Trainer、accelerate、datasets），所以用到它的测试在 slow 一档。
+    """
+    import trl
+    import trl.trainer.grpo_config
+    import trl.trainer.grpo_trainer
+
+    fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
+    source = inspect.getsource(trl.trainer.grpo_config) + inspect.getsource(
+        trl.trainer.grpo_trainer
+    )
+    return trl.__version__, fields, source
 
 
 def _refs(kind: str) -> list[tuple[str, str]]:
@@ -59,24 +69,26 @@ def test_table_has_enough_rows_and_the_seed_five():
         assert row.note.strip(), f"{row.key}: 说明不能空"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("row", mt.ROWS, ids=lambda r: r.key)
-def test_trl_names_are_grpoconfig_fields(row):
+def test_trl_names_are_grpoconfig_fields(row, trl_facts):
+    version, fields, source = trl_facts
     for entry in row.trl:
         name, value = mt.trl_field(entry)
-        assert name in GRPO_FIELDS, (
-            f"{row.key}: {name!r} 不是 trl {trl.__version__} GRPOConfig 的字段"
-        )
+        assert name in fields, f"{row.key}: {name!r} 不是 trl {version} GRPOConfig 的字段"
         if value is not None:
             # 字符串取值（如 loss_type="dr_grpo"）必须是 TRL 源码里真的处理的值
-            assert f'"{value}"' in TRL_SOURCE, (
+            assert f'"{value}"' in source, (
                 f"{row.key}: {name}={value!r} 在 TRL 源码里找不到这个取值"
             )
 
 
-def test_removed_and_renamed_fields_are_as_the_lesson_says():
+@pytest.mark.slow
+def test_removed_and_renamed_fields_are_as_the_lesson_says(trl_facts):
     # 课文说：1.16 删掉了 max_prompt_length；transformers 5.17 下激活重算的字段名是 gradient_checkpointing
-    assert "max_prompt_length" not in GRPO_FIELDS
-    assert "gradient_checkpointing" in GRPO_FIELDS
+    _, fields, _ = trl_facts
+    assert "max_prompt_length" not in fields
+    assert "gradient_checkpointing" in fields
 
 
 @pytest.mark.parametrize("key,ref", _refs("api"), ids=lambda x: x if isinstance(x, str) else None)

@@ -26,8 +26,9 @@ def _load_script(name):
     return mod
 
 
+@pytest.mark.slow  # import train_trl.py（GRPOTrainer）要约 5 s
 def test_tiny_vllm_flag_and_missing_vllm_message(tmp_path, monkeypatch, capsys):
-    """默认测试（不需要 vLLM）：tiny 默认不用 vLLM、--vllm 打开、长度上限是 tiny 的 256；没装 vLLM 时中文报错。"""
+    """不需要 vLLM：tiny 默认不用 vLLM、--vllm 打开、长度上限是 tiny 的 256；没装 vLLM 时中文报错。"""
     T = _load_script("l3_01_train_trl_flags")
     a = T.parse_args(["--preset", "tiny", "--out", str(tmp_path / "a")])
     assert a.vllm is False

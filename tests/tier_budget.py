@@ -1,0 +1,111 @@
+"""量默认一档 pytest 的用时，对照它的预算：README 里「每条命令要等多久」那张表的数字就是它量的。
+
+    python tests/tier_budget.py            # 量、打印一张表
+    python tests/tier_budget.py --check    # 同上；超出预算时 exit 1（CI 在 README 的 pytest 之后跑它）
+
+量三样（都在这台机器上、一个接一个地跑，不并行）：
+1. 默认一档（不带参数的 `pytest`）：墙钟和 CPU 时间（子进程的 user + sys，含它再起的子进程）；
+2. 其中最慢的一个测试：junit 报告里 setup + call + teardown 的墙钟；
+3. 每个课的测试文件（tests/L*/test_*.py，有多少算多少，不用手写清单）单独运行一次的墙钟，
+   含解释器启动和 import：这是学习者做完一节课、跑「这节课的测试」时等的时间。
+墙钟受机器上别的负载影响：超预算的文件再跑一次取较快的一次，表里会注明。
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TIER_CPU_S = 60.0  # 默认一档的 CPU 时间（2 核的 CI 机器上）
+ONE_TEST_WALL_S = 5.0  # 任何一个测试
+LESSON_FILE_WALL_S = 6.0  # 一个课的测试文件单独运行，启动算在内
+PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+PYTEST_OK = (0, 5)  # 5：这个文件的测试都在 slow / vllm 里，默认一档一个也不选
+
+
+def lesson_test_files() -> list[Path]:
+    return sorted(ROOT.glob("tests/L*/test_*.py"))
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_pytest(args: list[str]) -> tuple[int, float, float, str]:
+    """Runs pytest in a child process. Returns (exit code, wall s, CPU s, last output line)."""
+    cpu0 = children_cpu_s()
+    t0 = time.perf_counter()
+    proc = subprocess.run(PYTEST + args, cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    cpu = children_cpu_s() - cpu0
+    lines = proc.stdout.strip().splitlines() or [""]
+    return proc.returncode, wall, cpu, lines[-1]
+
+
+def slowest_test(junit: Path) -> tuple[float, str]:
+    cases = ET.parse(junit).getroot().iter("testcase")
+    timed = [(float(c.get("time", 0)), f"{c.get('classname')}::{c.get('name')}") for c in cases]
+    return max(timed, default=(0.0, "（没有测试）"))
+
+
+def measure(check: bool) -> int:
+    over = []
+    with tempfile.TemporaryDirectory() as tmp:
+        junit = Path(tmp) / "junit.xml"
+        rc, wall, cpu, summary = run_pytest([f"--junitxml={junit}"])
+        if rc != 0:
+            print(f"默认一档的 pytest 没有通过（exit {rc}）：{summary}", file=sys.stderr)
+            return 1
+        test_s, test_name = slowest_test(junit)
+    print(f"默认一档：{summary}")
+    print(f"  墙钟 {wall:.1f} s，CPU 时间 {cpu:.1f} s（预算 {DEFAULT_TIER_CPU_S:.0f} CPU 秒）")
+    print(f"  最慢的一个测试：{test_s:.2f} s  {test_name}（预算 {ONE_TEST_WALL_S:.0f} s）")
+    if cpu > DEFAULT_TIER_CPU_S:
+        over.append(f"默认一档用了 {cpu:.1f} CPU 秒")
+    if test_s > ONE_TEST_WALL_S:
+        over.append(f"{test_name} 用了 {test_s:.2f} s")
+
+    print(f"每个课的测试文件单独运行（墙钟，含启动；预算 {LESSON_FILE_WALL_S:.0f} s）：")
+    for path in lesson_test_files():
+        rel = path.relative_to(ROOT).as_posix()
+        rc, wall, cpu, summary = run_pytest([rel])
+        note = ""
+        if rc in PYTEST_OK and wall > LESSON_FILE_WALL_S:
+            rc, again, cpu, summary = run_pytest([rel])
+            note = f"（第一次 {wall:.1f} s，取第二次）"
+            wall = min(wall, again)
+        print(f"  {wall:5.1f} s  {cpu:5.1f} CPU 秒  {rel}{note}  {summary}")
+        if rc not in PYTEST_OK:
+            over.append(f"{rel} 没有通过（exit {rc}）：{summary}")
+        elif wall > LESSON_FILE_WALL_S:
+            over.append(f"{rel} 单独运行用了 {wall:.1f} s")
+    print(f"（{os.cpu_count()} 个 CPU；OMP_NUM_THREADS 由 tests/conftest.py 设为 1）")
+    if over:
+        print("超出预算：" + "；".join(over), file=sys.stderr)
+        print(
+            "把要花几秒的测试标成 @pytest.mark.slow（CI 照样跑），或把它的模型缩小；"
+            "重的 import 放进 fixture，别放在测试文件的顶层（收集时就会付）。",
+            file=sys.stderr,
+        )
+        return 1 if check else 0
+    print("都在预算之内。")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="超出预算时 exit 1")
+    return measure(parser.parse_args(argv).check)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
