@@ -17,6 +17,9 @@ CPU 上没有 CUDA graph，速度没有意义；--dry-run 用 tiny 形状、不�
 每个变体：先在 fp32 下和 HF generate 比贪心输出（左 padding、长短不一的 prompt、两个 EOS id），再在 bf16 下
 计时（B × prompt + N 个新 token，长度固定：EOS 设成不存在的 id），最后用 torch.profiler 按 kernel 类别分解一次生成。
 结果写进 --out 目录：rollout_table.md（主表）、rollout_profile.md（分解）、rollout_kernels.csv、rollout_results.json。
+
+--eval-schedule ROWS：不计时，按 grpo_train.py held-out 评估的顺序跑每个变体（L2.06 里崩过的那一串，见
+eval_schedule）：贪心两批、再采样一批，每行跑满 512 个新 token；结果写进 eval_schedule.json。
 """
 
 from __future__ import annotations
@@ -105,6 +108,85 @@ def run_fast(model, ids, mask, n, opts, eos, pad, dry, greedy=True, **extra):
     )  # fmt: skip
     how = fd.Sampling(greedy, 1.0, 1.0, sampling["process_logits"])
     return dec.generate(ids, mask, n, how, cuda_graph=False)
+
+
+# ------------------------------------------------------------------- held-out 评估的顺序 ----
+EVAL_PROMPTS = (
+    179,
+    186,
+    156,
+)  # 贪心两批、采样一批的最长 prompt（Qwen2.5 的模板下 GSM8K 前 500 道 test 题）
+EVAL_NEW_TOKENS = 512
+DRY_EVAL = ((9, 12, 8), 16)  # --dry-run：同样的顺序，小形状
+
+
+def eval_schedule(model, vocab, pad, opts, rows, dev, dry, prompts=EVAL_PROMPTS, n=EVAL_NEW_TOKENS):
+    """grpo_train.py 的 held-out 评估在 GPU 上崩过（`vectorized gather index out of bounds`）的那一串生成。
+
+    同一个 (rows, 768 槽) 的桶：贪心两批（最长 prompt 179、186），再采样一批（最长 156），EOS 是不存在的 id，
+    每行都跑满 512 步。贪心的第二批停在位置 186 + 512 = 698；采样要为 window=128 的 5 个窗口各录一张新 graph，
+    每张先预热 16 步：预热若从 698 接着走，就超出 768 行的 cos/sin 表。每一批贪心都和同一个解码器不录 graph
+    （逐步执行）的输出比。返回 {"greedy_identical", "sampled_in_vocab", "captures"}；出错时由调用方记下 traceback。
+    """
+    never = [vocab]  # 不存在的 token id 当 EOS：每行都跑满
+    g = torch.Generator().manual_seed(0)
+    same, in_vocab = [], None
+    for i, longest in enumerate(prompts):
+        ids = torch.randint(3, vocab, (rows, longest), generator=g)
+        mask = torch.ones_like(ids)
+        for r in range(rows):  # 长短不一：第 r 行左边 (7r mod 一半) 个 pad
+            mask[r, : (7 * r) % (longest // 2)] = 0
+        ids, mask = ids.masked_fill(mask == 0, pad).to(dev), mask.to(dev)
+        greedy = i < 2
+        got = run_fast(model, ids, mask, n, opts, never, pad, dry, greedy=greedy)
+        if greedy:
+            kw = {} if dry else dict(cuda_graph=False)
+            ref = run_fast(model, ids, mask, n, opts, never, pad, dry, **kw)
+            same.append(bool(torch.equal(got, ref)))
+        else:
+            in_vocab = bool(((got >= 0) & (got < vocab)).all())
+    decoders = [] if dry else list(fd._DECODERS.get(model, {}).values())
+    return dict(
+        greedy_identical=all(same),
+        sampled_in_vocab=in_vocab,
+        captures=sum(d.captures for d in decoders),
+        slots=fd.static_shape(rows, max(prompts), n, opts["steps_per_graph"])[1],
+    )
+
+
+def run_eval_schedule(a, model, vocab: int, pad: int, dev, out: Path, env: dict) -> int:
+    results = {}
+    shape = DRY_EVAL if a.dry_run else (EVAL_PROMPTS, EVAL_NEW_TOKENS)
+    for name, opts in a.variant_opts.items():
+        try:
+            with torch.no_grad():
+                results[name] = eval_schedule(
+                    model, vocab, pad, opts, a.eval_schedule, dev, a.dry_run, *shape
+                )
+        except Exception:
+            results[name] = {"error": traceback.format_exc()[-3000:]}
+        finally:
+            if not a.dry_run:
+                torch.cuda.synchronize()
+                fd.release_fast_decoders(model)
+        r = results[name]
+        if "error" in r:
+            print(f"  {name}：失败\n{r['error']}", flush=True)
+        else:
+            print(
+                f"  {name}：{a.eval_schedule} 行 × {r['slots']} 槽，录了 {r['captures']} 张 graph；"
+                f"贪心与不录 graph {'逐 token 相同' if r['greedy_identical'] else '不同'}；"
+                f"采样的 token {'都在词表里' if r['sampled_in_vocab'] else '有越界'}",
+                flush=True,
+            )
+    path = out / "eval_schedule.json"
+    path.write_text(json.dumps(dict(env=env, rows=a.eval_schedule, results=results), indent=2))
+    print(f"（结果在 {path}）")
+    ok = all(
+        "error" not in r and r["greedy_identical"] and r["sampled_in_vocab"]
+        for r in results.values()
+    )
+    return 0 if ok else 1
 
 
 # ---------------------------------------------------------------------------------- 计时 ----
@@ -490,6 +572,13 @@ def parse_args(argv=None):
         "--hf-static", action="store_true", help="再测 HF static cache + compile（它的编译较慢）"
     )
     p.add_argument(
+        "--eval-schedule",
+        type=int,
+        default=0,
+        metavar="ROWS",
+        help="不计时：按 grpo_train.py held-out 评估的顺序（贪心两批、采样一批，+512 token）跑每个变体",
+    )
+    p.add_argument(
         "--dry-run", action="store_true", help="CPU：tiny 形状，不编译、不录图，只检查脚本本身"
     )
     a = p.parse_args(argv)
@@ -501,6 +590,8 @@ def parse_args(argv=None):
     a.dtypes = [d for d in a.check_dtypes.split(",") if d]
     if not a.variant_opts or any(d not in ("fp32", "bf16") for d in a.dtypes):
         p.error("--variants 至少一个；--check-dtypes 只能是 fp32、bf16")
+    if a.eval_schedule < 0:
+        p.error("--eval-schedule 是行数，必须 >= 1（不给就是普通的速度基准）")
     if min(a.batch, a.prompt_len, a.new_tokens, a.repeats, a.check_batch, a.check_steps) < 1:
         p.error("--batch、--prompt-len、--new-tokens、--repeats、--check-* 都必须 >= 1")
     if a.check_prompt_len <= 2 * (a.check_batch - 1):
@@ -579,6 +670,8 @@ def main(argv=None) -> int:
         flush=True,
     )
     speed_model = f32 if a.dry_run else b16
+    if a.eval_schedule:
+        return run_eval_schedule(a, speed_model, vocab, pad, dev, out, env)
     if not a.dry_run:
         env["floor"] = bandwidth_floor(
             speed_model, a.batch, a.prompt_len, a.new_tokens, copy_bandwidth()

@@ -6,6 +6,7 @@ GPU 上的计时本身不在这里测（CPU 没有 CUDA graph）；这里测的�
 
 from __future__ import annotations
 
+import json
 import runpy
 from pathlib import Path
 
@@ -96,3 +97,21 @@ def test_dry_run_on_cpu_writes_the_tables(tmp_path):
     table = (tmp_path / "rollout_table.md").read_text(encoding="utf-8")
     assert "HF generate 默认" in table and "逐 token 相同" in table
     assert "fused+win16+sdpa，采样 T=1" in table
+
+
+@pytest.mark.slow
+def test_eval_schedule_dry_run_runs_every_variant(tmp_path):
+    """--eval-schedule：grpo_train 的 held-out 评估顺序（贪心两批、采样一批）；CPU 上是小形状、不录 graph。"""
+    argv = ["--dry-run", "--eval-schedule", "3", "--variants", "base,fused+win16+sdpa"]
+    assert BENCH["main"]([*argv, "--out", str(tmp_path)]) == 0
+    assert {p.name for p in tmp_path.iterdir()} == {"eval_schedule.json"}
+    results = json.loads((tmp_path / "eval_schedule.json").read_text())["results"]
+    assert set(results) == {"base", "fused+win16+sdpa"}
+    for r in results.values():
+        assert r["greedy_identical"] and r["sampled_in_vocab"] and r["captures"] == 0, r
+
+
+def test_eval_schedule_must_be_a_row_count(capsys):
+    with pytest.raises(SystemExit):
+        BENCH["parse_args"](["--eval-schedule", "-1"])
+    assert "--eval-schedule 是行数" in capsys.readouterr().err
