@@ -126,11 +126,13 @@ def eval_schedule(model, vocab, pad, opts, rows, dev, dry, prompts=EVAL_PROMPTS,
     同一个 (rows, 768 槽) 的桶：贪心两批（最长 prompt 179、186），再采样一批（最长 156），EOS 是不存在的 id，
     每行都跑满 512 步。贪心的第二批停在位置 186 + 512 = 698；采样要为 window=128 的 5 个窗口各录一张新 graph，
     每张先预热 16 步：预热若从 698 接着走，就超出 768 行的 cos/sin 表。每一批贪心都和同一个解码器不录 graph
-    （逐步执行）的输出比。返回 {"greedy_identical", "sampled_in_vocab", "captures"}；出错时由调用方记下 traceback。
+    （逐步执行）的输出比，第二批再用 graph 重跑一次、和第一次比（同一个解码器跑两次该逐 token 相同）。
+    返回 greedy_identical、rows_differing（与不录 graph 不同的行数）、first_difference（最早不同的那一步）、
+    repeat_identical、sampled_in_vocab、captures；出错时由调用方记下 traceback。
     """
     never = [vocab]  # 不存在的 token id 当 EOS：每行都跑满
     g = torch.Generator().manual_seed(0)
-    same, in_vocab = [], None
+    same, differing, firsts, repeat, in_vocab = [], 0, [], None, None
     for i, longest in enumerate(prompts):
         ids = torch.randint(3, vocab, (rows, longest), generator=g)
         mask = torch.ones_like(ids)
@@ -143,11 +145,20 @@ def eval_schedule(model, vocab, pad, opts, rows, dev, dry, prompts=EVAL_PROMPTS,
             kw = {} if dry else dict(cuda_graph=False)
             ref = run_fast(model, ids, mask, n, opts, never, pad, dry, **kw)
             same.append(bool(torch.equal(got, ref)))
+            rows_diff = (got != ref).any(dim=1)
+            differing += int(rows_diff.sum())
+            firsts += [int((got[r] != ref[r]).nonzero()[0]) for r in rows_diff.nonzero()[:, 0]]
+            if i == 1:
+                again = run_fast(model, ids, mask, n, opts, never, pad, dry, greedy=True)
+                repeat = bool(torch.equal(got, again))
         else:
             in_vocab = bool(((got >= 0) & (got < vocab)).all())
     decoders = [] if dry else list(fd._DECODERS.get(model, {}).values())
     return dict(
         greedy_identical=all(same),
+        rows_differing=differing,
+        first_difference=min(firsts, default=None),
+        repeat_identical=repeat,
         sampled_in_vocab=in_vocab,
         captures=sum(d.captures for d in decoders),
         slots=fd.static_shape(rows, max(prompts), n, opts["steps_per_graph"])[1],
@@ -173,9 +184,14 @@ def run_eval_schedule(a, model, vocab: int, pad: int, dev, out: Path, env: dict)
         if "error" in r:
             print(f"  {name}：失败\n{r['error']}", flush=True)
         else:
+            same = (
+                "逐 token 相同"
+                if r["greedy_identical"]
+                else (f"{r['rows_differing']} 行不同（最早在第 {r['first_difference']} 步）")
+            )
             print(
                 f"  {name}：{a.eval_schedule} 行 × {r['slots']} 槽，录了 {r['captures']} 张 graph；"
-                f"贪心与不录 graph {'逐 token 相同' if r['greedy_identical'] else '不同'}；"
+                f"贪心与不录 graph {same}；同一个解码器再跑一次 {'相同' if r['repeat_identical'] else '不同'}；"
                 f"采样的 token {'都在词表里' if r['sampled_in_vocab'] else '有越界'}",
                 flush=True,
             )
@@ -183,7 +199,10 @@ def run_eval_schedule(a, model, vocab: int, pad: int, dev, out: Path, env: dict)
     path.write_text(json.dumps(dict(env=env, rows=a.eval_schedule, results=results), indent=2))
     print(f"（结果在 {path}）")
     ok = all(
-        "error" not in r and r["greedy_identical"] and r["sampled_in_vocab"]
+        "error" not in r
+        and r["greedy_identical"]
+        and r["repeat_identical"]
+        and r["sampled_in_vocab"]
         for r in results.values()
     )
     return 0 if ok else 1

@@ -108,7 +108,8 @@ def test_eval_schedule_dry_run_runs_every_variant(tmp_path):
     results = json.loads((tmp_path / "eval_schedule.json").read_text())["results"]
     assert set(results) == {"base", "fused+win16+sdpa"}
     for r in results.values():
-        assert r["greedy_identical"] and r["sampled_in_vocab"] and r["captures"] == 0, r
+        assert r["greedy_identical"] and r["repeat_identical"] and r["sampled_in_vocab"], r
+        assert r["rows_differing"] == 0 and r["first_difference"] is None and r["captures"] == 0, r
 
 
 def test_eval_schedule_must_be_a_row_count(capsys):
