@@ -3,7 +3,8 @@
     python tests/check_lesson_leaks.py            # 打印每个参考实现里每个函数的统计
     python tests/check_lesson_leaks.py -v         # 同时列出泄露的行
 
-tests/test_lesson_leaks.py 用同一套规则做检查：每个函数最多 MAX_PER_FUNCTION 行，全部合计低于 MAX_SHARE。
+tests/test_lesson_leaks.py 用同一套规则做检查：每个函数最多 MAX_PER_FUNCTION 行、且少于它的一半
+（一个两行的函数，两行都贴进课文也只有 2 行，但那就是整个答案），每个模块、全部合计都低于 MAX_SHARE。
 
 扫描的是 solutions/ 里的每个课程模块（l<级>_<NN>_<名字>.py，按文件名自动发现，不用登记），
 每个模块对照它自己那节课的 README（solutions/l2_05_grpo_loss.py -> L2_algorithm/05_grpo_loss/README.md）。
@@ -139,6 +140,13 @@ def scan(root: Path = ROOT) -> list[FunctionLeaks]:
     return results
 
 
+def too_much(fn: FunctionLeaks) -> bool:
+    """这个函数逐字出现在课文里的行太多：多于 MAX_PER_FUNCTION 行，或者占了它的一半以上（含一半）。"""
+    return len(fn.leaked) > MAX_PER_FUNCTION or (
+        bool(fn.leaked) and 2 * len(fn.leaked) >= len(fn.lines)
+    )
+
+
 def totals(results: list[FunctionLeaks]) -> tuple[int, int]:
     return sum(len(r.leaked) for r in results), sum(len(r.lines) for r in results)
 
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     results = scan()
     for r in results:
-        flag = "  <-- 超过上限" if len(r.leaked) > MAX_PER_FUNCTION else ""
+        flag = "  <-- 超过上限" if too_much(r) else ""
         print(f"{r.id:50s} {len(r.leaked):3d} / {len(r.lines):3d}{flag}")
         if args.verbose:
             for line in r.leaked:

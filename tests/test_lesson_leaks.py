@@ -1,4 +1,4 @@
-"""课文不给练习的答案：参考实现的非平凡行逐字出现在课文里的，每个函数最多 2 行，全部合计低于 10%。
+"""课文不给练习的答案：参考实现的非平凡行逐字出现在课文里的，每个函数最多 2 行且少于一半，每个模块、全部合计低于 10%。
 
 扫描 solutions/ 里的每个课程模块，各对照它自己那节课的 README（按文件名自动发现，不用登记）。
 规则（什么算「非平凡行」、什么算「逐字出现」）写在 tests/check_lesson_leaks.py 的开头；
@@ -17,6 +17,7 @@ from check_lesson_leaks import (
     lesson_modules,
     lesson_readme,
     scan,
+    too_much,
     totals,
 )
 from quiz import ROOT
@@ -69,13 +70,49 @@ def test_the_counting_rules(tmp_path):
 
 @pytest.mark.parametrize("fn", RESULTS, ids=[r.id for r in RESULTS])
 def test_lesson_does_not_contain_the_solution(fn):
-    if len(fn.leaked) > MAX_PER_FUNCTION:
+    if too_much(fn):
         shown = "\n".join(f"    {line}" for line in fn.leaked)
         pytest.fail(
-            f"{fn.id}：参考实现有 {len(fn.leaked)} 行逐字出现在课文里（上限 {MAX_PER_FUNCTION}）。"
+            f"{fn.id}：参考实现的 {len(fn.lines)} 行里有 {len(fn.leaked)} 行逐字出现在课文里"
+            f"（上限：{MAX_PER_FUNCTION} 行，且少于一半）。"
             f"课文给规格、例子和分级提示，不给代码。\n{shown}",
             pytrace=False,
         )
+
+
+@pytest.mark.parametrize("module", sorted({r.module for r in RESULTS}))
+def test_each_modules_share_is_small(module):
+    leaked, total = totals([r for r in RESULTS if r.module == module])
+    assert leaked / total < MAX_SHARE, (
+        f"{module}：参考实现的非平凡行有 {leaked}/{total} = {leaked / total:.1%} 逐字出现在课文里，"
+        f"上限是 {MAX_SHARE:.0%}"
+    )
+
+
+def test_a_short_function_pasted_whole_is_a_leak(tmp_path):
+    """两行的函数两行都贴进课文：没超过「每个函数 2 行」，但那就是整个答案。"""
+    (tmp_path / "solutions").mkdir()
+    (tmp_path / "solutions" / "l2_10_toy.py").write_text(
+        "def f(lengths, max_len, buffer):\n"
+        "    over = (lengths - (max_len - buffer)).clamp(min=0).float()\n"
+        "    return -(over / buffer).clamp(max=1.0)\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "L2_algorithm" / "10_toy").mkdir(parents=True)
+    readme = tmp_path / "L2_algorithm" / "10_toy" / "README.md"
+    readme.write_text("规格：`f(lengths, max_len, buffer)`。\n", encoding="utf-8")
+    [r] = scan(tmp_path)
+    assert len(r.lines) == 2 and not r.leaked and not too_much(r)
+    readme.write_text(
+        "```python\nover = (lengths - (max_len - buffer)).clamp(min=0).float()\n"
+        "return -(over / buffer).clamp(max=1.0)\n```\n",
+        encoding="utf-8",
+    )
+    [r] = scan(tmp_path)
+    assert len(r.leaked) == 2 <= MAX_PER_FUNCTION and too_much(r)
+    readme.write_text("```python\nreturn -(over / buffer).clamp(max=1.0)\n```\n", encoding="utf-8")
+    [r] = scan(tmp_path)
+    assert len(r.leaked) == 1 and too_much(r), "两行里贴了一行，也是一半"
 
 
 def test_total_share_is_small():
