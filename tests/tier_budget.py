@@ -8,7 +8,8 @@
 2. 其中最慢的一个测试：junit 报告里 setup + call + teardown 的墙钟；
 3. 每个课的测试文件（tests/L*/test_*.py，有多少算多少，不用手写清单）单独运行一次的墙钟，
    含解释器启动和 import：这是学习者做完一节课、跑「这节课的测试」时等的时间。
-墙钟受机器上别的负载影响：超预算的文件再跑一次取较快的一次，表里会注明。
+墙钟受机器上别的负载影响（这台 2 核机器上同一个文件前后能差 40%）：超预算的文件最多再跑两次，取最快的一次，
+表里会注明。单独运行之前先 import 一次 torch 和 hypothesis，让它们的文件进操作系统的缓存（第一个文件不吃亏）。
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ DEFAULT_TIER_CPU_S = 60.0  # 默认一档的 CPU 时间（2 核的 CI 机器上�
 ONE_TEST_WALL_S = 5.0  # 任何一个测试
 LESSON_FILE_WALL_S = 6.0  # 一个课的测试文件单独运行，启动算在内
 PYTEST = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"]
+RETRIES = 2  # 超预算的文件最多再跑几次
 PYTEST_OK = (0, 5)  # 5：这个文件的测试都在 slow / vllm 里，默认一档一个也不选
 
 
@@ -49,6 +51,11 @@ def run_pytest(args: list[str]) -> tuple[int, float, float, str]:
     cpu = children_cpu_s() - cpu0
     lines = proc.stdout.strip().splitlines() or [""]
     return proc.returncode, wall, cpu, lines[-1]
+
+
+def warm_caches() -> None:
+    """import torch 和 hypothesis 一次：它们的文件进操作系统的缓存，第一个单独运行的文件不吃亏。"""
+    subprocess.run([sys.executable, "-c", "import torch, hypothesis"], cwd=ROOT, check=False)
 
 
 def slowest_test(junit: Path) -> tuple[float, str]:
@@ -75,14 +82,20 @@ def measure(check: bool) -> int:
         over.append(f"{test_name} 用了 {test_s:.2f} s")
 
     print(f"每个课的测试文件单独运行（墙钟，含启动；预算 {LESSON_FILE_WALL_S:.0f} s）：")
+    warm_caches()
     for path in lesson_test_files():
         rel = path.relative_to(ROOT).as_posix()
         rc, wall, cpu, summary = run_pytest([rel])
-        note = ""
-        if rc in PYTEST_OK and wall > LESSON_FILE_WALL_S:
+        tries = [wall]
+        while rc in PYTEST_OK and min(tries) > LESSON_FILE_WALL_S and len(tries) <= RETRIES:
             rc, again, cpu, summary = run_pytest([rel])
-            note = f"（第一次 {wall:.1f} s，取第二次）"
-            wall = min(wall, again)
+            tries.append(again)
+        wall = min(tries)
+        note = (
+            "（" + " / ".join(f"{s:.1f}" for s in tries) + " s，取最快的）"
+            if len(tries) > 1
+            else ""
+        )
         print(f"  {wall:5.1f} s  {cpu:5.1f} CPU 秒  {rel}{note}  {summary}")
         if rc not in PYTEST_OK:
             over.append(f"{rel} 没有通过（exit {rc}）：{summary}")
