@@ -5,21 +5,27 @@
 Where the answer is read from
   * ``<think>``: if ``</think>`` occurs, only the text after the last ``</think>`` is read (the reasoning
     is not the answer). A ``<think>`` that is never closed means the model never answered: None.
-  * Precedence inside that text; the first rule that yields a number wins:
-    1. the last complete ``\\boxed{...}`` (braces nested <= 2 levels inside it, content <= 256 chars). If it
-       exists it decides: a box that holds no single number (``\\boxed{3+4}``, ``\\boxed{A}``) gives None.
-       A ``\\boxed`` that is not a complete box (unclosed/truncated, too deep, too long) is skipped and
-       the one before it is tried.
-    2. the text after the last ``####`` (rest of that line): one number, optionally followed by units
-       and a full stop ("#### 72", "#### $1,234 dollars."). A markdown heading ("#### Step 3",
-       "#### 3. Compute ...") is not an answer line, so we fall through.
-    3. the last "answer is / answer: / answer = / answer would be" phrase ("answer" or "Answer",
-       also "**Answer:**", "The final answer is", Chinese "答案是/答案为/答案："), read when the number
-       follows directly after decoration (spaces, ``**``, ``$``, ``\\(``, ":"), e.g. "is **7**", "is $10$".
-       A number followed by an operator ("answer is 12 - 5 = 7", "4 x 5 = 20", "3 times 4 = 12": an
-       ASCII x/X or times/plus/minus/multiplied by/divided by before another number) is not the answer:
-       we fall through.
-    4. otherwise the last number in the text (plain text only: no LaTeX clean-up here).
+  * Answer markers, and the last one wins. A marker is one of
+    - a complete ``\\boxed{...}`` (braces nested <= 2 levels inside it, content <= 256 chars); a
+      ``\\boxed`` that is not complete (unclosed/truncated, too deep, too long) is no marker;
+    - a ``####`` line that starts with a number ("#### 72", "#### $1,234 dollars."). A markdown
+      heading ("#### Step 3", "#### 3. Compute ...") is no marker;
+    - an answer phrase ("answer is / answer: / answer = / answer would be", "**Answer:**",
+      "The final answer is", Chinese "答案是/答案为/答案：") whose sentence holds a number.
+    The marker that stands last in the text decides, even when it holds no answer: a stale
+    ``\\boxed{70}`` early in a completion does not beat a later "#### 72".
+  * A marker must name exactly one number, or it gives None (reward 0): "#### 12 or 13",
+    "The answer is 12, 13" and ``\\boxed{12 \\text{ or } 13}`` are hedges, and a hedge must never pay
+    (under RL a policy would learn to list candidates). Of several boxes only the last counts. For a
+    ``####`` line or a phrase, the answer is the sentence after the marker (to ". ", "!", "?", "。", ";"
+    or the end of the line): a calculation there counts by its result after the last "=" ("The answer
+    is 12 - 5 = 7" gives 7); otherwise every number in it must have the same value.
+  * With no marker, the answer is the last number in the text (plain text only: no LaTeX clean-up).
+  How other graders treat the same cases (checked in tests/common/test_reward.py): verl's GSM8K
+  scorer (volcengine/verl, verl/utils/reward_score/gsm8k.py) takes the last "#### number" match, so
+  the last marker wins there too, but it reads only the number right after "####" and pays
+  "#### 12 or 13" when the gold is 12. math-verify (huggingface/Math-Verify) reads several values in
+  one box as a set, which equals no single gold (a hedge scores 0), but a box beats any later text.
 
 Number reading and normalisation
   * Inside boxes, ``####`` lines and answer phrases, LaTeX is cleaned first: ``\\$``, ``\\%``, ``\\text{}``,
@@ -43,9 +49,10 @@ Bounded work (no eval/exec; every regex is linear; a 1 MB input takes a few ms)
   Markers are found with ``str.rfind`` over the whole text, never in a tail window of characters
   (verl's GSM8K reward reads only the last 300 characters, ``_SOLUTION_CLIP_CHARS`` in
   verl/utils/reward_score/gsm8k.py; see verl PR #7274 on tail windows). Instead the number of
-  *tries* is bounded: the last 8 ``\\boxed`` occurrences, the last 16 answer-phrase candidates, the last
-  8 digit runs glued to letters; a separator run ("1,2,3,...") longer than 120 characters is not read.
-  Real completions never reach these bounds; adversarial ones fall through to the next rule or None.
+  *tries* is bounded: the last 8 ``\\boxed`` occurrences, the last 8 ``####`` lines, the last 16
+  answer-phrase candidates, the last 8 digit runs glued to letters; a separator run ("1,2,3,...")
+  longer than 120 characters is not read. Real completions never reach these bounds; adversarial
+  ones find no marker (then the last number is read) or give None.
 
 Rewards
   * ``correctness_reward(completion, gold)``: 1.0 iff the extracted number equals the gold exactly
@@ -73,6 +80,7 @@ MAX_SPAN_CHARS = 256  # box content / rest-of-line read after a marker
 MAX_RUN_CHARS = 120  # a run of [0-9 , .] longer than this is not read as a number
 MAX_BOX_TRIES = 8  # last `\boxed` occurrences examined for a complete box
 MAX_PHRASE_TRIES = 16  # last "answer" / "答案" occurrences examined for an answer phrase
+MAX_HASH_TRIES = 8  # last "####" occurrences examined for an answer line (headings are skipped)
 MAX_GLUED_RUNS = 8  # digit runs glued to letters ("x5") skipped before giving up on "last number"
 MAX_FORMAT_BOXES = 4  # more boxes than this is box spam, not "the final answer boxed"
 MAX_TRAILING_CHARS = 40  # text allowed after the final box (e.g. "$.", " dollars.", "\\]")
@@ -170,13 +178,6 @@ _UNITS = re.compile(  # "%", "$" (closing math), "**", then words: "dollars", "k
     r"(?:[\s%°$*)\]\"']*[^\W\d_]+(?:\^[23])?(?:[\s./\-]+[^\W\d_]+(?:\^[23])?)*)?"
     r"[\s.%°$*)\]\"']*"
 )
-# After an answer phrase, a number followed by an operator starts a calculation, not the answer. Besides
-# the symbols: an ASCII "x"/"X" or an operator word, when a number follows ("4 x 5", "4x5", "3 times 4",
-# "2 x $5"); "3 times." / "4 xylophones" stay answers.
-_OPERATOR_NEXT = re.compile(
-    r"\s*(?:[-+*/×÷·=^<>]"
-    r"|(?:[xX]|times|multiplied by|divided by|plus|minus)(?=\s*[-+\u2212]?(?:\\?\$|[€£¥])?\s*[0-9.]))"
-)
 
 
 def _frac_sub(m: re.Match) -> str:
@@ -202,7 +203,7 @@ def _clean_latex(span: str) -> str:
     return span.replace("{", "").replace("}", "")
 
 
-_BOX, _HASH, _PHRASE = "box", "hash", "phrase"
+_BOX, _HASH = "box", "hash"
 
 
 def _parse_span(span: str, kind: str) -> str | None:
@@ -212,19 +213,43 @@ def _parse_span(span: str, kind: str) -> str | None:
     span = _clean_latex(span)
     if kind == _BOX and "=" in span:
         span = span.rsplit("=", 1)[1]  # "x = 5", "3 + 4 = 7"
-    number = _NUMBER_PHRASE if kind == _PHRASE else _NUMBER_WHOLE
-    m = number.search(span)
+    m = _NUMBER_WHOLE.search(span)
     if m is None:
         return None
     before, after = span[: m.start()], span[m.end() :]
     if not (_WORDS_DECOR if kind == _BOX else _DECOR).fullmatch(before):
         return None
-    if kind == _PHRASE:
-        if _OPERATOR_NEXT.match(after):
-            return None
-    elif not _UNITS.fullmatch(after):
+    if not _UNITS.fullmatch(after):
         return None
     return _canonical(m)
+
+
+_SENTENCE_END = re.compile(r"[.!?](?=\s|$)|[。！？；;]")
+_UNIT_POWER = re.compile(r"\^\{?[23]\}?")  # "cm^2": the 2 belongs to the unit, it is no number
+
+
+def _numbers(span: str) -> list[str]:
+    """Canonical values of the number tokens in a cleaned span (unit powers are not numbers)."""
+    found = (_canonical(m) for m in _NUMBER_PHRASE.finditer(_UNIT_POWER.sub("", span)))
+    return [v for v in found if v is not None]
+
+
+def _sentence_value(line: str) -> str | None:
+    """The one number the sentence after a marker names, or None (a hedge, or no number).
+
+    A span that is one number with units ("$1,234 dollars.") is read as a whole; otherwise a
+    calculation counts by its result after the last "=", and every other number must agree.
+    """
+    cut = _SENTENCE_END.search(line)
+    sentence = line if cut is None else line[: cut.end()]
+    whole = _parse_span(sentence, _HASH)
+    if whole is not None:
+        return whole
+    text = _clean_latex(sentence)
+    if "=" in text:
+        text = text.rsplit("=", 1)[1]
+    values = _numbers(text)
+    return values[0] if values and len({Fraction(v) for v in values}) == 1 else None
 
 
 def _line_after(text: str, start: int) -> str:
@@ -333,24 +358,54 @@ def _answer_region(text: str) -> str | None:
     return None if "<think>" in text else text
 
 
+_HEADING = re.compile(r"[0-9]+[.)][ \t]+[^\W\d_]")  # "#### 3. Compute ...": a numbered heading
+
+
+def _hash_marker(region: str) -> tuple[int, str | None] | None:
+    """(position, answer) of the last ``####`` answer line, or None; headings are skipped."""
+    pos = len(region)
+    for _ in range(MAX_HASH_TRIES):
+        pos = region.rfind("####", 0, pos)
+        if pos < 0:
+            return None
+        line = _line_after(region, pos + 4)
+        start = _NUMBER_WHOLE.search(_clean_latex(line))
+        if start is None or not _DECOR.fullmatch(_clean_latex(line)[: start.start()]):
+            continue  # "#### Step 3", "#### Answer": no answer line
+        whole = _parse_span(line, _HASH)
+        if whole is not None:
+            return pos, whole
+        if _HEADING.match(line.lstrip()):
+            continue
+        return pos, _sentence_value(line)
+    return None
+
+
+def _box_marker(region: str) -> tuple[int, str | None] | None:
+    """(position, answer) of the last complete box, or None."""
+    box = _last_box(region)
+    return None if box is None else (box.start(), _parse_span(box[1], _BOX))
+
+
+def _phrase_marker(region: str) -> tuple[int, str | None] | None:
+    """(position, answer) of the last answer phrase whose sentence holds a number, or None."""
+    end = _last_phrase_end(region)
+    if end < 0:
+        return None
+    line = _line_after(region, end)
+    if not _numbers(_clean_latex(line)):
+        return None  # "The answer is as follows:": no answer here
+    return end, _sentence_value(line)
+
+
 def extract_answer(text: str) -> str | None:
     """The final numeric answer of a completion as a canonical string ("1234", "-5", "2.5"), or None."""
     region = _answer_region(text)
     if region is None:
         return None
-    box = _last_box(region)
-    if box is not None:
-        return _parse_span(box[1], _BOX)
-    hashes = region.rfind("####")
-    if hashes >= 0:
-        answer = _parse_span(_line_after(region, hashes + 4), _HASH)
-        if answer is not None:
-            return answer
-    phrase_end = _last_phrase_end(region)
-    if phrase_end >= 0:
-        answer = _parse_span(_line_after(region, phrase_end), _PHRASE)
-        if answer is not None:
-            return answer
+    markers = [m for m in (_box_marker(region), _hash_marker(region), _phrase_marker(region)) if m]
+    if markers:
+        return max(markers, key=lambda m: m[0])[1]  # the last marker wins, even when it is a hedge
     return _last_number(region)
 
 

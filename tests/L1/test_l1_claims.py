@@ -126,3 +126,24 @@ def test_soft_overlong_punishment_example():
 
     punish = get_soft_overlong_punishment(max_completion_len=512, soft_punish_cache=64)
     assert punish(completion_ids=[[1] * 448, [1] * 480, [1] * 512]) == [0.0, -0.5, -1.0]
+
+
+def test_l1_02_reward_table_is_what_the_functions_print():
+    """L1.02 第 4 节那张表：每一行（回答、抽出的答案、correctness、format）都由 common.reward 算出来。"""
+    import re
+
+    from common.reward import correctness_reward, extract_answer, format_reward
+
+    text = (ROOT / "L1_concepts/02_llm_as_policy/README.md").read_text(encoding="utf-8")
+    block = text.split("回答                                                    抽出的答案")[1]
+    block = block.split("```")[0]
+    rows = [line for line in block.splitlines()[1:] if line.strip()]
+    assert len(rows) == 7
+    for line in rows:
+        m = re.fullmatch(r"(['\"].*['\"])\s+(\S+)\s+(\S+)\s+(\S+)", line.strip())
+        assert m, f"L1.02 第 4 节的表里这一行读不出来：{line}"
+        completion = m[1][1:-1].replace("\\n", "\n")  # 反斜杠照原样，\n 是换行
+        answer = None if m[2] == "None" else m[2]
+        assert extract_answer(completion) == answer, line
+        assert correctness_reward(completion, "55") == float(m[3]), line
+        assert format_reward(completion) == float(m[4]), line

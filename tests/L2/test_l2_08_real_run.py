@@ -222,3 +222,24 @@ def test_main_on_a_small_run(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "没有 answers_after.jsonl" in out and "最后一次评估在第 2 步，贪心 0.750" in out
     assert "翻对" not in out
+
+
+def test_every_shipped_verdict_holds_under_the_current_reward():
+    """real_run/ 里每一条回答（8 个 answers_*.jsonl，4,000 条）用现在的 reward 重新判分，和存下的判分一致。
+
+    reward 改了规则（比如「对冲判 0、最后一个标记说了算」）时，这条列出每一条判分变了的回答：
+    第 6.6 节的人读核对（hand_check.tsv）比的是存下的判分，所以它只在这里仍然成立时才成立。
+    """
+    from common.reward import correctness_reward
+
+    changed, total = [], 0
+    for path in sorted(SHIPPED.glob("*/answers_*.jsonl")):
+        for i, row in enumerate(R.read_jsonl(path)):
+            total += 1
+            now = correctness_reward(row["completion"], row["gold"])
+            if now != row["reward"]:
+                changed.append(
+                    f"{path.parent.name}/{path.name} 第 {i} 题：{row['reward']} -> {now}"
+                )
+    assert total == 4000
+    assert not changed, "现在的 reward 改变了这些判分：\n" + "\n".join(changed)

@@ -114,8 +114,10 @@ READING = [
         "72",
         "72",
         1,
-    ),  # \boxed 优先于 ####
-    ("The answer is 5.\n#### 6", "6", "6", 1),  # #### 优先于 "answer is"
+    ),  # 最后一个标记说了算：后面的 \boxed
+    ("The answer is 5.\n#### 6", "6", "6", 1),  # 后面的 ####
+    ("\\boxed{70} is wrong. 48 + 24 = 72.\n#### 72", "72", "72", 1),  # 过时的盒子不算数
+    ("The answer is \\boxed{70}. Wait: 48 + 24 = 72, so the answer is 72.", "72", "72", 1),
     # markdown 小标题不是 #### 答案行：退到最后一个数
     (
         "#### Step 1: Find the eggs\nShe has 16 - 3 = 13 eggs.\n#### Step 2: Sell them\n13 * 2 = 26 dollars.",
@@ -135,7 +137,6 @@ READING = [
     ("**Answer:** $18", "18", "18", 1),
     ("**Final Answer**: 1,234", "1234", "1234", 1),
     ("Therefore the cost is 5 * 2 = 10, so the answer is $10$.", "10", "10", 1),
-    ("The answer is 10 apples, which is 2 more than 8.", "10", "10", 1),  # 不是最后一个数 8
     ("The answer is 12 - 5 = 7.", "7", "7", 1),  # "answer is" 后面是算式：取算式结果
     ("所以她每天赚 9 * 2 = 18 美元。答案是 18。", "18", "18", 1),
     ("Therefore, the answer is -3.", "-3", "-3", 1),
@@ -202,10 +203,6 @@ DESIGN = [
     ("The numbers are " + "1," * 200 + "1", None),  # 超过 120 个字符的数字/分隔符串不读
     ("So \\boxed{5}. Let me write it again: \\boxed{", "5"),  # 未闭合（被截断）的盒子跳过，用前一个
     ("\\boxed{\\boxed{5}}", "5"),
-    (
-        "The answer is: Janet has 7 apples and 3 pears",
-        "3",
-    ),  # "answer is" 后不是直接跟数：退到最后一个数
     ("The answer is 5.\nLet me verify the answer.", "5"),  # 后面的 "the answer." 不是答案短语
     ("-0", "0"),
     ("-$-5", "5"),
@@ -226,10 +223,56 @@ OPERATOR_AFTER_PHRASE = [
     ("The answer is 4 multiplied by 5 = 20.", "20"),
     ("The answer is 3 x .5 = 1.5 liters.", "1.5"),
     ("She sold 3 times as many. The answer is 3 times.", "3"),
-    ("The answer is 4 xylophones and 2 drums.", "4"),
     ("The answer is 7 X-rays.", "7"),
     ("Answer: 5 x", "5"),
 ]
+
+
+# 对冲（hedge）：答案行里写了不止一个不同的数，就是没有给出答案，判 None（reward 0）。
+# 在 RL 里，对冲一旦能拿分，策略就会学着把候选都列出来（L2.08「reward 要防对冲」）。
+HEDGES = [
+    "#### 12 or 13",
+    "The answer is 12 or 13.",
+    "The answer is either 12 or 13",
+    "Answer: 12, 13",
+    "#### 12 (or 13)",
+    "**Answer:** 12 dollars or 13 dollars",
+    "The answer is 12-13 apples.",
+    "答案是 12 或 13。",
+    "\\boxed{12 \\text{ or } 13}",
+    "\\boxed{12, 13}",
+    "The answer is 12 or 13.\n#### 12 or 13",
+    "\\boxed{12} Hmm, or maybe the answer is 12 or 13.",  # 最后一个标记是对冲：前面的盒子也救不回来
+    # 答案行后面接着解释、又带了别的数：同样不算一个承诺（人也许读得出 10；我们宁可不付钱）
+    "The answer is 10 apples, which is 2 more than 8.",
+    "The answer is: Janet has 7 apples and 3 pears",
+    "The answer is 4 xylophones and 2 drums.",
+]
+
+
+@pytest.mark.parametrize("text", HEDGES)
+def test_a_hedge_never_pays(text):
+    assert extract_answer(text) is None
+    for gold in ("12", "13", "10", "7", "3", "4", "2"):
+        assert correctness_reward(text, gold) == 0.0
+
+
+# 不是对冲：同一个数说了几遍、算式只取结果、单位里的 ^2、没有标记时的最后一个数
+NOT_HEDGES = [
+    ("The answer is 12 (12 apples).", "12"),
+    ("The answer is 12 cm^2.", "12"),
+    ("#### 9 * 2 = 18", "18"),
+    ("The answer is 12. Then she buys 13 more pens for the next class.", "12"),  # 句号后是下一句
+    ("\\boxed{12}, so she has 12 apples.", "12"),
+    ("First \\boxed{12}, then 12 * 6 = \\boxed{72}", "72"),  # 几个盒子：最后一个说了算
+    ("She could have 12 or 13. She has 13.", "13"),  # 没有标记：最后一个数
+    ("#### 72\n\n#### Explanation of step 5", "72"),  # 后面的小标题不是答案行
+]
+
+
+@pytest.mark.parametrize("text,expected", NOT_HEDGES)
+def test_not_a_hedge(text, expected):
+    assert extract_answer(text) == expected
 
 
 @pytest.mark.parametrize("text,expected", OPERATOR_AFTER_PHRASE)
@@ -488,6 +531,18 @@ def test_random_repeated_1mb_inputs_are_fast(unit):
 # 不要求一致（排除）的情况，及原因：
 MATH_VERIFY_EXCLUDED = [
     # (输出, gold, 我们的判定, 原因)
+    (
+        "\\boxed{70}. Wait, 48 + 24 = 72.\n#### 72",
+        "72",
+        1.0,
+        "最后一个标记说了算；math-verify 总是先取盒子",
+    ),
+    (
+        "\\boxed{12}\n\\boxed{13}",
+        "13",
+        1.0,
+        "几个盒子只取最后一个；math-verify 把它们当成集合 {12, 13}",
+    ),
     ("\\boxed{\\text{18 dollars}}", "18", 1.0, "math-verify 把整段 \\text 当成符号 18dollars"),
     ("\\boxed{1\\,234}", "1234", 1.0, "math-verify 把 \\, 分组读成 1+234=235"),
     ("\\boxed{1 234}", "1234", 1.0, "同上：空格分组"),
