@@ -5,6 +5,9 @@
     ev["pass_at"]["8"]    # chance that at least one of 8 samples (T = the run's temperature) is right
     ev["zero_std_frac"]   # problems whose 8 samples are all right or all wrong: a GRPO group of 8
                           # on such a problem has reward std 0, so it carries no gradient
+    ev["per_question"]    # {"greedy": [0/1 per problem], "correct_of_k": [c per problem], "k": k}:
+                          # what paired comparisons (run vs control, before vs after) are made of
+    floor = flip_floor(complete, problems, ev)   # the same weights again, other batch compositions
 
 `complete(problems, greedy, generator) -> list[str]` is the caller's generation function (it owns the
 model, tokenizer, prompt format and rollout backend). Evaluation is deterministic and never touches the
@@ -63,6 +66,7 @@ def evaluate(
     extra_ks: more pass@k values (each <= k) estimated from the same k samples per problem.
     Returns {"accuracy", "format_rate", "n", "pass_at": {"1": ..., str(k): ...} (absent when k == 0),
     "zero_std_frac" (k >= 2: share of problems whose k samples all got the same correctness),
+    "per_question": {"greedy": [int], "correct_of_k": [int] (k >= 1), "k": k}, one entry per problem,
     "examples": the first N_EXAMPLES greedy answers with their reward, and with answers=True
     "answers": every greedy answer the same way (what a reader checks the reward against)}.
     """
@@ -77,6 +81,7 @@ def evaluate(
         "accuracy": sum(right) / len(problems),
         "format_rate": sum(format_reward(t) for t in greedy) / len(problems),
         "n": len(problems),
+        "per_question": {"greedy": [int(r) for r in right], "k": k},
     }
     if k >= 1:
         cuda = [device] if device.type == "cuda" else []
@@ -87,9 +92,10 @@ def evaluate(
             per_batch = max(1, batch_size // k) * k
             texts = [t for ch in _in_batches(repeated, per_batch) for t in complete(ch, False, gen)]
         correct = [
-            sum(correctness_reward(texts[i * k + j], p.gold) for j in range(k))
+            int(sum(correctness_reward(texts[i * k + j], p.gold) for j in range(k)))
             for i, p in enumerate(problems)
         ]
+        result["per_question"]["correct_of_k"] = correct
         result["pass_at"] = {
             str(kk): sum(pass_at_k(k, int(c), kk) for c in correct) / len(problems)
             for kk in sorted({1, k, *extra_ks})
@@ -104,6 +110,40 @@ def evaluate(
     if answers:
         result["answers"] = graded
     return result
+
+
+def flip_floor(
+    complete: Complete, problems: Sequence[Problem], first: dict, *, batch_size: int = 128
+) -> dict:
+    """Evaluate the same weights again, greedy, with the problems in another order (so every batch
+    holds other problems and other padding), and count what changed against ``first``.
+
+    ``first`` is an :func:`evaluate` result with ``answers=True`` on ``problems`` in their order.
+    On a GPU, bf16 greedy decoding depends on the batch (padding, kernel choice): this is the run's
+    own noise floor, below which a change of held-out accuracy means nothing. Returns {"n",
+    "accuracy_first", "accuracy_second", "grade_flips", "up", "down", "text_changes",
+    "flipped": [indices whose verdict changed]}.
+    """
+    n = len(problems)
+    order = torch.randperm(n, generator=torch.Generator().manual_seed(EVAL_SEED)).tolist()
+    again = evaluate(
+        complete, [problems[i] for i in order], k=0, batch_size=batch_size, answers=True
+    )
+    second = [None] * n
+    for pos, i in enumerate(order):
+        second[i] = again["answers"][pos]
+    before = first["answers"]
+    flipped = [i for i in range(n) if before[i]["reward"] != second[i]["reward"]]
+    return {
+        "n": n,
+        "accuracy_first": first["accuracy"],
+        "accuracy_second": again["accuracy"],
+        "grade_flips": len(flipped),
+        "up": sum(second[i]["reward"] > before[i]["reward"] for i in flipped),
+        "down": sum(second[i]["reward"] < before[i]["reward"] for i in flipped),
+        "text_changes": sum(before[i]["completion"] != second[i]["completion"] for i in range(n)),
+        "flipped": flipped,
+    }
 
 
 def completer(

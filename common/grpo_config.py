@@ -30,13 +30,33 @@ AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 
 ROLLOUTS = ("auto", "eager", "fast", "vllm")
 TIS_LEVELS = ("none", "token", "sequence")  # = solutions/l2_09's LEVELS, plus "no correction"
 OPTIMIZERS = ("adamw", "adamw8bit")  # = common/optim.py's OPTIMIZERS (a test ties them)
-REWARDS = ("correctness", "format_only", "correctness_plus_format", "shuffled")
+REWARDS = ("correctness", "format_only", "correctness_plus_format", "shuffled", "shuffled_batch")
+CONTROLS = (
+    "shuffled",
+    "shuffled_batch",
+)  # controls: correctness rewards, then shuffled (L2.08 1.1)
 INITS = ("pretrained", "random")
 IMPLS = ("solutions", "exercises")
 DATA_SOURCES = ("synthetic", "gsm8k", "hub")  # = common/data.py's DATA_SOURCES (or a jsonl path)
 # resuming may change only these; the rest would make it a different experiment
-RESUME_CAN_CHANGE = ("steps", "eval_every", "save_every", "resume")
-EARLY_EVALS = (1, 2, 3, 5, 10)  # greedy-only held-out evaluations early in a run (L2.07)
+RESUME_CAN_CHANGE = ("steps", "eval_every", "early_evals", "save_every", "resume")
+
+
+def step_list(text: str) -> tuple[int, ...]:
+    """ "1,2,3,5,10" -> (1, 2, 3, 5, 10); "none" or "" -> (). Raises ValueError on anything else."""
+    if text.strip().lower() in ("", "none"):
+        return ()
+    steps = tuple(int(part) for part in text.split(","))
+    if any(s < 1 for s in steps):
+        raise ValueError(text)
+    return steps
+
+
+def _is_step_list(text) -> bool:
+    try:
+        return isinstance(text, str) and step_list(text) is not None
+    except ValueError:
+        return False
 
 
 def knob(default, help: str, group: str, choices: tuple | None = None, check=None, hint=""):
@@ -139,7 +159,12 @@ class GRPOConfig:
     tis: str = knob(
         "none", "vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）", ROLL, TIS_LEVELS
     )
-    reward: str = knob("correctness", "奖励；shuffled = 在回答之间打乱的对照实验", ROLL, REWARDS)
+    reward: str = knob(
+        "correctness",
+        "奖励；shuffled = 对照：正确率 reward 在每组 G 条之内打乱 | shuffled_batch = 在整批之间打乱（L2.08 第 1.1 节）",
+        ROLL,
+        REWARDS,
+    )
     # -- GRPO 损失（L2.01–L2.05）
     beta: float = knob(
         0.0, "KL 系数；0 = 不要参考模型（TRL 默认）", LOSS, check=_finite(0), hint="要 >= 0"
@@ -167,6 +192,10 @@ class GRPOConfig:
         check=_finite(0, 1, lo_open=True, hi_open=True),
         hint="要在 (0, 1) 里（常用 1e-6 到 1e-4；1e30 这样的数不是 NaN，却会把权重一步毁掉）",
     )  # fmt: skip
+    warmup_steps: int = knob(
+        0, "学习率线性预热的步数：第 s 步用 lr·s/warmup_steps，之后恒为 lr；0 = 不预热", OPT,
+        check=_count(0),
+    )  # fmt: skip
     micro_batch: int = knob(
         32, "每次前向/反向几条回答；梯度在 .grad 里累加到 N 条再更新", OPT, check=_count(1)
     )
@@ -188,6 +217,14 @@ class GRPOConfig:
     eval_every: int = knob(
         20, "每隔几步做一次 held-out 评估，含 pass@k（前几步只评贪心）", RUN, check=_count(1)
     )
+    early_evals: str = knob(
+        "1,2,3,5,10", "除了每 eval_every 步，还在这几步只评贪心（逗号分隔；none = 不加）", RUN,
+        check=_is_step_list, hint="要是逗号分隔的正整数（如 1,2,3,5,10），或 none",
+    )  # fmt: skip
+    start_evals: int = knob(
+        1, "训练前的评估做几次：2 = 同样的权重换一种 batch 组合再评一次，量出评估自己的翻转底噪",
+        RUN, check=_count(1, 2),
+    )  # fmt: skip
     pass_k: int = knob(
         8, "评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）", RUN, check=_count(0)
     )

@@ -9,6 +9,8 @@ FAULT = <what>:<where>:<n>, the fault fires at the n-th time <where> happens:
          savefig         inside matplotlib's Figure.savefig (curves.png)
          torch.save      inside torch.save of the checkpoint, after some bytes are written
          adamw.step      right after an AdamW step (what=nan: 7 NaNs into exp_avg)
+         backward        right after a loss.backward() (what=nan: one NaN into a gradient, with
+                         the loss itself finite: what a NaN born in the backward pass looks like)
          access=<dir>    os.access(<dir>, W_OK) says no (a read-only folder, when the OS
                          cannot make one: we run as root without user namespaces)
 The script runs unchanged (runpy), with the real common/ and solutions/ of this checkout.
@@ -107,6 +109,22 @@ elif WHERE == "adamw.step":
         return out
 
     torch.optim.AdamW.step = step
+elif WHERE == "backward":
+    import torch
+
+    real_backward = torch.Tensor.backward
+
+    def backward(self, *args, **kwargs):
+        out = real_backward(self, *args, **kwargs)
+        if due():
+            import gc
+
+            params = [o for o in gc.get_objects() if isinstance(o, torch.nn.Parameter)]
+            grads = [p for p in params if p.grad is not None]
+            grads[0].grad.view(-1)[0] = float("nan")
+        return out
+
+    torch.Tensor.backward = backward
 elif WHERE.startswith("access="):
     real_access = os.access
     blocked = Path(WHERE.removeprefix("access=")).resolve()

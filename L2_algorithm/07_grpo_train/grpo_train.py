@@ -13,6 +13,7 @@
 
 import copy
 import importlib
+import math
 import sys
 import time
 from contextlib import nullcontext
@@ -23,11 +24,13 @@ import torch
 from tqdm import tqdm
 
 from common import data as D
+from common.bad_step import save_bad_step
 from common.checkpoint import apply_checkpoint, save_checkpoint
-from common.evaluate import evaluate
+from common.controls import shuffle_rewards
+from common.evaluate import evaluate, flip_floor
 from common.fast_decode import host_gradients, rollout_buffers
 from common.finite_guard import guard_finite
-from common.grpo_config import EARLY_EVALS, RESUME_CAN_CHANGE, parse_config, to_json
+from common.grpo_config import CONTROLS, RESUME_CAN_CHANGE, parse_config, step_list, to_json
 from common.metrics import (
     MetricsLogger,
     plot_curves,
@@ -37,9 +40,10 @@ from common.metrics import (
     write_jsonl,
 )
 from common.models import compute_dtype, load_model, model_spec, resolve_device
-from common.optim import OptimizerError, make_optimizer
+from common.optim import OptimizerError, make_optimizer, warmup_lr
 from common.presets import PresetError
 from common.provenance import provenance
+from common.random_streams import random_streams
 from common.reward import correctness_reward, format_reward, get_reward_fn
 from common.rollout import generate
 from common.run_folder import RunFolder, exit_cleanly
@@ -85,14 +89,16 @@ def main(cfg):
     half = dtype != torch.float32
     amp = lambda: torch.autocast(device.type, dtype=dtype) if half else nullcontext()
     opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    gen = torch.Generator(device=device).manual_seed(cfg.seed)  # 选题和采样共用；checkpoint 存它
+    # 三个互不相干的随机数流：选题、采样、对照的打乱（checkpoint 存全部三个）。同一个 seed 的
+    # 运行和它的对照，每一步选到的题完全一样，不管它们采出了什么回答
+    rng = random_streams(cfg.seed, device)
     eos = list(spec.eos_token_ids)
     pad = spec.pad_token_id
-    train_reward = get_reward_fn("correctness" if cfg.reward == "shuffled" else cfg.reward)
+    train_reward = get_reward_fn("correctness" if cfg.reward in CONTROLS else cfg.reward)
     # 采样用谁：vllm = 推理引擎（只管训练时的 rollout）；auto / eager / fast = 策略模型自己生成
     backend = "auto" if cfg.rollout == "vllm" else cfg.rollout
 
-    def rollout(problems, greedy=False, generator=gen, engine=None):
+    def rollout(problems, greedy=False, generator=rng["sample"], engine=None):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
         texts = [D.build_prompt(tok, p.question) for p in problems]
         prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -119,9 +125,10 @@ def main(cfg):
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
+    complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]  # 评估只要回答文本
+
     def heldout_eval(k=cfg.pass_k, answers=False):
-        """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 gen。"""
-        complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]
+        """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 rng。"""
         b = cfg.eval_batch
         return evaluate(complete, heldout, k=k, batch_size=b, device=device, answers=answers)
 
@@ -149,13 +156,14 @@ def main(cfg):
     start = 0
     if run.needs_eval_before():
         ev = heldout_eval(answers=True)
+        if cfg.start_evals == 2:  # 同样的权重换一种 batch 组合再评一次：这次运行自己的翻转底噪
+            b = cfg.eval_batch
+            write_json(out / "eval_floor.json", flip_floor(complete, heldout, ev, batch_size=b))
         write_jsonl(out / "answers_before.jsonl", ev.pop("answers"))  # 每道题的贪心回答和判分
-        write_json(out / "eval_before.json", ev)
+        write_json(out / "eval_before.json", ev)  # 含逐题结果 per_question：配对比较就靠它
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
     if ckpt is not None:  # 续跑：读回训练到一半的权重、优化器状态和随机数
-        start = apply_checkpoint(ckpt, model=model, optimizer=opt, generators={"sample": gen})[
-            "step"
-        ]
+        start = apply_checkpoint(ckpt, model=model, optimizer=opt, generators=rng)["step"]
         print(f"从 {ckpt.path} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
     engine = None  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
     if cfg.rollout == "vllm":
@@ -168,6 +176,8 @@ def main(cfg):
             seed=cfg.seed,
         )
     logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
+    questions = MetricsLogger(out / "eval_questions.jsonl", resume_from_step=start)  # 逐题结果
+    early = step_list(cfg.early_evals)
     G = cfg.group_size
     N = cfg.prompts_per_step * G
     M = cfg.micro_batch
@@ -177,9 +187,13 @@ def main(cfg):
     ev = None
 
     for step in bar:
+        for (
+            group
+        ) in opt.param_groups:  # 学习率预热：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr
+            group["lr"] = warmup_lr(step, cfg.lr, cfg.warmup_steps)
         # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
         t0 = time.time()
-        pick = torch.randperm(len(train), generator=gen, device=device)[: cfg.prompts_per_step]
+        pick = torch.randperm(len(train), generator=rng["prompts"])[: cfg.prompts_per_step]
         problems = [train[i] for i in pick.tolist()]
         ro, texts = rollout([p for p in problems for _ in range(G)], engine=engine)
         rollout_s = time.time() - t0
@@ -189,8 +203,11 @@ def main(cfg):
         correct = torch.tensor([correctness_reward(t, g) for t, g in zip(texts, golds)])
         formatted = torch.tensor([format_reward(t) for t in texts])
         rewards = torch.tensor([train_reward(t, g) for t, g in zip(texts, golds)])
-        if cfg.reward == "shuffled":  # 对照实验：reward 在回答之间随机打乱——流程不变，信息全无
-            rewards = rewards[torch.randperm(N, generator=gen, device=device).cpu()]
+        # 对照：正确率 reward 打乱。shuffled 在每组之内打乱：每组几对几错、更新多大都不变，
+        # 只是不再知道哪一条对了；shuffled_batch 在整批之间打乱（L2.08 第 1.1 节）
+        if cfg.reward in CONTROLS:
+            within = cfg.reward == "shuffled"
+            rewards = shuffle_rewards(rewards, G, rng["control"], within_groups=within)
 
         # 4) 组内 advantage：全对或全错的组 std = 0，advantage 精确为 0，这组对梯度没有贡献
         adv = L.group_advantages(rewards, G).to(device)
@@ -243,6 +260,11 @@ def main(cfg):
                 stats.append({"loss": loss.detach() * w * len(mbs), **m})
             # 7) 梯度裁剪；8) AdamW 更新
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
+            if not math.isfinite(grad_norm):  # 更新之前就停：权重还是好的，把这一步存下来离线查
+                kept = dict(
+                    rollout=ro, rewards=rewards, advantages=adv, prompt_ids=pick, texts=texts
+                )
+                save_bad_step(out, step, model=model, grad_norm=grad_norm, **kept)
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
             # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
@@ -256,6 +278,7 @@ def main(cfg):
         mean = {k: sum(float(s[k]) for s in stats) / len(stats) for k in stats[0]}
         row = {
             "step": step,
+            "prompt_ids": pick.tolist(),  # 这一步选到的题（训练集里的下标）：运行和对照应该一样
             "reward_mean": rewards.mean().item(),
             "reward_std": rewards.std().item(),
             "accuracy": correct.mean().item(),
@@ -283,8 +306,9 @@ def main(cfg):
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
         periodic = step % cfg.eval_every == 0 or final
-        if periodic or step in EARLY_EVALS:  # 前几步只评贪心（便宜）；定期的评估加上 pass@k
+        if periodic or step in early:  # --early-evals 那几步只评贪心（便宜）；定期的评估加上 pass@k
             ev = heldout_eval(cfg.pass_k if periodic else 0, answers=final)
+            questions.log({"step": step, **ev["per_question"]})
             if final:
                 write_jsonl(out / "answers_after.jsonl", ev.pop("answers"))
             row["eval_accuracy"] = ev["accuracy"]
@@ -297,7 +321,7 @@ def main(cfg):
         # 11) checkpoint（原子写入 + 校验和：任何时刻被杀都留下一个完整的，被改过的读不进来）
         if step % cfg.save_every == 0 or step == cfg.steps:
             extra = {"config": to_json(cfg)}  # 续跑时拿它核对 config.json
-            state = dict(model=model, optimizer=opt, step=step, generators={"sample": gen})
+            state = dict(model=model, optimizer=opt, step=step, generators=rng)
             save_checkpoint(out, **state, extra=extra)
             title = f"{cfg.preset or spec.name} GRPO  {out.name}"
             plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)

@@ -28,6 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.metrics import read_json, read_jsonl, read_metrics
+from common.paired_stats import binomial_se
+from common.paired_stats import paired as paired_values
 from common.reward import extract_answer
 
 HERE = Path(__file__).resolve().parent
@@ -42,33 +44,12 @@ PAIRS = (  # (运行, 对照)：real_run/ 下的目录名，按跑的先后
 SEGMENT = 10  # 训练 batch 的 reward 按几步一段取均值
 
 
-# ---- 统计 -------------------------------------------------------------------------------------
-def binomial_se(p: float, n: int) -> float:
-    """n 道题上正确率 p 的标准误 sqrt(p(1-p)/n)。"""
-    return math.sqrt(p * (1 - p) / n)
-
-
-def sign_test_p(up: int, down: int) -> float:
-    """精确的双侧符号检验：up 题翻对、down 题翻错，若涨跌各半的可能一样大，看到这么偏的概率。"""
-    n = up + down
-    if n == 0:
-        return 1.0
-    tail = sum(math.comb(n, i) for i in range(min(up, down) + 1)) / 2**n
-    return min(1.0, 2 * tail)
-
-
+# ---- 统计（common/paired_stats.py）----------------------------------------------------------------
 def paired(before: list[dict], after: list[dict]) -> dict:
     """同一批题的配对比较（训练前 vs 训练后，或对照 vs 运行）：翻对、翻错、差的均值和标准误、符号检验。"""
     if [r["question"] for r in before] != [r["question"] for r in after]:
         raise ValueError("两份 answers_*.jsonl 的题目不是同一批、同一个顺序")
-    b = [r["reward"] > 0 for r in before]
-    a = [r["reward"] > 0 for r in after]
-    n = len(b)
-    up = sum(not x and y for x, y in zip(b, a))
-    down = sum(x and not y for x, y in zip(b, a))
-    diff = (up - down) / n
-    se = math.sqrt(max(up + down - n * diff**2, 0.0)) / n  # 配对差 d_i ∈ {-1, 0, 1} 的样本标准误
-    return {"n": n, "up": up, "down": down, "diff": diff, "se": se, "p": sign_test_p(up, down)}
+    return paired_values([r["reward"] > 0 for r in before], [r["reward"] > 0 for r in after])
 
 
 def signed(x: float, digits: int = 3) -> str:

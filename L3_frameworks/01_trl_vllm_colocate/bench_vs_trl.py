@@ -25,9 +25,6 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from common.checkpoint import checkpoint_path  # noqa: E402
 from common.data import synthetic_problems  # noqa: E402
-from common.grpo_config import EARLY_EVALS  # noqa: E402
-
-EARLY = max(EARLY_EVALS)  # grpo_train.py 前几步多做的评估：比较时跳过这些步
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
@@ -122,18 +119,18 @@ def main(argv=None) -> int:
             + ["--loss-type", "grpo", "--impl", "trl", "--out", str(trl_dir), *cap],
             out / f"trl-mb{mb}.log",
         )
-        # grpo_train.py 在第 1、2、3、5、10 步做一次贪心评估（EARLY_EVALS），评估时间会算进下一步的 elapsed_s：
-        # 多跑 EARLY 步，只取那之后的；--pass-k 0 让评估只做贪心
-        ours_steps = a.steps + EARLY
+        # --early-evals none：前几步不做额外的评估（评估时间会算进那一步的 elapsed_s）；
+        # --pass-k 0 让最后的评估只做贪心
         run(
             [sys.executable, "-c", CAPPED, str(a.cap_gb or 0), str(OURS), *common]
-            + ["--steps", str(ours_steps), "--micro-batch", str(mb), "--n-heldout", "16"]
+            + ["--steps", str(a.steps), "--micro-batch", str(mb), "--n-heldout", "16"]
             + ["--eval-every", "1000", "--pass-k", "0", "--save-every", "100000"]
+            + ["--early-evals", "none"]
             + ["--out", str(our_dir)],
             out / f"ours-mb{mb}.log",
         )
         trl = read_jsonl(trl_dir / "steps.jsonl")
-        ours = [r for r in read_jsonl(our_dir / "metrics.jsonl") if r["step"] > EARLY]
+        ours = read_jsonl(our_dir / "metrics.jsonl")
         elapsed = [r["elapsed_s"] for r in ours]
         whole = [b - a_ for a_, b in zip(elapsed, elapsed[1:])]
         peak = lambda rs, k: max((r.get(k) or 0.0) for r in rs)

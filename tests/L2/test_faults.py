@@ -361,6 +361,32 @@ def test_nan_in_exp_avg_stops_the_run_before_anything_is_saved(tmp_path):
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
 
 
+def test_nan_in_a_gradient_stops_before_the_update_and_keeps_the_step(tmp_path):
+    """梯度里出现 NaN、loss 却是有限的（在反向里才生出来的 NaN，第 86 步那种）：在 AdamW 更新之前停下，
+    权重还是更新前的；这一步的回答、reward 和更新前的权重存进 bad_step_2.pt，能离线重放。"""
+    import torch
+
+    from common.bad_step import load_bad_step
+
+    out = tmp_path / "run"
+    killed(
+        run("--out", out, *FAST, fault="kill:replace=checkpoint.pt:2")
+    )  # 停在第 1 步的 checkpoint
+    (out / "checkpoint.pt.tmp").unlink()
+    good = (out / "checkpoint.pt").read_bytes()
+    proc = run("--resume", out, fault="nan:backward:1")  # 续跑的第一步（第 2 步）的第一次 backward
+    refused(proc, "第 2 步的梯度范数是 nan", "在更新权重之前停了下来", "bad_step_2.pt")
+    assert (out / "checkpoint.pt").read_bytes() == good, "上一个好的 checkpoint 必须原样还在"
+    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
+    bad = load_bad_step(out / "bad_step_2.pt")
+    weights = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
+    assert bad["step"] == 2 and set(bad["model"]) == set(weights)
+    assert all(torch.isfinite(t).all() for t in bad["model"].values()), "存下的是更新前的好权重"
+    n = len(bad["texts"])
+    assert bad["rewards"].shape == bad["advantages"].shape == (n,)
+    assert bad["rollout"]["completion_ids"].shape[0] == n and len(bad["train_prompt_ids"]) * 4 == n
+
+
 @pytest.mark.parametrize(
     "argv, needle",
     [

@@ -20,6 +20,7 @@ import pytest
 
 from common.grpo_config import (
     AGGREGATIONS,
+    CONTROLS,
     DATA_SOURCES,
     FIELDS,
     OPTIMIZERS,
@@ -43,7 +44,7 @@ SMALL = [
     "--max-new-tokens", "16", "--eval-every", "2", "--n-train", "200", "--pass-k", "2",
 ]  # fmt: skip
 REQUIRED_KEYS = {
-    "step", "reward_mean", "reward_std", "accuracy", "format_rate", "zero_std_frac",
+    "step", "prompt_ids", "reward_mean", "reward_std", "accuracy", "format_rate", "zero_std_frac",
     "completion_len_mean", "completion_len_max", "truncation_rate", "entropy", "kl",
     "clip_fraction", "grad_norm", "lr", "rollout_s", "train_s", "tokens_per_s", "peak_vram_gb",
 }  # fmt: skip
@@ -119,7 +120,7 @@ def test_names_match_the_modules_that_define_them():
 
     assert tuple(aggregations) == AGGREGATIONS and tuple(optimizers) == OPTIMIZERS
     assert tuple(data_sources) == DATA_SOURCES and TIS_LEVELS == ("none", *LEVELS)
-    assert REWARDS == (*REWARD_FUNCS, "shuffled")
+    assert REWARDS == (*REWARD_FUNCS, *CONTROLS) and CONTROLS == ("shuffled", "shuffled_batch")
 
 
 @pytest.mark.parametrize(
@@ -130,7 +131,11 @@ def test_names_match_the_modules_that_define_them():
          "必须能被 --micro-batch=8 整除"),
         (["--preset", "gpt-5"], "未知的模型预设"),
         (["--data", "no/such/file.jsonl"], "不是存在的 jsonl 文件"),
-        (["--reward", "vibes"], "--reward 只能是 correctness | format_only | correctness_plus_format | shuffled"),
+        (["--reward", "vibes"], "--reward 只能是 correctness | format_only | correctness_plus_format | shuffled | shuffled_batch"),
+        (["--warmup-steps", "-1"], "--warmup-steps = -1 不合法：要 >= 0 的整数"),
+        (["--early-evals", "1,x"], "--early-evals = '1,x' 不合法：要是逗号分隔的正整数"),
+        (["--early-evals", "0,5"], "--early-evals = '0,5' 不合法"),
+        (["--start-evals", "3"], "--start-evals = 3 不合法：要 1 到 2 的整数"),
         (["--aggregation", "grpo"], "--aggregation"),
         (["--temperature", "0"], "--temperature"),
         (["--rollout", "turbo"], "--rollout"),
@@ -246,6 +251,29 @@ def test_smoke_run_writes_the_run_folder(tmp_path):
         assert 0 <= ev["pass_at"]["1"] <= ev["pass_at"]["2"] <= 1
         assert {"question", "gold", "completion", "reward"} <= set(ev["examples"][0])
     assert (out / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    # 逐题结果：训练前、训练后各一份（eval_*.json 的 per_question），训练中每次评估一行（eval_questions.jsonl）
+    questions = read_metrics(out / "eval_questions.jsonl")
+    assert [q["step"] for q in questions] == [r["step"] for r in rows if "eval_accuracy" in r]
+    for q, r in zip(questions, [r for r in rows if "eval_accuracy" in r]):
+        assert len(q["greedy"]) == 8 and sum(q["greedy"]) / 8 == r["eval_accuracy"]
+        if "eval_pass_at_2" in r:
+            assert q["k"] == 2 and sum(c / 2 for c in q["correct_of_k"]) / 8 == r["eval_pass_at_1"]
+    for name in ("eval_before.json", "eval_after.json"):
+        pq = json.loads((out / name).read_text())["per_question"]
+        assert len(pq["greedy"]) == len(pq["correct_of_k"]) == 8 and pq["k"] == 2
+
+
+@pytest.mark.slow
+def test_early_evals_off_and_the_flip_floor(tmp_path):
+    """--early-evals none：只在每 eval_every 步和最后一步评估；--start-evals 2 写下 eval_floor.json。"""
+    out = tmp_path / "run"
+    _run("--out", out, "--steps", "3", *SMALL, "--early-evals", "none", "--start-evals", "2")
+    rows = read_metrics(out / "metrics.jsonl")
+    assert ["eval_accuracy" in r for r in rows] == [False, True, True]  # 第 2 步定期、第 3 步最后
+    floor = json.loads((out / "eval_floor.json").read_text(encoding="utf-8"))
+    before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))
+    assert floor["n"] == 8 and floor["accuracy_first"] == before["accuracy"]
+    assert floor["grade_flips"] == floor["up"] + floor["down"] == len(floor["flipped"])
 
 
 @pytest.mark.slow
@@ -264,7 +292,8 @@ def test_degenerate_batches_do_not_produce_nan(tmp_path):
 @pytest.mark.slow
 def test_resume_is_bit_identical(tmp_path):
     """停在第 3 步再续跑到第 6 步 == 一口气跑 6 步：metrics.jsonl 除计时/显存外逐位相同。"""
-    args = [*SMALL, "--num-iterations", "2", "--beta", "0.05", "--save-every", "100"]
+    args = [*SMALL, "--num-iterations", "2", "--beta", "0.05", "--save-every", "100",
+            "--warmup-steps", "5"]  # fmt: skip
     _run("--out", tmp_path / "straight", "--steps", "6", *args)
     _run("--out", tmp_path / "split", "--steps", "3", *args)
     proc = _run("--resume", tmp_path / "split", "--steps", "6")
@@ -288,6 +317,31 @@ def test_resume_is_bit_identical(tmp_path):
         json.loads((tmp_path / d / "eval_after.json").read_text()) for d in ("straight", "split")
     ]
     assert after[0] == after[1]
+    lrs = [r["lr"] for r in split]  # 预热跨过了续跑的那一步：学习率照样接着升
+    assert lrs[:5] == pytest.approx([0.2 * s * 3e-5 for s in range(1, 6)]) and lrs[5] == 3e-5
+
+
+@pytest.mark.slow
+def test_a_run_and_its_control_train_on_the_same_prompts(tmp_path):
+    """同一个 seed 的运行和对照：10 步里每一步选到的题都一样（选题有自己的随机数流），续跑之后也一样；
+    第 1 步两者的权重、回答都还一样，组内打乱只改 reward 落在哪条回答上：每组的 reward 统计不变。"""
+    args = [*SMALL, "--eval-every", "10", "--pass-k", "0", "--early-evals", "none"]
+    _run("--out", tmp_path / "run", "--steps", "10", *args)
+    _run("--out", tmp_path / "control", "--steps", "5", "--reward", "shuffled", *args)
+    _run("--resume", tmp_path / "control", "--steps", "10")
+    run = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    control = read_metrics(tmp_path / "control" / "metrics.jsonl")
+    assert [r["step"] for r in control] == list(range(1, 11))
+    assert [r["prompt_ids"] for r in run] == [r["prompt_ids"] for r in control]
+    assert len({tuple(r["prompt_ids"]) for r in run}) == 10, "每一步都选到同样的题：选题没有在动"
+    first, ctl = run[0], control[0]
+    for key in ("reward_mean", "reward_std", "zero_std_frac", "accuracy", "completion_len_mean"):
+        assert first[key] == ctl[key], key
+    later = [
+        (a["accuracy"], a["grad_norm"]) != (b["accuracy"], b["grad_norm"])
+        for a, b in zip(run[1:], control[1:])
+    ]
+    assert any(later), "对照和运行 10 步里一模一样：对照的 reward 没有被打乱"
 
 
 # 「训练有用」的 CI 版：默认设置（tiny、每步 16 题 × 8 条、默认 lr、默认的 200 道 held-out）只跑 10 步、只评贪心。

@@ -29,13 +29,6 @@ def _load():
 R = _load()
 
 
-def test_sign_test_by_hand():
-    assert R.sign_test_p(0, 0) == 1.0
-    assert R.sign_test_p(5, 0) == pytest.approx(2 / 32)  # 5 次全朝一边：2 × (1/2)^5
-    assert R.sign_test_p(3, 3) == 1.0
-    assert R.sign_test_p(1, 9) == pytest.approx(2 * 11 / 1024)  # 2 × (C(10,0) + C(10,1)) / 2^10
-
-
 def test_paired_counts_and_se():
     q = [{"question": str(i), "reward": r} for i, r in enumerate([1, 0, 0, 1])]
     a = [{"question": str(i), "reward": r} for i, r in enumerate([1, 1, 0, 0])]

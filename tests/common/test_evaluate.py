@@ -102,3 +102,38 @@ def test_extra_ks_come_from_the_same_samples():
     assert ev["pass_at"]["4"] == evaluate(_fake_complete, PROBLEMS, k=4)["pass_at"]["4"]
     with pytest.raises(ValueError, match="extra_ks"):
         evaluate(_fake_complete, PROBLEMS, k=4, extra_ks=(8,))
+
+
+def test_per_question_results_make_the_means():
+    """逐题结果（配对比较靠它）：贪心的 0/1 之和 / 题数 = accuracy；每题 k 条里答对几条算出 pass@1、pass@k。"""
+    ev = evaluate(_fake_complete, PROBLEMS, k=4, batch_size=3)
+    pq = ev["per_question"]
+    assert pq["k"] == 4 and pq["greedy"] == [1, 0, 1, 0, 1]
+    assert sum(pq["greedy"]) / len(PROBLEMS) == ev["accuracy"]
+    assert len(pq["correct_of_k"]) == len(PROBLEMS) and all(0 <= c <= 4 for c in pq["correct_of_k"])
+    assert sum(c / 4 for c in pq["correct_of_k"]) / 5 == pytest.approx(ev["pass_at"]["1"])
+    assert sum(c > 0 for c in pq["correct_of_k"]) / 5 == pytest.approx(ev["pass_at"]["4"])
+    greedy_only = evaluate(_fake_complete, PROBLEMS, k=0)["per_question"]
+    assert greedy_only == {"greedy": [1, 0, 1, 0, 1], "k": 0}
+
+
+def test_flip_floor_counts_what_another_batch_composition_changes():
+    """同样的「权重」，换一种 batch 组合再评一次：一个依赖 batch 的假模型（batch 里第一题答错）
+    会在另一种题序下翻掉几题；不依赖 batch 的假模型一题也不翻。"""
+    from common.evaluate import flip_floor
+
+    problems = [Problem(f"q{i}", f"#### {i}", str(i)) for i in range(12)]
+
+    def batch_dependent(chunk, greedy, generator):
+        return ["\\boxed{99}" if j == 0 else f"\\boxed{{{p.gold}}}" for j, p in enumerate(chunk)]
+
+    first = evaluate(batch_dependent, problems, k=0, batch_size=4, answers=True)
+    floor = flip_floor(batch_dependent, problems, first, batch_size=4)
+    assert first["accuracy"] == pytest.approx(
+        9 / 12
+    )  # 第 0、4、8 题在第一次里是各自 batch 的第一题
+    assert floor["n"] == 12 and floor["grade_flips"] == floor["up"] + floor["down"] > 0
+    assert floor["grade_flips"] == len(floor["flipped"]) == floor["text_changes"]
+    assert floor["accuracy_second"] == pytest.approx(9 / 12)  # 每个 batch 仍有一题答错
+    steady = evaluate(_fake_complete, PROBLEMS, k=0, answers=True)
+    assert flip_floor(_fake_complete, PROBLEMS, steady)["grade_flips"] == 0

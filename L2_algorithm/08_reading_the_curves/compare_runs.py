@@ -1,0 +1,308 @@
+"""L2.08 第 1.1 节：几个 seed 的运行和它们的对照，逐题配对地比（只读运行目录，不加载模型）。
+
+    python L2_algorithm/08_reading_the_curves/compare_runs.py                 # 仓库附带的 tiny 运行
+    python L2_algorithm/08_reading_the_curves/compare_runs.py \\
+        --pair runs/s0 runs/s0-ctl --pair runs/s1 runs/s1-ctl --plot runs/compare.png
+
+每一对 = 一次运行 + 同一个 seed 的对照（--reward shuffled）。它们每一步选到的题一样（grpo_train.py 的
+选题有自己的随机数流），held-out 也是同一批题，所以可以逐题配对。打印：
+
+1. 实验是不是公平：每对是不是同一批 held-out 题、每一步的训练题是不是一样、设置差在哪；
+2. 每个目录训练前 -> 比较的那一步：贪心正确率、pass@1、pass@k，以及训练前后逐题配对的翻对 / 翻错；
+3. 每个 seed 的「运行 − 对照」：贪心、pass@1、pass@k 都逐题配对，带精确的符号检验 p 值；
+4. 几个 seed 放在一起：运行 − 对照的均值和 seed 之间的范围；
+5. 评估自己的底噪（运行用 --start-evals 2 时）：同样的权重换一种 batch 组合，有几题判分变了。
+--plot 画 held-out 正确率随步数的变化：每个 seed 一个颜色，运行实线、对照虚线。
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
+from common.evaluate import pass_at_k
+from common.metrics import MetricsError, read_metrics
+from common.paired_stats import binomial_se, paired, spread
+
+HERE = Path(__file__).resolve().parent
+SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0 和 1，各带一个组内打乱的对照
+SHIPPED_PAIRS = (("seed0", "seed0-shuffled"), ("seed1", "seed1-shuffled"))
+# 这些设置不同，运行和对照就不只差「reward 里有没有信息」
+SAME = ("model", "init", "data", "n_train", "difficulty", "n_heldout", "prompts_per_step",
+        "group_size", "max_new_tokens", "temperature", "top_p", "beta", "aggregation", "lr",
+        "warmup_steps", "num_iterations", "micro_batch", "seed", "eval_batch", "pass_k")  # fmt: skip
+
+
+class RunError(ValueError):
+    """A run folder this tool cannot read; the message names the file and what to do."""
+
+
+def signed(x: float, digits: int = 3) -> str:
+    return f"{x:+.{digits}f}".replace("-", "−")
+
+
+def _json(path: Path) -> dict:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunError(
+            f"{path} 读不出来（{type(err).__name__}）：要指向 grpo_train.py 的运行目录"
+        ) from None
+    if not isinstance(obj, dict):
+        raise RunError(f"{path} 不是一个 JSON 对象：要指向 grpo_train.py 的运行目录")
+    return obj
+
+
+class Run:
+    """One run folder: its config, every evaluation's per-question results, its metrics rows."""
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        self.name = self.folder.name
+        self.config = _json(self.folder / "config.json")
+        before = _json(self.folder / "eval_before.json")
+        if "per_question" not in before:
+            raise RunError(
+                f"{self.folder / 'eval_before.json'} 里没有逐题结果 per_question："
+                "这个目录是旧版 grpo_train.py 写的，用 real_run.py 读它"
+            )
+        try:
+            rows = read_metrics(self.folder / "eval_questions.jsonl")
+            self.metrics = read_metrics(self.folder / "metrics.jsonl")
+        except MetricsError as err:
+            raise RunError(str(err)) from None
+        self.evals = {0: before["per_question"]} | {r["step"]: r for r in rows}
+        n = {len(e.get("greedy") or []) for e in self.evals.values()}
+        if len(n) != 1 or 0 in n:
+            raise RunError(f"{self.folder} 的逐题结果长度不一（{sorted(n)}）：文件被改过或截断了")
+        self.n = n.pop()
+        self.floor = (
+            _json(self.folder / "eval_floor.json") if self._has("eval_floor.json") else None
+        )
+
+    def _has(self, name: str) -> bool:
+        return (self.folder / name).is_file()
+
+    def values(self, step: int, metric: str) -> list[float] | None:
+        """Per question at `step`: "greedy" (0/1), "pass@1" (c/k) or "pass@k"; None if not measured."""
+        e = self.evals.get(step)
+        if e is None:
+            return None
+        if metric == "greedy":
+            return [float(x) for x in e["greedy"]]
+        k, correct = e.get("k", 0), e.get("correct_of_k")
+        if not k or correct is None:
+            return None
+        kk = 1 if metric == "pass@1" else k
+        return [pass_at_k(k, c, kk) for c in correct]
+
+    def mean(self, step: int, metric: str) -> float | None:
+        v = self.values(step, metric)
+        return None if v is None else sum(v) / len(v)
+
+    @property
+    def k(self) -> int:
+        return max((e.get("k", 0) for e in self.evals.values()), default=0)
+
+    def prompt_ids(self) -> dict[int, list[int]]:
+        return {r["step"]: r["prompt_ids"] for r in self.metrics if "prompt_ids" in r}
+
+
+METRICS = ("greedy", "pass@1", "pass@k")
+
+
+def common_step(run: Run, control: Run, step: int | None) -> int:
+    """The step to compare at: `step` if both measured it, else the last step both measured
+    with pass@k (or, without pass@k, the last step both measured at all)."""
+    both = sorted(set(run.evals) & set(control.evals))
+    if step is not None:
+        if step not in both:
+            raise RunError(
+                f"{run.name} 和 {control.name} 没有都在第 {step} 步评估过；都评估过的步：{both}"
+            )
+        return step
+    with_k = [s for s in both if run.values(s, "pass@k") and control.values(s, "pass@k")]
+    return (with_k or both)[-1]
+
+
+def fairness(run: Run, control: Run) -> list[str]:
+    """Lines that say whether this is a fair control (same questions, prompts and settings)."""
+    lines = []
+    differ = [k for k in SAME if run.config.get(k) != control.config.get(k)]
+    rewards = f"reward：{run.config.get('reward')} vs {control.config.get('reward')}"
+    lines.append(rewards + ("；其余设置相同" if not differ else f"；还有这些设置不同：{differ}"))
+    if run.n != control.n:
+        lines.append(f"held-out 题数不同（{run.n} vs {control.n}）：不能逐题配对")
+    a, b = run.prompt_ids(), control.prompt_ids()
+    steps = sorted(set(a) & set(b))
+    if not steps:
+        lines.append("训练题：没有记录 prompt_ids，无法核对")
+    else:
+        first = next((s for s in steps if a[s] != b[s]), None)
+        lines.append(
+            f"训练题：第 1–{steps[-1]} 步每一步都相同"
+            if first is None
+            else f"训练题：从第 {first} 步起不同（对照没有用同一个选题随机数流）"
+        )
+    return lines
+
+
+def fmt(x: float | None) -> str:
+    return "—" if x is None else f"{x:.3f}"
+
+
+def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
+    lines = [
+        "| 目录 | 比较的步 | 贪心：训练前 → 后 | pass@1 | pass@k | 贪心逐题：翻对 / 翻错，p |",
+        "|---|---:|---|---|---|---|",
+    ]
+    for r in runs:
+        s = steps[r.name]
+        cells = [f"{fmt(r.mean(0, m))} → {fmt(r.mean(s, m))}" for m in METRICS]
+        d = paired(r.values(0, "greedy"), r.values(s, "greedy"))
+        lines.append(
+            f"| `{r.name}` | {s} | "
+            + " | ".join(cells)
+            + f" | {d['up']} / {d['down']}，p = {d['p']:.3f} |"
+        )
+    return "\n".join(lines)
+
+
+def difference(run: Run, control: Run, step: int, metric: str) -> dict | None:
+    a, b = control.values(step, metric), run.values(step, metric)
+    return None if a is None or b is None else paired(a, b)
+
+
+def pair_table(pairs: list[tuple[Run, Run]], steps: list[int]) -> str:
+    lines = [
+        "| 运行 − 对照 | 步 | 指标 | 运行 | 对照 | 差 ± 标准误 | 运行好 / 对照好（题） | 符号检验 p |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    for (run, control), step in zip(pairs, steps):
+        for metric in METRICS:
+            d = difference(run, control, step, metric)
+            if d is None:
+                continue
+            label = metric if metric != "pass@k" else f"pass@{run.k}"
+            lines.append(
+                f"| `{run.name}` − `{control.name}` | {step} | {label} | {fmt(run.mean(step, metric))} "
+                f"| {fmt(control.mean(step, metric))} | {signed(d['diff'])} ± {d['se']:.3f} "
+                f"| {d['up']} / {d['down']} | {d['p']:.3g} |"
+            )
+    return "\n".join(lines)
+
+
+def seeds_table(pairs: list[tuple[Run, Run]], steps: list[int]) -> str:
+    lines = [
+        f"| 指标 | 运行 − 对照：{len(pairs)} 个 seed 的均值 | seed 之间的范围 | 每个 seed |",
+        "|---|---:|---|---|",
+    ]
+    for metric in METRICS:
+        diffs = [difference(r, c, s, metric) for (r, c), s in zip(pairs, steps)]
+        if any(d is None for d in diffs):
+            continue
+        sp = spread([d["diff"] for d in diffs])
+        sd = "" if sp["sd"] is None else f"，标准差 {sp['sd']:.3f}"
+        each = "，".join(signed(d["diff"]) for d in diffs)
+        label = metric if metric != "pass@k" else f"pass@{pairs[0][0].k}"
+        lines.append(
+            f"| {label} | {signed(sp['mean'])} | {signed(sp['min'])} 到 {signed(sp['max'])}{sd} | {each} |"
+        )
+    return "\n".join(lines)
+
+
+def floor_lines(runs: list[Run]) -> list[str]:
+    lines = []
+    for r in runs:
+        f = r.floor
+        if f:
+            lines.append(
+                f"- `{r.name}`：{f['n']} 题里 {f['grade_flips']} 题判分变了（{f['up']} 题变对、{f['down']} 题变错），"
+                f"{f['text_changes']} 题的回答文字变了；正确率 {f['accuracy_first']:.3f} vs {f['accuracy_second']:.3f}"
+            )
+    return lines
+
+
+def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    k = max(r.k for pair in pairs for r in pair)
+    panels = [("greedy", "held-out accuracy (greedy)"), ("pass@1", "held-out pass@1 (sampled)"),
+              ("pass@k", f"held-out pass@{k} (sampled)")]  # fmt: skip
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    for ax, (metric, title) in zip(axes, panels):
+        for i, (run, control) in enumerate(pairs):
+            for r, style in ((run, "o-"), (control, "s--")):
+                pts = [
+                    (s, r.mean(s, metric)) for s in sorted(r.evals) if r.mean(s, metric) is not None
+                ]
+                if pts:
+                    ax.plot(*zip(*pts), style, color=f"C{i}", ms=3, label=r.name)
+        ax.set_title(title, fontsize=10)
+        ax.set_xlabel("step", fontsize=8)
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+    axes[0].legend(fontsize=7)
+    fig.suptitle("runs (solid) vs their controls (dashed), one color per seed", fontsize=11)
+    tmp = path.with_name(path.stem + ".tmp.png")
+    fig.savefig(tmp, dpi=80)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
+    steps = [common_step(r, c, step) for r, c in pairs]
+    runs = [r for pair in pairs for r in pair]
+    out = ["## 实验是不是公平\n"]
+    for run, control in pairs:
+        out.append(f"`{run.name}` vs `{control.name}`：")
+        out += [f"- {line}" for line in fairness(run, control)]
+        out.append("")
+    at = {r.name: s for (run, control), s in zip(pairs, steps) for r in (run, control)}
+    n = runs[0].n
+    out.append(
+        f"## 训练前 → 比较的那一步（{n} 道 held-out 题；一个正确率 0.5 的标准误是 ±{binomial_se(0.5, n):.3f}）\n"
+    )
+    out.append(before_after_table(runs, at))
+    out.append("\n## 每个 seed：运行 − 对照，同一步、同一批题逐题配对\n")
+    out.append(pair_table(pairs, steps))
+    out.append("\n## 几个 seed 放在一起\n")
+    out.append(seeds_table(pairs, steps))
+    floor = floor_lines(runs)
+    if floor:
+        out.append("\n## 评估自己的底噪：同样的权重，换一种 batch 组合再评一次\n")
+        out += floor
+    return "\n".join(out)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN", "CONTROL"),
+                    help="一次运行和它的对照（同一个 seed）；可给多次。不给：仓库附带的 tiny 运行")  # fmt: skip
+    ap.add_argument("--step", type=int, default=None,
+                    help="在哪一步比（默认：两边都评估过 pass@k 的最后一步）")  # fmt: skip
+    ap.add_argument(
+        "--plot", type=Path, default=None, help="把 held-out 正确率随步数的图存到这个 PNG"
+    )
+    args = ap.parse_args(argv)
+    given = args.pair or [(SHIPPED / r, SHIPPED / c) for r, c in SHIPPED_PAIRS]
+    try:
+        pairs = [(Run(r), Run(c)) for r, c in given]
+        print(report(pairs, args.step))
+        if args.plot:
+            plot(pairs, args.plot)
+            print(f"\n图：{args.plot}")
+    except (RunError, OSError) as err:
+        print(f"错误：{err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
