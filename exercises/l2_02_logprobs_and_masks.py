@@ -81,17 +81,17 @@ def hidden_token_logprobs(
 
     hidden: (B, L, H)，模型最后一层（末层 RMSNorm 之后）的输出，L >= T + 1；位置 i 的 hidden 预测第 i+1 个 token。
     lm_head_weight: (V, H)。
-    tokens: (B, T) 回答的 token id，是序列的最后 T 个 token，所以给它们打分的是 hidden[:, L-T-1 : L-1]。
+    tokens: (B, T) 回答的 token id，是序列的最后 T 个 token（哪 T 个位置的 hidden 给它们打分：README 6.1 节的公式）。
     temperature: 与采样时相同；logits 先除以它再求 softmax。
     chunk_rows: B·T 个位置展平后每块多少行。
     返回 (logp, entropy)，都是 (B, T) float32。logp 能对 hidden 和 lm_head_weight 反向传播；entropy 不带梯度。
     要求：
       - 每块内部全用 float32：先把这一块的 hidden 和权重升到 float32，再做矩阵乘（不是乘完再升）；
-      - forward 和 backward 里都不能出现 (B, T, V) 大小的张量：每块用 torch.utils.checkpoint 包住；
+      - forward 和 backward 里都不能出现 (B, T, V) 大小的张量（README 6.2 节）；
       - hidden 的 L < T + 1、权重的 H 与 hidden 不一致、temperature <= 0 时抛 ValueError；
       - 在 meta 设备上也能跑（hidden_memory.py 用它数字节）：meta 没有 autocast，那里跳过关 autocast 这一步。
     """
     raise NotImplementedError(
-        "提示：先取 hidden[:, L-T-1:L-1] 展平成 (B·T, H)；每块 z = h.float() @ W.float().T / temperature，"
-        "logp = z[y] - logsumexp(z)；需要梯度时用 checkpoint 包住每一块。"
+        "规格在 L2_algorithm/02_logprobs_and_masks/README.md 6.1 节，每一部分为什么在那里见 6.2 节，"
+        "手算例子在 6.3 节，分级提示在 6.5 节（折叠着，卡住了再展开）。"
     )

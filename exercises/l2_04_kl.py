@@ -33,7 +33,8 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     log 概率很低（float32 里 e^-120 会下溢成 0）、log 比值很小（1e-16）时也要算对。
     """
     raise NotImplementedError(
-        "提示：r 是「参考 ÷ 当前」。先用 README 3.2 节的表在纸上核对方向，再看 3.3 节的提示（为什么用 expm1）。"
+        "提示：r 是「参考 ÷ 当前」。先用 README 3.2 节的表在纸上核对方向；3.1 节「边界」要求 k3 精确 >= 0，"
+        "卡住了再展开 3.3 节折叠着的提示。"
     )
 
 

@@ -54,5 +54,6 @@ def grpo_loss(
     给了 ref_logp 时还有 "kl"（k3 在有效 token 上的平均）。
     """
     raise NotImplementedError(
-        "提示：先用 clipped_surrogate_loss 得到逐 token 损失，beta>0 时加 beta*kl_k3；三种聚合只差分母，用 masked_mean 处理空行。"
+        "规格在 L2_algorithm/05_grpo_loss/README.md 3.1 节，每一步为什么在那里见 3.2 节，"
+        "手算例子在 3.3 节，分级提示在 3.4 节（折叠着，卡住了再展开）。"
     )

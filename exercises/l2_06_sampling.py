@@ -20,5 +20,6 @@ def process_logits(
     返回 (B, V)，dtype 与 logits 相同。向量化实现（sort + cumsum + scatter），不许对 token 写 Python 循环。
     """
     raise NotImplementedError(
-        "提示：sort 降序后算 softmax 的 cumsum，减去自身得到「排在前面的累计概率」，它 >= top_p 的位置删掉，再 scatter 回原位置。"
+        "规格在 L2_algorithm/06_sampling/README.md 3.1 节；先用 3.2 节的例子在纸上走一遍，"
+        "卡住了再展开 3.3 节折叠着的提示。"
     )

@@ -14,12 +14,13 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     """micro-batch 损失的权重 w，使 Σ_mb w_mb · grpo_loss(mb) == grpo_loss(整个 batch)。
 
     mb_mask: (M, T) 这个 micro-batch 的回答 mask；batch_mask: (N, T) 整个 batch 的（mb 是它的若干行）。
-    aggregation: L2.05 的三种聚合之一（AGGREGATIONS）；w 怎么由它决定，是 README 2.7 节要你推出来的。
+    aggregation: L2.05 的三种聚合之一（AGGREGATIONS）；w 怎么由它决定，要你自己推（README 2.7 节）。
     batch_mask 全 0 时 "token_mean" 返回 0.0（不出 NaN，也不抛 ZeroDivisionError）。
     未知 aggregation、mask 不是二维时抛 ValueError。返回 Python float。
     """
     raise NotImplementedError(
-        "提示：先想清楚每种 aggregation 的分母是「行数」还是「有效 token 数」，权重就是这个 micro-batch 占分母的份额。"
+        "规格在 L2_algorithm/07_grpo_train/README.md 2.7 节：w 要你自己推，推完先用那里的手算例子核对；"
+        "卡住了再展开那一节折叠着的提示。"
     )
 
 

@@ -27,6 +27,6 @@ def tis_weights(
     padding 处的权重为 0。
     """
     raise NotImplementedError(
-        "提示：先用 torch.where 把 padding 处的 log 比值换成 0，"
-        "sequence 级再按行求和；exp 之后再截断到 cap，最后把 padding 置 0。"
+        "规格在 L2_algorithm/09_train_inference_mismatch/README.md 第 2 节，手算例子在第 3 节，"
+        "分级提示在「练习」一节（折叠着，卡住了再展开）。"
     )

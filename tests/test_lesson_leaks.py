@@ -7,12 +7,15 @@
 
 from __future__ import annotations
 
+import ast
 import pkgutil
+import re
 
 import pytest
 from check_lesson_leaks import (
     MAX_PER_FUNCTION,
     MAX_SHARE,
+    MODULE_GLOB,
     function_lines,
     lesson_modules,
     lesson_readme,
@@ -121,3 +124,53 @@ def test_total_share_is_small():
         f"参考实现的非平凡行有 {leaked}/{total} = {leaked / total:.1%} 逐字出现在课文里，"
         f"上限是 {MAX_SHARE:.0%}"
     )
+
+
+# 空桩的提示原样出现在学习者的失败信息里（「还没实现：……。<提示>」），不折叠：只能指路，不能写算法。
+# 这条规则只认得出写成代码的算法（张量操作、切片、公式里的运算符）；写成一句话的做法要靠审稿人看。
+_CODE_IN_HINT = re.compile(
+    r"torch\.|\w\[[^\]]*[:,]|@|\w\s*\*\s*\w|\.(?:float|sum|mean|exp|log|T)\b"
+    r"|logsumexp|expm1|cumsum|scatter|where\(|\bw\s*="
+)
+
+
+def _stub_hints() -> list[tuple[str, str]]:
+    hints = []
+    for path in sorted((ROOT / "exercises").glob(MODULE_GLOB)):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
+                if getattr(node.exc.func, "id", "") == "NotImplementedError" and node.exc.args:
+                    text = "".join(
+                        a.value for a in ast.walk(node.exc.args[0]) if isinstance(a, ast.Constant)
+                    )
+                    hints.append((f"{path.stem}:{node.lineno}", text))
+    return hints
+
+
+STUB_HINTS = _stub_hints()
+
+
+def test_stub_hints_point_to_the_lesson_and_hold_no_algorithm():
+    assert STUB_HINTS, "exercises/ 里一个空桩都没找到"
+    bad = [f"{where}：{text}" for where, text in STUB_HINTS if _CODE_IN_HINT.search(text)]
+    assert not bad, (
+        "这些空桩的提示写了算法（它会原样出现在失败信息里）：改成只指向规格、例子和提示在课文的哪一节\n"
+        + "\n".join(bad)
+    )
+    lost = [f"{where}：{text}" for where, text in STUB_HINTS if "节" not in text]
+    assert not lost, "这些空桩的提示没有指向课文的哪一节：\n" + "\n".join(lost)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "提示：先取 hidden[:, L-T-1:L-1] 展平",
+        "每块 z = h.float() @ W.float().T",
+        "提示：sort 降序后算 softmax 的 cumsum",
+        "再看 3.3 节的提示（为什么用 expm1）",
+        "先用 torch.where 把 padding 处的 log 比值换成 0",
+        "beta>0 时加 beta*kl_k3；三种聚合只差分母",
+    ],
+)
+def test_the_stub_hint_rule_catches_algorithms(text):
+    assert _CODE_IN_HINT.search(text), text

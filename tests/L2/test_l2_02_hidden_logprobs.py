@@ -55,7 +55,7 @@ CRASHES = {
             WHY,
         ),
         "gather": "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)",
-        "reshape": "要打分的是 hidden[:, L-T-1 : L-1] 这 T 个位置：先切片，再 reshape 成 (B·T, H)",
+        "reshape": "要打分的是 T 个位置（哪 T 个：6.1 节的公式）：先切片，再 reshape 成 (B·T, H)",
         "empty_cat": ("T = 0 时一块也没有：直接返回两个 (B, 0) 的空 float32 张量", SPEC),
     }
 }
@@ -132,7 +132,7 @@ MISTAKES = [
         _upcast_after_matmul,
     ),
     Mistake(
-        "错了一位：用 hidden[:, -T:] 给 tokens 打分，应为 hidden[:, L-T-1 : L-1]",
+        "错了一位：用 hidden[:, -T:] 给 tokens 打分（最后一个位置的 hidden 预测的是回答之后的 token）",
         SECTION,
         _no_shift,
     ),
@@ -142,12 +142,12 @@ MISTAKES = [
         _temperature_after_log_softmax,
     ),
     Mistake(
-        "错了一位（往前多错了一位）：用 hidden[:, L-T-2 : L-2] 给 tokens 打分，应为 hidden[:, L-T-1 : L-1]",
+        "往前多错了一位：用 hidden[:, L-T-2 : L-2] 给 tokens 打分（每个位置的 hidden 预测的是下一个 token）",
         WHY,
         _shift_two,
     ),
     Mistake(
-        "用了最前面的 hidden（hidden[:, :T]，那是 prompt 的位置）：给回答打分的是倒数第 T+1 到倒数第 2 个位置",
+        "用了最前面的 hidden（hidden[:, :T]，那是 prompt 的位置）：回答是序列的最后 T 个 token",
         WHY,
         _first_positions,
     ),
@@ -233,7 +233,7 @@ def test_longer_hidden_than_needed(mod):
     hidden2[:, -1] = float("nan")
     got = mod.hidden_token_logprobs(hidden2, weight, tokens)
     assert torch.isfinite(got[0]).all(), (
-        "读到了不该用的位置：只有 hidden[:, L-T-1 : L-1] 给回答打分"
+        "读到了不该用的位置（prompt 的位置，或最后一个位置）：回看 6.1 节的公式，哪 T 个位置给回答打分"
     )
 
 

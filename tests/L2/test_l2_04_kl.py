@@ -84,7 +84,7 @@ K3_PROB_SPACE = Mistake(
 K3_MISTAKES.append(K3_PROB_SPACE)
 NEGATIVE_K3 = (
     "k3 按 e^(log r) − log r − 1 的字面顺序算了：log r 很小时 e^x 舍入成 1（或差一个 ulp），"
-    "结果成了 −1e-16 这样的负数；k3 要精确 >= 0，用 expm1（3.3 提示 2）"
+    "结果成了 −1e-16 这样的负数；k3 要精确 >= 0：回看 3.1 节「边界」，卡住了展开 3.3 节的提示"
 )
 MISTAKES = {"kl_k1": K1_MISTAKES, "kl_k2": K2_MISTAKES, "kl_k3": K3_MISTAKES}
 

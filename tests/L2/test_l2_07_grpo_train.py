@@ -63,11 +63,11 @@ def _mistake(what, bug):
 
 
 MISTAKES = [
-    _mistake("让 token_mean 也按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
-    _mistake("让 sequence_mean / constant 按有效 token 数分摊了（它们该用 M/N）", "rows_by_tokens"),
+    _mistake("让 token_mean 按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
+    _mistake("让 sequence_mean / constant 按有效 token 数分摊了", "rows_by_tokens"),
     _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
-    _mistake("份额倒过来了（整批 ÷ 这一份，应是这一份 ÷ 整批：所有份的 w 加起来是 1）", "inverted"),
+    _mistake("份额倒过来了（整批 ÷ 这一份：所有份的 w 加起来不是 1）", "inverted"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted"]
 ROWS_BY_TOKENS = MISTAKES[1]

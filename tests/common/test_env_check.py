@@ -161,3 +161,24 @@ def test_env_check_reports_a_model_folder(tmp_path, capsys):
     assert "qwen2" in out and "grpo_train.py --model" in out and "全参数" in out
     assert env_check.main(["--model", str(tmp_path / "nope")]) == 2
     assert "模型目录不存在" in capsys.readouterr().err
+
+
+def test_lesson_shows_what_env_check_prints_now(capsys, monkeypatch):
+    """L1.01 第 5 节贴的无 GPU 输出就是现在的输出：除了本机的 Python 那一行和版本号换成 … 的库版本那一行，逐行相同。"""
+    monkeypatch.setattr(env_check, "gpu_info", lambda: None)
+    assert env_check.main([]) == 0
+    printed = capsys.readouterr().out.strip().splitlines()
+    root = Path(__file__).resolve().parents[2]
+    lesson = (root / "L1_concepts" / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
+    section = lesson.split("## 5. 没有 GPU 怎么办", 1)[1]
+    block = section.split("```text\n", 1)[1].split("\n```", 1)[0].splitlines()
+    drifts = ("Python ", "库版本：")
+    assert [x for x in block if not x.startswith(drifts)] == [
+        x for x in printed if not x.startswith(drifts)
+    ], (
+        "L1.01 第 5 节贴的 env_check 输出过时了：重跑 python -m common.env_check，把输出贴回去（库版本那一行的版本号写成 …）"
+    )
+    versions = next(x for x in block if x.startswith("库版本："))
+    assert not any(ch.isdigit() for ch in versions), (
+        f"课文的库版本那一行不该写版本号（会过时）：{versions}"
+    )
