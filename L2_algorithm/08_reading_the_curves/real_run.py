@@ -111,10 +111,52 @@ def habit_columns(columns: list[tuple[str, list[dict] | None]]) -> str:
 
 
 # ---- 读运行目录 -------------------------------------------------------------------------------
+def _bad(path: Path, what: str) -> SystemExit:
+    return SystemExit(f"错误：{path} {what}：要指向 grpo_train.py 写完的运行目录，文件不要手改")
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
 def check_folder(folder: Path) -> None:
+    """读之前先核对运行目录里每个要用的文件：缺了、空了、值的类型不对，都在这里说清楚是哪个文件。"""
     for name in ("config.json", "eval_before.json", "metrics.jsonl"):
         if not (folder / name).is_file():
-            raise SystemExit(f"错误：{folder / name} 不存在：要指向 grpo_train.py 的运行目录")
+            raise _bad(folder / name, "不存在")
+    config = read_json(folder / "config.json")
+    keys = ("lr", "aggregation", "temperature", "micro_batch", "eval_batch", "reward")
+    if config is None or any(k not in config for k in keys):
+        raise _bad(folder / "config.json", f"读不出来，或缺少 {', '.join(keys)} 中的键")
+    before = read_json(folder / "eval_before.json")
+    if before is None or not _number(before.get("accuracy")) or not _number(before.get("n")):
+        raise _bad(folder / "eval_before.json", "读不出来，或没有数值的 accuracy 和 n")
+    try:
+        rows = read_metrics(folder / "metrics.jsonl")
+    except ValueError as err:
+        raise SystemExit(f"错误：{err}") from None
+    if not rows:
+        raise _bad(folder / "metrics.jsonl", "是空的（一步都没有记下）")
+    if any(not _number(r.get("reward_mean")) for r in rows):
+        raise _bad(folder / "metrics.jsonl", "有一行的 reward_mean 不是数")
+    for which in ("before", "after"):
+        path = folder / f"answers_{which}.jsonl"
+        if not path.is_file():
+            continue
+        try:
+            answers = read_jsonl(path)
+        except (OSError, ValueError) as err:
+            raise _bad(path, f"读不出来（{type(err).__name__}）") from None
+        if not answers:
+            raise _bad(path, "是空的")
+        for i, r in enumerate(answers, start=1):
+            ok = isinstance(r, dict) and _number(r.get("reward"))
+            if (
+                not ok
+                or not isinstance(r.get("question"), str)
+                or not isinstance(r.get("completion"), str)
+            ):
+                raise _bad(path, f"第 {i} 行不是 {{question, completion, reward（数）}}")
 
 
 def eval_points(run: Path) -> list[tuple[int, float]]:
@@ -167,9 +209,10 @@ def reward_segments(run: Path, width: int = SEGMENT) -> list[float]:
     return [statistics.fmean(values[i : i + width]) for i in range(0, len(values), width)]
 
 
-def peak_memory(run: Path) -> float:
-    """整次运行里 PyTorch 显存的峰值（GiB，grpo_train 记的 peak_vram_gb，含评估）。"""
-    return max(r["peak_vram_gb"] for r in read_metrics(run / "metrics.jsonl"))
+def peak_memory(run: Path) -> float | None:
+    """整次运行里 PyTorch 显存的峰值（GiB，grpo_train 记的 peak_vram_gb，含评估）；CPU 上的运行是 None。"""
+    values = [r.get("peak_vram_gb") for r in read_metrics(run / "metrics.jsonl")]
+    return max((v for v in values if v is not None), default=None)
 
 
 def step_seconds(run: Path, first: int = 1, last: int | None = None) -> dict[str, float]:
@@ -398,19 +441,31 @@ def report_pair(run: Path, control: Path | None) -> None:
     print("\n## 显存和时间\n")
     for folder in [run] + ([control] if control else []):
         t = step_seconds(folder)
-        print(f"{folder.name}：显存峰值 {peak_memory(folder):.2f} GiB；一步的中位数 {t['median']:.1f} s"
+        peak = peak_memory(folder)
+        memory = "—（CPU 上的运行没有显存数字）" if peak is None else f"{peak:.2f} GiB"
+        print(f"{folder.name}：显存峰值 {memory}；一步的中位数 {t['median']:.1f} s"
               f"（{t['min']:.1f}–{t['max']:.1f} s；rollout {t['rollout']:.1f} s，训练 {t['train']:.1f} s），"
               f"共 {t['total']:.0f} s")  # fmt: skip
     print()
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"要一个 >= 0 的整数，得到 {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     ap.add_argument("run", nargs="?", type=Path, default=None,
                     help="运行目录（不给：仓库附带的三对运行）")  # fmt: skip
     ap.add_argument("--control", type=Path, default=None, help="对照的运行目录")
     ap.add_argument("--plot", type=Path, default=None, help="把 2×4 的对比图存到这个 PNG")
-    ap.add_argument("--examples", type=int, default=0,
+    ap.add_argument("--examples", type=_count, default=0,
                     help="再打印这么多道训练前后判分变了的题（最后一对的运行）")  # fmt: skip
     args = ap.parse_args(argv)
     if args.run is None:

@@ -236,3 +236,53 @@ def test_every_shipped_verdict_holds_under_the_current_reward():
                 )
     assert total == 4000
     assert not changed, "现在的 reward 改变了这些判分：\n" + "\n".join(changed)
+
+
+def _tiny_folder(folder: Path, peak=None, rewards=(1, 0, 0, 1)) -> Path:
+    """一个能读的最小运行目录（CPU 上的运行：peak_vram_gb 是 null）。"""
+    folder.mkdir()
+    config = {"lr": 3e-5, "aggregation": "sequence_mean", "temperature": 1.0, "micro_batch": 32,
+              "eval_batch": 128, "reward": "correctness"}  # fmt: skip
+    (folder / "config.json").write_text(json.dumps(config))
+    (folder / "eval_before.json").write_text(json.dumps({"accuracy": 0.5, "n": 4}))
+    row = {"step": 1, "reward_mean": 0.5, "peak_vram_gb": peak, "rollout_s": 0.1, "train_s": 0.2,
+           "elapsed_s": 0.3, "eval_accuracy": 0.5}  # fmt: skip
+    (folder / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    lines = [{"question": f"q{i}", "gold": "1", "completion": "x", "reward": r}
+             for i, r in enumerate(rewards)]  # fmt: skip
+    (folder / "answers_before.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return folder
+
+
+def test_a_cpu_run_has_no_memory_figure_and_still_reports(tmp_path, capsys):
+    """CPU 上的运行 peak_vram_gb 是 null：以前 max() 抛 TypeError；现在报「没有显存数字」，退出码 0。"""
+    run = _tiny_folder(tmp_path / "run")
+    assert R.main([str(run)]) == 0
+    assert "显存峰值 —（CPU 上的运行没有显存数字）" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "spoil, needle",
+    [
+        (lambda f: (f / "answers_before.jsonl").write_text(""), "answers_before.jsonl 是空的"),
+        (lambda f: (f / "metrics.jsonl").write_text(""), "metrics.jsonl 是空的"),
+        (lambda f: (f / "answers_before.jsonl").write_text('{"question": "q", "completion": "x", "reward": "1"}\n'),
+         "第 1 行不是"),
+        (lambda f: (f / "eval_before.json").write_text("{}"), "没有数值的 accuracy 和 n"),
+        (lambda f: (f / "config.json").write_text("[]"), "config.json 读不出来"),
+    ],
+)  # fmt: skip
+def test_a_broken_folder_is_refused_in_chinese(tmp_path, spoil, needle):
+    """以前：ZeroDivisionError / IndexError / TypeError 的 traceback。现在：一行中文，点名文件。"""
+    run = _tiny_folder(tmp_path / "run")
+    spoil(run)
+    with pytest.raises(SystemExit) as exc:
+        R.main([str(run)])
+    assert str(exc.value.code).startswith("错误：") and needle in str(exc.value.code)
+
+
+def test_negative_examples_is_refused(tmp_path, capsys):
+    run = _tiny_folder(tmp_path / "run")
+    with pytest.raises(SystemExit) as exc:
+        R.main([str(run), "--examples", "-3"])
+    assert exc.value.code != 0 and "要一个 >= 0 的整数" in capsys.readouterr().err
