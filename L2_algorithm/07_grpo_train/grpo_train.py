@@ -187,9 +187,8 @@ def main(cfg):
     ev = None
 
     for step in bar:
-        for (
-            group
-        ) in opt.param_groups:  # 学习率预热：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr
+        # 学习率预热：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr，之后不变
+        for group in opt.param_groups:
             group["lr"] = warmup_lr(step, cfg.lr, cfg.warmup_steps)
         # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
         t0 = time.time()
@@ -261,10 +260,8 @@ def main(cfg):
             # 7) 梯度裁剪；8) AdamW 更新
             grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
             if not math.isfinite(grad_norm):  # 更新之前就停：权重还是好的，把这一步存下来离线查
-                kept = dict(
-                    rollout=ro, rewards=rewards, advantages=adv, prompt_ids=pick, texts=texts
-                )
-                save_bad_step(out, step, model=model, grad_norm=grad_norm, **kept)
+                batch = dict(rollout=ro, rewards=rewards, advantages=adv, texts=texts)
+                save_bad_step(out, step, model=model, grad_norm=grad_norm, prompt_ids=pick, **batch)
             opt.step()
             opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
             # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
