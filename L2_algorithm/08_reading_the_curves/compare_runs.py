@@ -155,8 +155,9 @@ def fmt(x: float | None) -> str:
 
 
 def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
+    k = max(r.k for r in runs)
     lines = [
-        "| 目录 | 比较的步 | 贪心：训练前 → 后 | pass@1 | pass@k | 贪心逐题：翻对 / 翻错，p |",
+        f"| 目录 | 比较的步 | 贪心：训练前 → 后 | pass@1 | pass@{k} | 贪心逐题：翻对 / 翻错，p |",
         "|---|---:|---|---|---|---|",
     ]
     for r in runs:
@@ -166,7 +167,7 @@ def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
         lines.append(
             f"| `{r.name}` | {s} | "
             + " | ".join(cells)
-            + f" | {d['up']} / {d['down']}，p = {d['p']:.3f} |"
+            + f" | {d['up']} / {d['down']}，p = {d['p']:.3g} |"
         )
     return "\n".join(lines)
 
