@@ -15,7 +15,7 @@ from fractions import Fraction
 
 import pytest
 from bench_reward import adversarial_inputs
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from common import reward
@@ -247,6 +247,7 @@ HEDGES = [
     "The answer is 10 apples, which is 2 more than 8.",
     "The answer is: Janet has 7 apples and 3 pears",
     "The answer is 4 xylophones and 2 drums.",
+    "#### 4/5 6\nSo she has 12 apples.",  # 后面没有标记的数改不了一个对冲的 #### 行
 ]
 
 
@@ -431,17 +432,27 @@ def written_numbers(draw):
     return sign + draw(st.sampled_from(["", "$", "\\$"])) + body
 
 
-answerable_text = st.builds(
-    lambda prefix, middle, ending, number: prefix + middle + "\n" + ending.format(number),
-    st.one_of(st.just(""), any_text.map(lambda t: t + "</think>")),
-    st.lists(st.sampled_from(SAFE_PIECES), max_size=30).map("".join),
-    st.sampled_from(ENDINGS),
-    written_numbers(),
-)
+MARKER_PIECES = ("####", "answer is ", "Answer:", "答案是")
+# 结尾没有答案标记（最后一个数）时，中间不能出现标记：「最后一个标记说了算」，中间的一个对冲标记会让它读不出来
+UNMARKED_PIECES = [p for p in SAFE_PIECES if p not in MARKER_PIECES]
+
+
+def _answerable(ending: str):
+    pieces = SAFE_PIECES if ending != ENDINGS[-1] else UNMARKED_PIECES
+    return st.builds(
+        lambda prefix, middle, number: prefix + middle + "\n" + ending.format(number),
+        st.one_of(st.just(""), any_text.map(lambda t: t + "</think>")),
+        st.lists(st.sampled_from(pieces), max_size=30).map("".join),
+        written_numbers(),
+    )
+
+
+answerable_text = st.sampled_from(ENDINGS).flatmap(_answerable)
 
 
 @settings(max_examples=150, deadline=None)
 @given(answerable_text)
+@example("#### Step 1\nSo she has 12 apples.")  # 小标题不是标记：读最后一个数
 def test_canonical_answers_read_back_as_themselves(text):
     answer = extract_answer(text)
     assert answer is not None, text
