@@ -133,7 +133,7 @@ MISTAKES = [
         _upcast_after_matmul,
     ),
     Mistake(
-        "往后错了一位：用最后 T 个位置的 hidden 给 tokens 打分（最后一个位置的 hidden 预测的是回答之后的 token）",
+        "往后错了一位（用最后 T 个位置的 hidden 给 tokens 打分，而最后一个位置的 hidden 预测的是回答之后的 token）",
         SPEC,
         _no_shift,
     ),
@@ -143,12 +143,12 @@ MISTAKES = [
         _temperature_after_log_softmax,
     ),
     Mistake(
-        "往前多错了一位：给每个回答 token 打分的 hidden 都比该用的早一个位置（位置 i 的 hidden 预测的是位置 i+1 的 token）",
+        "往前多错了一位（给每个回答 token 打分的 hidden 都比该用的早一个位置；位置 i 的 hidden 预测的是位置 i+1 的 token）",
         SPEC,
         _shift_two,
     ),
     Mistake(
-        "用了最前面的 T 个位置的 hidden（那是 prompt 的位置）：回答是整条序列的最后 T 个 token",
+        "用了最前面的 T 个位置的 hidden（那是 prompt 的位置，回答是整条序列的最后 T 个 token）",
         SPEC,
         _first_positions,
     ),
