@@ -21,7 +21,7 @@ def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
     返回 (B, T) float32，数值上等于 log_softmax(logits.float(), -1).gather(-1, tokens[..., None])[..., 0]。
     要求：
       - 任何时刻都不能存在完整的 float32 (B, T, V)：展平成 (B*T, V) 后每 CHUNK_ROWS 行算一块，
-        每块用 x[y] - logsumexp(x) 得到 log 概率；
+        每块的 log 概率按 README 第 2 节的公式算；
       - 能反向传播，而且 backward 也不能为所有块攒下 float32 副本（见 README 3.2 节「只分块还不够」）；
       - logits 与 tokens 形状对不上时抛 ValueError；B*T == 0 时返回 (B, T) 的空 float32 张量；
       - 不改传进来的张量；在 meta 设备上也能跑（logprob_memory.py 用它按真实尺寸数字节：不要读数值）。
@@ -81,15 +81,17 @@ def hidden_token_logprobs(
 
     hidden: (B, L, H)，模型最后一层（末层 RMSNorm 之后）的输出，L >= T + 1；位置 i 的 hidden 预测第 i+1 个 token。
     lm_head_weight: (V, H)。
-    tokens: (B, T) 回答的 token id，是序列的最后 T 个 token（哪 T 个位置的 hidden 给它们打分：README 6.1 节的公式）。
+    tokens: (B, T) 回答的 token id，是整条序列的最后 T 个 token（哪 T 个位置的 hidden 给它们打分，要你从
+      README 6.1 节的规格推，推完用 6.3 节的例子核对）。
     temperature: 与采样时相同；logits 先除以它再求 softmax。
-    chunk_rows: B·T 个位置展平后每块多少行。
+    chunk_rows: 内存的预算：任何时刻存在的 logits 最多这么多行。
     返回 (logp, entropy)，都是 (B, T) float32。logp 能对 hidden 和 lm_head_weight 反向传播；entropy 不带梯度。
-    要求：
-      - 每块内部全用 float32：先把这一块的 hidden 和权重升到 float32，再做矩阵乘（不是乘完再升）；
-      - forward 和 backward 里都不能出现 (B, T, V) 大小的张量（README 6.2 节）；
+    要求（README 6.1 节，每一条为什么在那里见 6.2 节）：
+      - 数值和梯度等于普通路径（float32 相乘得到完整的 logits，对齐后交给 token_logprobs / token_entropy）；
+      - logits 没有经过 bf16 舍入：输入是 bf16、调用方开着 bf16 autocast 时也一样；
+      - forward 和 backward 里都不能出现 (B, T, V) 大小的张量；
       - hidden 的 L < T + 1、权重的 H 与 hidden 不一致、temperature <= 0 时抛 ValueError；
-      - 在 meta 设备上也能跑（hidden_memory.py 用它数字节）：meta 没有 autocast，那里跳过关 autocast 这一步。
+      - 在 meta 设备上也能跑（hidden_memory.py 用它数字节）：不要读数值。
     """
     raise NotImplementedError(
         "规格在 L2_algorithm/02_logprobs_and_masks/README.md 6.1 节，每一部分为什么在那里见 6.2 节，"

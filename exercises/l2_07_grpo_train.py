@@ -16,7 +16,7 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     mb_mask: (M, T) 这个 micro-batch 的回答 mask；batch_mask: (N, T) 整个 batch 的（mb 是它的若干行）。
     aggregation: L2.05 的三种聚合之一（AGGREGATIONS）；w 怎么由它决定，要你自己推（README 2.7 节）。
     batch_mask 全 0 时 "token_mean" 返回 0.0（不出 NaN，也不抛 ZeroDivisionError）。
-    未知 aggregation、mask 不是二维时抛 ValueError。返回 Python float。
+    未知 aggregation、mask 不是二维、batch_mask 一行都没有（N = 0）时抛 ValueError。返回 Python float。
     """
     raise NotImplementedError(
         "规格在 L2_algorithm/07_grpo_train/README.md 2.7 节：w 要你自己推，推完先用那里的手算例子核对；"

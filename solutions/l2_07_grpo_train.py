@@ -26,6 +26,7 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
       "sequence_mean" / "constant" -> M / N     （这两种都是「每行的量」对 N 行取平均）
       "token_mean"                 -> Σ mb_mask / Σ batch_mask   （按有效 token 数分摊）
     batch_mask 全 0（整个 batch 没有有效 token）时 "token_mean" 返回 0.0，不出 NaN。
+    batch_mask 一行都没有（N = 0）时抛 ValueError：没有回答就没有 loss 可分摊。
     返回 Python float。
     """
     if aggregation not in AGGREGATIONS:
@@ -33,6 +34,11 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     if mb_mask.dim() != 2 or batch_mask.dim() != 2:
         raise ValueError(
             f"mask 必须是二维 (行, T)，得到 {tuple(mb_mask.shape)} 和 {tuple(batch_mask.shape)}"
+        )
+    if batch_mask.shape[0] == 0:
+        raise ValueError(
+            f"batch_mask 一行都没有（形状 {tuple(batch_mask.shape)}）：一条回答都没有的一批没有 loss 可分摊，"
+            "检查传进来的是不是整批的 mask"
         )
     if aggregation == "token_mean":
         total = float(batch_mask.sum())

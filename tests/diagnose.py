@@ -10,7 +10,8 @@
           where="group_advantages 的输出", section="L2.01「2. 公式」")
 
 对不上时，失败信息的第一行（pytest 的 short summary 显示的那一行）是一句中文：
-- 输出和某个典型错误的输出一致 -> 「看起来是 <错误>：回看 <课文章节>」；
+- 输出和某个典型错误的输出一致 -> 「看起来是：<错误>。回看 <课文章节>。」（<错误> 只说错在哪，
+  不写「回看」：一条诊断只指向一节）；
 - 否则 -> 哪里不对：形状 / dtype / NaN / inf / 第一个不一致的位置和两边的值。
 永远不只给一个原始的张量 diff。
 
@@ -240,9 +241,17 @@ def make_checker(
     return check_fn
 
 
+def looks_like(what: str, section: str) -> str:
+    """认出一种典型错误时，失败信息的第一行：「看起来是：<错误>。回看 <章节>。」
+
+    `what` 是一句话（可以带括号里的说明），句末的标点由这里加；它不写「回看」，章节只有 `section` 一处。
+    """
+    return f"看起来是：{what.rstrip('。；，：')}。回看 {section}。"
+
+
 def named(m: Mistake) -> str:
     """识别出 `m` 时，失败信息的第一行。"""
-    return f"看起来是{m.what}：回看 {m.section}。"
+    return looks_like(m.what, m.section)
 
 
 def diagnosis_line(got: Any, want: Any, **kwargs: Any) -> str | None:

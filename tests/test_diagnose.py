@@ -144,7 +144,7 @@ def test_check_first_line_names_the_mistake_or_says_what_is_wrong():
     kwargs["mistakes"] = [DOUBLED, SHIFTED]
     assert diagnosis_line(x, x, **kwargs) is None
     assert diagnosis_line(x + 1, x, **kwargs) == named(SHIFTED)
-    assert named(SHIFTED) == "看起来是多加了 1：回看 L2.01「坑 1」。"
+    assert named(SHIFTED) == "看起来是：多加了 1。回看 L2.01「坑 1」。"
     assert diagnosis_line(x * 3, x, **kwargs) == (
         "f 的输出不对：位置 (0,) 上得到 3，应为 1（共 2/2 处超出容差 atol=1e-06、rtol=1e-05）。"
         "对照 L2.01「2. 公式」。"

@@ -211,7 +211,7 @@ MEAN_MISTAKES = [
     ),
     Mistake(
         "分母用 clamp(min=1) 挡 0：mask 是小数权重、一行的和小于 1 时分母被改成了 1；"
-        "规格允许非负权重的 mask，和为 0 的切片要单独用 torch.where 处理",
+        "规格允许非负权重的 mask，和为 0 的切片要单独处理",
         EMPTY_AND_NAN,
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, guard="clamp"),
     ),

@@ -39,14 +39,14 @@ TOL = dict(
 # hidden_token_logprobs 里抛出异常时，按异常的种类说最可能的原因
 CRASHES = {
     "hidden_token_logprobs": {
-        "matmul": "lm_head_weight 是 (V, H)：一块 hidden (n, H) 要乘 W.T 才得到 (n, V) 的 logits",
+        "matmul": "矩阵乘两边的形状对不上：lm_head_weight 是 (V, H)，hidden 的每个位置是 H 维，想清楚转置在哪边",
         "dtype": (
-            "这一块的 hidden 和 lm_head_weight 都要先 .float() 再相乘（只升一个，两边 dtype 不一致）",
+            "矩阵乘的两个操作数 dtype 不一致（一个 float32、一个 bf16）",
             WHY,
         ),
         "autocast_device": (
             "在 meta 设备上调用了 torch.autocast：hidden_memory.py（和测试）用 meta 设备按 Qwen3 的真实尺寸"
-            '数字节，meta 没有 autocast，`torch.autocast("meta", ...)` 会报这个错；设备是 meta 时跳过关 autocast 这一步',
+            '数字节，而 meta 没有 autocast，`torch.autocast("meta", ...)` 会报这个错',
             WHY,
         ),
         "meta_value": (
@@ -55,7 +55,7 @@ CRASHES = {
             WHY,
         ),
         "gather": "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)",
-        "reshape": "要打分的是 T 个位置（哪 T 个：6.1 节的公式）：先切片，再 reshape 成 (B·T, H)",
+        "reshape": "reshape 的元素个数对不上：给回答打分的只有 T 个位置，不是整条序列的 L 个",
         "empty_cat": ("T = 0 时一块也没有：直接返回两个 (B, 0) 的空 float32 张量", SPEC),
     }
 }
@@ -125,35 +125,36 @@ def _temperature_multiplied(hidden, lm_head_weight, tokens, temperature=1.0, chu
 
 
 MISTAKES = [
-    Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SECTION, _no_temperature),
+    Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SPEC, _no_temperature),
     Mistake(
-        "先在 bf16 里做矩阵乘、乘完再升 float32（logits 已经被 bf16 舍入过一次）",
-        SECTION,
+        "矩阵乘实际是在 bf16 里做的（乘完才升 float32，或外层的 bf16 autocast 把它改回了 bf16），"
+        "logits 已经被 bf16 舍入过一次",
+        WHY,
         _upcast_after_matmul,
     ),
     Mistake(
-        "错了一位：用 hidden[:, -T:] 给 tokens 打分（最后一个位置的 hidden 预测的是回答之后的 token）",
-        SECTION,
+        "往后错了一位（用最后 T 个位置的 hidden 给 tokens 打分，而最后一个位置的 hidden 预测的是回答之后的 token）",
+        SPEC,
         _no_shift,
     ),
     Mistake(
         "把 log 概率除以 temperature，而不是先把 logits 除以 temperature",
-        SECTION,
+        SPEC,
         _temperature_after_log_softmax,
     ),
     Mistake(
-        "往前多错了一位：用 hidden[:, L-T-2 : L-2] 给 tokens 打分（每个位置的 hidden 预测的是下一个 token）",
-        WHY,
+        "往前多错了一位（给每个回答 token 打分的 hidden 都比该用的早一个位置；位置 i 的 hidden 预测的是位置 i+1 的 token）",
+        SPEC,
         _shift_two,
     ),
     Mistake(
-        "用了最前面的 hidden（hidden[:, :T]，那是 prompt 的位置）：回答是序列的最后 T 个 token",
-        WHY,
+        "用了最前面的 T 个位置的 hidden（那是 prompt 的位置，回答是整条序列的最后 T 个 token）",
+        SPEC,
         _first_positions,
     ),
     Mistake(
         "logits 乘了 temperature（应除以 temperature：τ < 1 让分布更尖）",
-        SECTION,
+        SPEC,
         _temperature_multiplied,
     ),
 ]
@@ -233,7 +234,7 @@ def test_longer_hidden_than_needed(mod):
     hidden2[:, -1] = float("nan")
     got = mod.hidden_token_logprobs(hidden2, weight, tokens)
     assert torch.isfinite(got[0]).all(), (
-        "读到了不该用的位置（prompt 的位置，或最后一个位置）：回看 6.1 节的公式，哪 T 个位置给回答打分"
+        "读到了不该用的位置（prompt 的位置，或最后一个位置）：哪 T 个位置给回答打分，回看 " + SPEC
     )
 
 
@@ -244,14 +245,14 @@ def test_no_grad_path_and_entropy_has_no_grad(mod):
     check(
         logp,
         _plain(hidden, weight, tokens)[0],
-        where="torch.no_grad() 下调用时的 logp（不需要梯度时直接算，不经过 checkpoint）",
+        where="torch.no_grad() 下调用时的 logp",
         section=WHY,
         **TOL,
     )
     w = weight.clone().requires_grad_()
     _, ent = mod.hidden_token_logprobs(hidden, w, tokens)
     assert not ent.requires_grad, (
-        "熵只用来记日志，不应带梯度（带梯度会把每块的 softmax 留到 backward）"
+        f"返回的 entropy 带着梯度：熵只用来记日志，带梯度会把它的中间结果留到 backward。回看 {SPEC}"
     )
 
 
@@ -348,12 +349,12 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     assert plain_max >= full and plain_saved >= full
     biggest, saved = measure(mod.hidden_token_logprobs, hidden, weight, tokens, chunk_rows=rows)
     assert biggest <= rows * v, (
-        f"出现了 {biggest} 个元素的张量（一块是 {rows}×{v} = {rows * v}，完整的 (B,T,V) 是 {full}）："
-        "每块只算 chunk_rows 行的 logits，backward 也要逐块重算。回看 " + SECTION
+        f"出现了 {biggest} 个元素的张量（chunk_rows×V = {rows}×{v} = {rows * v}，"
+        f"完整的 (B,T,V) 是 {full}）：同时存在的 logits 超过了 chunk_rows 行。回看 " + SPEC
     )
     assert saved <= full // 4, (
-        f"autograd 为 backward 存了共 {saved} 个元素（完整的 (B,T,V) 是 {full}）："
-        "每块的 logits 被留到了 backward。用 torch.utils.checkpoint 包住每一块。回看 " + SECTION
+        f"autograd 为 backward 存了共 {saved} 个元素（完整的 (B,T,V) 是 {full}，hidden 和 W 加起来只有 "
+        f"{hidden.numel() + weight.numel()}）：每块的 logits 被留到了 backward。回看 " + SPEC
     )
 
 
@@ -372,7 +373,7 @@ def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
         )
     assert f"256 行一块 | {weight:.3f} GB |" in out, (
         f"hidden_memory.py 量到的最大张量不是 (V,H) 那么大（应为 {weight:.3f} GB）："
-        f"每块只算 256 行的 logits。回看 {SECTION}\n{out}"
+        f"同时存在的 logits 超过了 256 行。回看 {SPEC}\n{out}"
     )
 
 

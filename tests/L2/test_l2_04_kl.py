@@ -17,6 +17,7 @@ from diagnose import (
     expect_value_error,
     guarded,
     hint_sections,
+    looks_like,
 )
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -83,8 +84,8 @@ K3_PROB_SPACE = Mistake(
 )
 K3_MISTAKES.append(K3_PROB_SPACE)
 NEGATIVE_K3 = (
-    "k3 按 e^(log r) − log r − 1 的字面顺序算了：log r 很小时 e^x 舍入成 1（或差一个 ulp），"
-    "结果成了 −1e-16 这样的负数；k3 要精确 >= 0：回看 3.1 节「边界」，卡住了展开 3.3 节的提示"
+    "k3 按 e^(log r) − log r − 1 的字面顺序算了（log r 很小时 e^x 舍入成 1 或只差一个 ulp，"
+    "结果成了 −1e-16 这样的负数，而 k3 要精确 >= 0）"
 )
 MISTAKES = {"kl_k1": K1_MISTAKES, "kl_k2": K2_MISTAKES, "kl_k3": K3_MISTAKES}
 
@@ -102,7 +103,7 @@ SECTIONS = {"kl_k1": SPEC, "kl_k2": SPEC, "kl_k3": SPEC, "kl_estimator_stats": S
 # 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "kl_estimator_stats": {
-        "dim_range": "logp、ref_logp 是一维的 (V,)：对 V 个类别求和沿 dim=0（或不给 dim）",
+        "dim_range": "logp、ref_logp 是一维的 (V,)：只有 dim=0 这一维",
         "not_tensor": "estimator 返回的是张量：先用张量运算算完五个数，最后再 .item()",
         "index": "用 k < 0 挑 π 时，两个张量都是 (V,)：检查是不是把 π 或 k 的形状弄变了",
     },
@@ -183,7 +184,7 @@ def test_k3_is_exactly_nonnegative(mod, dtype):
         i = int((k3 < 0).nonzero()[0])
         x = (ref - logp)[i].item()
         pytest.fail(
-            f"看起来是{NEGATIVE_K3}：回看 {HINTS}。\n"
+            f"{looks_like(NEGATIVE_K3, HINTS)}\n"
             f"（{dtype}，log r = {x:.3g} 时 kl_k3 = {k3[i].item():.3g} < 0）",
             pytrace=False,
         )
@@ -410,23 +411,22 @@ def _stats_mistake(what, bug):
     return Mistake(what, STATS, lambda **kw: _stats_variant(**kw, bug=bug))
 
 
-_WEIGHT_REF = "期望按 π_ref 加权了：样本是从当前策略 π 采的，期望要按 π(x) 加权"
+_WEIGHT_REF = "期望按 π_ref 加权了（样本是从当前策略 π 采的）"
 STATS_MISTAKES = [
     _stats_mistake(_WEIGHT_REF, "weight_ref"),
     _stats_mistake(_WEIGHT_REF, "weight_ref_all"),
-    _stats_mistake("对 V 个类别直接求了平均：期望要按 π(x) 加权，不是每个类别一样可能", "uniform"),
     _stats_mistake(
-        "精确 KL 的方向反了（算成了 KL(π_ref‖π) = Σ π_ref·(ref_logp − logp)）", "kl_reversed"
+        "对 V 个类别直接求了平均（等于假设每个类别一样可能，而样本是从 π 采的）", "uniform"
     ),
-    _stats_mistake("bias 的符号反了：bias = mean − kl（估计量的期望比真值多多少）", "bias_sign"),
+    _stats_mistake("精确 KL 的方向反了（算成了 KL(π_ref‖π)）", "kl_reversed"),
+    _stats_mistake("bias 的符号反了（规格是 mean − kl，估计量的期望比真值多多少）", "bias_sign"),
     _stats_mistake(
-        "方差没按 π 加权（对 V 个数用了 torch.var：等权、还除以 V − 1）；"
-        "一个样本的方差是 Σ π·(k − mean)²",
+        "方差没按 π 加权（对 V 个数用了 torch.var：等权、还除以 V − 1）",
         "var_unweighted",
     ),
     _stats_mistake("var 返回的是标准差（多开了一次根号）", "std_not_var"),
     _stats_mistake(
-        "neg_frac 数的是 k < 0 的类别个数占比，不是概率：要把这些类别的 π 加起来", "neg_count"
+        "neg_frac 数的是 k < 0 的类别个数占比，不是采一个样本时 k < 0 的概率", "neg_count"
     ),
 ]
 STATS_BUGS = [

@@ -212,6 +212,16 @@ def test_empty_batch_and_bad_input(mod):
     )
 
 
+@pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean", "constant"])
+def test_batch_without_rows_raises(mod, aggregation):
+    # 一行都没有的一批（N = 0）：规格要 ValueError，而不是 ZeroDivisionError 或随便一个数
+    no_rows = torch.zeros(0, 5)
+    expect_value_error(
+        lambda: mod.microbatch_weight(no_rows, no_rows, aggregation),
+        f"batch_mask 一行都没有（形状 (0, 5)，aggregation={aggregation!r}）",
+    )
+
+
 PROBES = [
     dict(mb_mask=CONCRETE_MASK[rows], batch_mask=CONCRETE_MASK, aggregation=a)
     for rows, a, _ in CONCRETE

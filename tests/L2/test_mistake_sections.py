@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from diagnose import section_heading
+from diagnose import Mistake, section_heading
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -102,4 +102,34 @@ def test_every_tested_lesson_points_back_to_its_sections():
 def test_section_exists(pointer):
     assert section_heading(pointer) is not None, (
         f"{POINTERS[pointer]} 里的「{pointer}」在课文里找不到以它开头的标题（课文改了标题？）"
+    )
+
+
+def _mistakes():
+    """扫描到的模块里，模块级的每个 `Mistake`（往下最多看 4 层容器）。"""
+    found = {}
+
+    def walk(value, depth=0):
+        if isinstance(value, Mistake):
+            found.setdefault((value.what, value.section), value)
+        elif depth < 4 and isinstance(value, dict):
+            for item in value.values():
+                walk(item, depth + 1)
+        elif depth < 4 and isinstance(value, (list, tuple, set, frozenset)):
+            for item in value:
+                walk(item, depth + 1)
+
+    for path in MODULE_FILES:
+        for value in vars(_import(path)).values():
+            walk(value)
+    return list(found.values())
+
+
+def test_each_diagnosis_points_to_one_section():
+    """「看起来是：<错误>。回看 <章节>。」：<错误> 只说错在哪，指向只有 `section` 一处，不能再写「回看」或另一节。"""
+    mistakes = _mistakes()
+    assert mistakes, "一个 Mistake 都没扫到"
+    bad = [m.what for m in mistakes if "回看" in m.what or _POINTER.search(m.what)]
+    assert not bad, "这些典型错误的说明里又指了一次课文（章节只写在 section 里）：\n" + "\n".join(
+        bad
     )
