@@ -361,12 +361,21 @@ def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str
         raise DataError(
             "这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设"
         )
-    return tokenizer.apply_chat_template(
-        prompt_messages(question),
-        tokenize=False,
-        add_generation_prompt=True,
-        enable_thinking=enable_thinking,
-    )
+    from jinja2 import TemplateError  # SecurityError (the sandbox said no) is one of these
+
+    try:
+        return tokenizer.apply_chat_template(
+            prompt_messages(question),
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=enable_thinking,
+        )
+    except TemplateError as err:
+        where = getattr(tokenizer, "name_or_path", "") or "这个 tokenizer"
+        raise DataError(
+            f"{where} 的 chat template 渲染失败（{type(err).__name__}: {err}）：换回模型发布者的原版"
+            "模板（重新下载 tokenizer_config.json），python -m common.model_dir check 目录 可以先查一遍"
+        ) from None
 
 
 _ANNOTATION = re.compile(r"<<[^<>]*>>")

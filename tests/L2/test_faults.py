@@ -213,7 +213,7 @@ REFUSALS = [
     ("checkpoint.pt", Path.unlink, "checkpoint.pt 不存在"),
     ("checkpoint.pt", _as_directory, "是一个目录"),
     ("checkpoint.pt", _truncate, "损坏"),
-    ("checkpoint.pt", _zero_bytes, "读不出 checkpoint"),  # 以前：EOFError 再 IndexError 的 traceback
+    ("checkpoint.pt", _zero_bytes, "读不出 checkpoint"),  # 以前：EOFError，再 IndexError
     ("checkpoint.pt", _random_middle, "checkpoint.pt"),
     ("checkpoint.pt", _wrong_structure, "不是一个能续跑的 checkpoint"),
     ("checkpoint.pt", _nan_in_exp_avg, "NaN/inf"),

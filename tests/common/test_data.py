@@ -308,6 +308,16 @@ def test_build_prompt_needs_chat_template():
         build_prompt(NoTemplate(), "q")
 
 
+def test_a_template_the_sandbox_stops_is_a_data_error(qwen3_tok):
+    """模板在渲染时才出错（沙箱拦下对 Python 内部的访问）：一句中文的 DataError，不是 jinja2 的 traceback。"""
+    import copy
+
+    tok = copy.copy(qwen3_tok)
+    tok.chat_template = "{{ ''.__class__.__mro__ }}"
+    with pytest.raises(DataError, match="chat template 渲染失败（SecurityError"):
+        build_prompt(tok, "q")
+
+
 # ---------------------------------------------------------------------------------------------
 # gold 必须是一个普通的数；非 UTF-8、重复题、切完训练集为空：各有一句中文，指出文件和行
 # ---------------------------------------------------------------------------------------------
