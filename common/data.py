@@ -305,7 +305,7 @@ SYNTHETIC_SEED = (
 
 
 def load_splits(
-    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2
+    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2, per_step: int = 1
 ) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems for a training run.
 
@@ -315,7 +315,8 @@ def load_splits(
     are removed first (the count is printed), then it is split like "synthetic".
     The synthetic pool keeps its repeats (the generator draws with replacement; the shipped runs and
     their figures use exactly this pool); the split still keeps every held-out question out of train.
-    Raises DataError when the train split ends up empty.
+    Raises DataError when the train split ends up with fewer than ``per_step`` problems (a step
+    draws that many different ones).
     """
     if data == "synthetic":
         pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
@@ -341,6 +342,12 @@ def load_splits(
         raise DataError(
             f"--data {data}：切出 {len(heldout)} 道 held-out 后训练集是空的（held-out 里的题不会再出现在训练集里）。"
             "减小 --n-heldout，或用更多不同的题"
+        )
+    if len(train) < per_step:
+        raise DataError(
+            f"--data {data}：切出 held-out 后只剩 {len(train)} 道训练题，每步却要抽 "
+            f"--prompts-per-step {per_step} 道不同的题：减小 --prompts-per-step（或 --n-heldout），"
+            "或用更多不同的题"
         )
     return train, heldout
 

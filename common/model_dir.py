@@ -18,13 +18,13 @@ L2.07's make_warmstart.py (it has warmstart.json) is the tiny model's warm start
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cli import CourseParser
 from common.metrics import read_json_object
 from common.vram.shapes import DENSE_FAMILIES, MOE_TYPES, ModelShape, ShapeError
 
@@ -511,7 +511,7 @@ def describe(folder: ModelFolder) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         prog="python -m common.model_dir", description="模型目录：检查，或从 GGUF 转换。"
     )
     sub = p.add_subparsers(dest="cmd", required=True)

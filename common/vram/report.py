@@ -18,6 +18,7 @@ import sys
 import unicodedata
 from pathlib import Path
 
+from common.cli import CourseParser
 from common.metrics import read_json_object
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
@@ -234,7 +235,7 @@ def settings_from_args(a: argparse.Namespace, base: Settings | None = None) -> S
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         prog="python -m common.vram",
         description="GRPO 显存账本。不带 --model：打印装箱表；带 --model：逐行拆开一个配置"
         "（默认就是表里那一行的设定，其余参数在它上面改）。",

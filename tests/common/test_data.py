@@ -376,6 +376,17 @@ def test_duplicates_are_removed_before_the_split_with_a_count(tmp_path, capsys):
     assert not {p.question for p in train} & {p.question for p in held}
 
 
+def test_a_step_cannot_draw_more_problems_than_the_train_split_has(tmp_path):
+    """issue 35：P 比训练题多时 randperm(len(train))[:P] 悄悄少抽；现在加载数据时（建运行目录之前）拒绝。"""
+    from common.data import load_splits
+
+    rows = [{"question": f"q{i}", "answer": f"#### {i}"} for i in range(30)]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    assert len(load_splits(str(path), 10, per_step=20)[0]) == 20
+    with pytest.raises(DataError, match="只剩 20 道训练题，每步却要抽 --prompts-per-step 21 道"):
+        load_splits(str(path), 10, per_step=21)
+
+
 def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path):
     """以前：40 道一样的题全进了 held-out，训练集为空，最后是 `ValueError: prompt_ids 是空的` 的 traceback。"""
     from common.data import load_splits
