@@ -46,7 +46,13 @@ def did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
         for english, chinese in ENGLISH.items():
             message = message.replace(english, chinese)
         return message[:-1] + "）" if "（可选：" in message and message.endswith(")") else message
-    options = [o for o in parser._option_string_actions if o.startswith("--")]
+    parsers = [parser] + [  # a subcommand's flags come back to the top parser as unknown
+        sub
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for sub in action.choices.values()
+    ]
+    options = sorted({o for p in parsers for o in p._option_string_actions if o.startswith("--")})
     unknown = [t for t in rest.split(" ") if t.startswith("--")]
     guesses = [(t, _closest(t, options)) for t in unknown]
     guesses = [(t, g) for t, g in guesses if g]

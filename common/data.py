@@ -322,6 +322,11 @@ def load_splits(
         pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
         train, heldout = split_train_heldout(pool, n_heldout)
     elif data in ("gsm8k", "hub"):
+        if n_heldout > GSM8K_SPLITS["test"]:  # load_gsm8k(limit=n) would quietly give 1319
+            raise DataError(
+                f"--n-heldout {n_heldout} 超过了 GSM8K test 的 {GSM8K_SPLITS['test']} 道题："
+                f"held-out 取 test 的前 n 道，最多 {GSM8K_SPLITS['test']}"
+            )
         source = "hub" if data == "hub" else "shipped"
         train = load_gsm8k("train", source=source)
         heldout = load_gsm8k("test", limit=n_heldout, source=source)

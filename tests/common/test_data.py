@@ -387,6 +387,14 @@ def test_a_step_cannot_draw_more_problems_than_the_train_split_has(tmp_path):
         load_splits(str(path), 10, per_step=21)
 
 
+def test_gsm8k_held_out_cannot_ask_for_more_than_the_test_split():
+    """issue 35 以前：--n-heldout 5000 悄悄只用 GSM8K test 的 1319 道（train_trl.py 也读这里）。"""
+    from common.data import load_splits
+
+    with pytest.raises(DataError, match="--n-heldout 5000 超过了 GSM8K test 的 1319 道题"):
+        load_splits("gsm8k", 5000)
+
+
 def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path):
     """以前：40 道一样的题全进了 held-out，训练集为空，最后是 `ValueError: prompt_ids 是空的` 的 traceback。"""
     from common.data import load_splits
