@@ -43,6 +43,12 @@ class CheckpointError(RuntimeError):
     """A checkpoint that is missing, unreadable, altered or does not fit the model; says what to do."""
 
 
+def _why(err: BaseException) -> str:
+    """``Type: first line`` of an exception, for a message (EOFError and friends have no text)."""
+    lines = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {lines[0][:200]}" if lines else type(err).__name__
+
+
 def capture_rng(generators: dict[str, torch.Generator] | None = None) -> dict:
     """State of python ``random``, numpy, torch (CPU and CUDA) and the given named generators."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
@@ -229,12 +235,17 @@ def read_checkpoint(run_dir: str | Path) -> Checkpoint:
         raise CheckpointError(f"{path} 是一个目录，不是 checkpoint 文件：无法续跑")
     if not path.is_file():
         raise CheckpointError(f"{path} 不存在：--resume 要指向一个已经保存过 checkpoint 的运行目录")
+    if path.stat().st_size == 0:  # a copy or a disk that lost it: torch.load says only EOFError
+        raise CheckpointError(
+            f"读不出 checkpoint：{path} 是 0 字节的空文件（不是 save_checkpoint 写的：它先写 .tmp，"
+            "写完才改名）。找回完好的 checkpoint.pt 再续跑，或换一个 --out 重新开始"
+        )
     try:
         payload = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as err:  # truncated / corrupted / not a checkpoint / unreadable
         raise CheckpointError(
-            f"读不出 {path}（{type(err).__name__}: {str(err).splitlines()[0][:200]}）。"
-            "这个文件损坏了，无法续跑"
+            f"读不出 checkpoint {path}（{_why(err)}）。这个文件损坏了，无法续跑：找回完好的 "
+            "checkpoint.pt，或换一个 --out 重新开始"
         ) from None
     problem = _structure_problem(payload)
     if problem:
@@ -283,7 +294,7 @@ def apply_checkpoint(
             optimizer.load_state_dict(payload["optimizer"])
     except (RuntimeError, ValueError, KeyError) as err:  # shapes / param groups that do not fit
         raise CheckpointError(
-            f"{path} 与当前的模型或优化器对不上（{str(err).splitlines()[0][:200]}）："
+            f"{path} 与当前的模型或优化器对不上（{_why(err)}）："
             "续跑时的 preset、--optimizer 必须和原来的运行一致"
         ) from None
     if result.unexpected_keys:

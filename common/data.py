@@ -305,7 +305,7 @@ SYNTHETIC_SEED = (
 
 
 def load_splits(
-    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2
+    data: str, n_heldout: int, *, n_train: int = 5000, difficulty: int = 2, per_step: int = 1
 ) -> tuple[list[Problem], list[Problem]]:
     """(train, held-out) problems for a training run.
 
@@ -315,12 +315,18 @@ def load_splits(
     are removed first (the count is printed), then it is split like "synthetic".
     The synthetic pool keeps its repeats (the generator draws with replacement; the shipped runs and
     their figures use exactly this pool); the split still keeps every held-out question out of train.
-    Raises DataError when the train split ends up empty.
+    Raises DataError when the train split ends up with fewer than ``per_step`` problems (a step
+    draws that many different ones).
     """
     if data == "synthetic":
         pool = synthetic_problems(n_train, seed=SYNTHETIC_SEED, difficulty=difficulty)
         train, heldout = split_train_heldout(pool, n_heldout)
     elif data in ("gsm8k", "hub"):
+        if n_heldout > GSM8K_SPLITS["test"]:  # load_gsm8k(limit=n) would quietly give 1319
+            raise DataError(
+                f"--n-heldout {n_heldout} 超过了 GSM8K test 的 {GSM8K_SPLITS['test']} 道题："
+                f"held-out 取 test 的前 n 道，最多 {GSM8K_SPLITS['test']}"
+            )
         source = "hub" if data == "hub" else "shipped"
         train = load_gsm8k("train", source=source)
         heldout = load_gsm8k("test", limit=n_heldout, source=source)
@@ -342,6 +348,12 @@ def load_splits(
             f"--data {data}：切出 {len(heldout)} 道 held-out 后训练集是空的（held-out 里的题不会再出现在训练集里）。"
             "减小 --n-heldout，或用更多不同的题"
         )
+    if len(train) < per_step:
+        raise DataError(
+            f"--data {data}：切出 held-out 后只剩 {len(train)} 道训练题，每步却要抽 "
+            f"--prompts-per-step {per_step} 道不同的题：减小 --prompts-per-step（或 --n-heldout），"
+            "或用更多不同的题"
+        )
     return train, heldout
 
 
@@ -361,12 +373,21 @@ def build_prompt(tokenizer, question: str, enable_thinking: bool = False) -> str
         raise DataError(
             "这个 tokenizer 没有 chat template：请用对话模型（如 Qwen/Qwen3-0.6B）或课程的 tiny 预设"
         )
-    return tokenizer.apply_chat_template(
-        prompt_messages(question),
-        tokenize=False,
-        add_generation_prompt=True,
-        enable_thinking=enable_thinking,
-    )
+    from jinja2 import TemplateError  # SecurityError (the sandbox said no) is one of these
+
+    try:
+        return tokenizer.apply_chat_template(
+            prompt_messages(question),
+            tokenize=False,
+            add_generation_prompt=True,
+            enable_thinking=enable_thinking,
+        )
+    except TemplateError as err:
+        where = getattr(tokenizer, "name_or_path", "") or "这个 tokenizer"
+        raise DataError(
+            f"{where} 的 chat template 渲染失败（{type(err).__name__}: {err}）：换回模型发布者的原版"
+            "模板（重新下载 tokenizer_config.json），python -m common.model_dir check 目录 可以先查一遍"
+        ) from None
 
 
 _ANNOTATION = re.compile(r"<<[^<>]*>>")

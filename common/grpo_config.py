@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.cli import CourseParser, did_you_mean
 from common.config_checks import integer, number, optional
+from common.data import GSM8K_SPLITS
 from common.metrics import read_json_object
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
 
@@ -243,6 +245,34 @@ class GRPOConfig:
 
 
 FIELDS = {f.name: f for f in dataclasses.fields(GRPOConfig)}
+
+# Bounds on top of each knob's own check (issue 35): values that passed it, then crashed or hung
+# the run after its folder was made. Each says why, in the words of the Chinese message.
+FLOAT32_TINY = 2.0**-126  # smallest normal float32: a top_p below it compares as 0 in the sampler
+TEMPERATURE_MIN = 1e-6  # logits / T: far below this it overflows float32 (1e-38 did: NaN probs)
+SEED_MAX = 2**32 - 1  # numpy's seeds are 32-bit (vLLM seeds numpy with --seed too)
+N_TRAIN_MAX = 1_000_000  # synthetic pool: ~10 s and ~0.4 GB to make, before the first line prints
+LIMITS = {
+    "top_p": (
+        number(ge=FLOAT32_TINY),
+        "要在 [1.2e-38, 1] 里：采样在 float32 里比累计概率，更小的数会变成 0，一个 token 都不剩"
+        "（想要最尖的分布，1e-6 就只留概率最大的那个）",
+    ),
+    "temperature": (
+        number(ge=TEMPERATURE_MIN),
+        "要在 [1e-6, 100] 里：更小的温度和贪心已经没有区别，"
+        "小到 1e-38 附近 logits / T 会溢出 float32，采样出 NaN",
+    ),
+    "seed": (
+        integer(le=SEED_MAX),
+        f"要 0 到 {SEED_MAX}（2^32 - 1）的整数：numpy 和 vLLM 的随机种子只有 32 位",
+    ),
+    "n_train": (
+        integer(le=N_TRAIN_MAX),
+        f"要 2 到 {N_TRAIN_MAX} 的整数：合成题池在第一行输出之前一次生成完，一百万道已要约 10 秒"
+        "和 0.4 GB 内存（tiny 用 5000 道，每步只抽 --prompts-per-step 道）",
+    ),
+}
 _TYPES = {"int": int, "float": float, "str": str}
 _WHAT = {int: "一个整数", float: "一个数", str: "一段文字"}
 
@@ -264,9 +294,9 @@ def _parse_as(kind):
     return parse
 
 
-class _Parser(argparse.ArgumentParser):
+class _Parser(CourseParser):  # no abbreviations: --step 5 is not --steps 5 (issue 35)
     def error(self, message: str):  # unknown flag, a value of the wrong type: one Chinese line
-        _fail([message.replace("unrecognized arguments", "不认识的参数").replace("argument ", "")])
+        _fail([did_you_mean(self, message)])
 
 
 def field_errors(cfg: GRPOConfig) -> list[str]:
@@ -285,6 +315,8 @@ def field_errors(cfg: GRPOConfig) -> list[str]:
         elif meta["check"] and not meta["check"](value):
             hint = meta["hint"] or getattr(meta["check"], "hint", "")
             errors.append(f"{flag} = {value!r} 不合法：{hint}")
+        elif name in LIMITS and not LIMITS[name][0](value):
+            errors.append(f"{flag} = {value!r} 不合法：{LIMITS[name][1]}")
     return errors
 
 
@@ -294,7 +326,21 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
 
     n = c.prompts_per_step * c.group_size
     out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
+    gsm8k = c.data in ("gsm8k", "hub")
+    test_rows, train_rows = GSM8K_SPLITS["test"], GSM8K_SPLITS["train"]
+    pool = train_rows if gsm8k else c.n_train - c.n_heldout if c.data == "synthetic" else None
     checks = [
+        (
+            gsm8k and c.n_heldout > test_rows,
+            f"--n-heldout {c.n_heldout} 超过了 GSM8K test 的 {test_rows} 道题：held-out 取 test 的前 "
+            f"n 道，最多 {test_rows}；改成 --n-heldout {test_rows}（或更小）",
+        ),
+        (
+            pool is not None and 0 < pool < c.prompts_per_step,
+            f"--prompts-per-step {c.prompts_per_step} 比训练题还多（{_pool_words(c, pool)}）：每步要抽 "
+            "P 道不同的题。减小 --prompts-per-step"
+            + ("，或加大 --n-train" if c.data == "synthetic" else ""),
+        ),
         (
             c.data == "synthetic" and c.n_heldout >= c.n_train,
             f"--n-heldout {c.n_heldout} 必须小于 --n-train {c.n_train}：合成题池切出 held-out 后还要剩下训练题",
@@ -327,6 +373,12 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
         ),
     ]
     return [msg for bad, msg in checks if bad]
+
+
+def _pool_words(c: GRPOConfig, pool: int) -> str:
+    if c.data == "synthetic":
+        return f"合成题池 --n-train {c.n_train} 切出 --n-heldout {c.n_heldout} 后最多 {pool} 道"
+    return f"GSM8K train 只有 {pool} 道"
 
 
 def _fail(errors: list[str]) -> None:
@@ -409,7 +461,7 @@ def _resume(run_dir: str, given: dict) -> GRPOConfig:
 
     if problem := out_dir_problem(run_dir):  # 只读的盘：不是配置的错
         _fail([problem])
-    errors = field_errors(cfg) + cross_errors(cfg, resuming=True)
+    errors = field_errors(cfg) or cross_errors(cfg, resuming=True)  # 类型不对时规则之间没法比
     if errors:
         _fail([f"{path} 里的值不合法（被手改过？）"] + errors)
     return cfg
@@ -437,7 +489,7 @@ def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
     cfg = apply(cfg, given, where="命令行")
     if cfg.eps_high is None:
         cfg.eps_high = cfg.eps_low
-    errors = field_errors(cfg) + cross_errors(cfg)
+    errors = field_errors(cfg) or cross_errors(cfg)
     if errors:
         _fail(errors)
     if plan is None:

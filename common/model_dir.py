@@ -18,12 +18,13 @@ L2.07's make_warmstart.py (it has warmstart.json) is the tiny model's warm start
 
 from __future__ import annotations
 
-import argparse
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from common.cli import CourseParser
 from common.metrics import read_json_object
 from common.vram.shapes import DENSE_FAMILIES, MOE_TYPES, ModelShape, ShapeError
 
@@ -44,6 +45,10 @@ SHAPE_FIELDS = (
 )
 # Qwen's chat-turn end and document end: a chat model must stop at either (TRL PR #7039 for Qwen3)
 QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
+# config.json's "dtype" (older transformers: "torch_dtype"): transformers turns the string into
+# getattr(torch, name), so anything else is an AttributeError at load time, after the run started
+FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64", "half", "float", "double")
+GGUF_MAGIC = b"GGUF"  # the first 4 bytes of every GGUF file (ggml/docs/gguf.md)
 _SUPPORTED = "稠密的 Qwen3（model_type qwen3）和 Qwen2 / Qwen2.5（model_type qwen2）"
 
 
@@ -212,6 +217,59 @@ def _tokenizer_files(folder: Path) -> dict:
     return tok_config
 
 
+def _chat_templates(folder: Path, tok_config: dict) -> dict[str, str]:
+    """{where: template text} of every chat template the folder has (the tokenizer may use any)."""
+    found = {}
+    jinja = folder / "chat_template.jinja"
+    if jinja.is_file():
+        try:
+            found[str(jinja)] = jinja.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as err:
+            raise ModelDirError(f"{jinja} 读不出（{err}）：重新下载这个文件。") from None
+    value = tok_config.get("chat_template")
+    where = str(folder / "tokenizer_config.json")
+    if isinstance(value, str):
+        found[where] = value
+    elif isinstance(value, list):  # [{"name": "default", "template": ...}, {"name": ...}, ...]
+        for item in value:
+            if isinstance(item, dict) and isinstance(item.get("template"), str):
+                found[f"{where}（{item.get('name')}）"] = item["template"]
+    elif value is not None:
+        raise ModelDirError(f"{where} 的 chat_template 不是一段文字：重新下载这个文件。")
+    return found
+
+
+def _check_chat_template(folder: Path, tok_config: dict) -> None:
+    """Render the course's prompt with each chat template, in the sandbox transformers uses.
+
+    A template that breaks (a syntax error, raise_exception, an attribute the sandbox forbids, such
+    as ``''.__class__``) is refused here, before a run folder exists, instead of in the first rollout.
+    """
+    from jinja2.exceptions import SecurityError
+    from transformers.utils.chat_template_utils import render_jinja_template
+
+    from common.data import prompt_messages
+
+    tokens = {k: v for k, v in tok_config.items() if k.endswith("_token") and isinstance(v, str)}
+    for where, template in _chat_templates(folder, tok_config).items():
+        try:
+            render_jinja_template(
+                [prompt_messages("1 + 1 = ?")], chat_template=template,
+                add_generation_prompt=True, enable_thinking=False, **tokens,
+            )  # fmt: skip
+        except SecurityError as err:
+            raise ModelDirError(
+                f"{where} 的 chat template 想访问 Python 的内部（{err}），被模板沙箱拦下了："
+                "这个模板不可信。换回模型发布者的原版（重新下载 tokenizer_config.json 和 "
+                "chat_template.jinja），或换一个来源可靠的模型目录。"
+            ) from None
+        except Exception as err:  # syntax errors, raise_exception(...), a filter that fails
+            raise ModelDirError(
+                f"{where} 的 chat template 渲染不了课程的 prompt（{type(err).__name__}: {err}）："
+                "换回模型发布者的原版模板（重新下载），或换一个 Qwen 对话模型。"
+            ) from None
+
+
 def _token_ids(folder: Path) -> dict[str, int]:
     """{token: id} of the tokenizer's special / added tokens and base vocab (tokenizer.json or vocab.json)."""
     ids: dict[str, int] = {}
@@ -306,6 +364,14 @@ def inspect_model_dir(path, expect: ModelShape | None = None, source: str = "") 
             f"{folder / 'config.json'} 打开了 sliding window attention（use_sliding_window=true）："
             "课程的快速解码器和显存账本都按全注意力算。把它改成 false（Qwen2.5 的原版就是 false）。"
         )
+    for key in ("dtype", "torch_dtype"):
+        value = config.get(key)
+        if value is not None and value not in FLOAT_DTYPES:
+            raise ModelDirError(
+                f"{folder / 'config.json'} 的 {key} 是 {value!r}：不是 PyTorch 的浮点类型"
+                '（bfloat16、float16、float32）。Qwen 发布的权重是 bfloat16：把它改成 "bfloat16"，'
+                "或重新下载 config.json。"
+            )
     try:
         shape = ModelShape.from_config_json(config, name=folder.name, hub_id=str(folder))
     except ShapeError as err:
@@ -324,6 +390,7 @@ def inspect_model_dir(path, expect: ModelShape | None = None, source: str = "") 
             )
     _check_weights(folder, shape)
     tok_config = _tokenizer_files(folder)
+    _check_chat_template(folder, tok_config)
     eos, pad = _stop_and_pad(folder, config, tok_config, shape.vocab)
     ws = folder / WARMSTART_FILE
     warmstart = _read_json(ws, "make_warmstart.py 写的起点说明") if ws.is_file() else None
@@ -357,39 +424,74 @@ def from_gguf(gguf_file, out_dir, dtype: str = "bfloat16") -> Path:
         raise ModelDirError(
             '读 GGUF 需要 gguf 这个包：pip install -e ".[gguf]"（纯 Python，约 100 KB）'
         )
-    if out.exists() and any(out.iterdir()):
-        raise ModelDirError(f"输出目录 {out} 已经存在且不是空的：换一个目录，或先删掉它")
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise ModelDirError(f"输出目录 {out} 已经存在且不是空目录：换一个目录，或先删掉它")
     if dtype not in ("bfloat16", "float32"):
         raise ModelDirError(f"--dtype 只能是 bfloat16 或 float32，得到 {dtype!r}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
     kind = _gguf_architecture(src)
     if kind not in DENSE_FAMILIES:
         raise ModelDirError(f"{src} 的架构是 {kind!r}：课程支持{_SUPPORTED}")
-    tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-    model = AutoModelForCausalLM.from_pretrained(
-        src.parent, gguf_file=src.name, dtype=getattr(torch, dtype)
-    )
-    # transformers refuses to save a model it loaded "quantized with gguf"; the tensors are plain now
-    model.hf_quantizer = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
+    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+
     tmp = out.with_name(out.name + ".tmp")
-    model.save_pretrained(tmp)
-    tokenizer.save_pretrained(tmp)
-    vocab = tokenizer.get_vocab()
-    stops = [vocab[t] for t in QWEN_STOP_TOKENS if t in vocab]
-    gen = GenerationConfig(eos_token_id=stops, pad_token_id=vocab.get("<|endoftext|>", stops[-1]))
-    gen.save_pretrained(tmp)
-    tmp.rename(out)
+    shutil.rmtree(tmp, ignore_errors=True)  # left by a conversion that was killed
+    try:
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
+            model = AutoModelForCausalLM.from_pretrained(
+                src.parent, gguf_file=src.name, dtype=getattr(torch, dtype)
+            )
+        except Exception as err:  # a tensor or tokenizer field transformers cannot map
+            raise ModelDirError(
+                f"transformers 读不了 {src}（{type(err).__name__}: {str(err)[:300]}）：文件可能损坏，"
+                "或是 transformers 不支持的量化格式。删掉它重新下载，或换一个 Q8_0 / F16 的 GGUF。"
+            ) from None
+        # transformers refuses to save a model it loaded "quantized with gguf"; the tensors are plain now
+        model.hf_quantizer = None
+        if hasattr(model.config, "quantization_config"):
+            del model.config.quantization_config
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        vocab = tokenizer.get_vocab()
+        stops = [vocab[t] for t in QWEN_STOP_TOKENS if t in vocab]
+        pad = vocab.get("<|endoftext|>", stops[-1] if stops else None)
+        GenerationConfig(eos_token_id=stops, pad_token_id=pad).save_pretrained(tmp)
+        tmp.rename(out)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed or interrupted save leaves no half folder
     return out
 
 
 def _gguf_architecture(src: Path) -> str:
+    """general.architecture of a GGUF file, after checking that the file is one and is whole."""
     from gguf import GGUFReader
 
-    field = GGUFReader(src).fields.get("general.architecture")
-    return bytes(field.parts[field.data[0]]).decode() if field else "?"
+    size = src.stat().st_size
+    with src.open("rb") as f:
+        head = f.read(len(GGUF_MAGIC))
+    if head != GGUF_MAGIC:
+        raise ModelDirError(
+            f"{src} 不是 GGUF 文件：开头应是 4 个字节 {GGUF_MAGIC.decode()}，这里是 {head!r}"
+            f"（共 {size:,} 字节；下载到的可能是网页或别的格式）。重新下载 .gguf 文件。"
+        )
+    try:
+        reader = GGUFReader(src)
+        end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
+    except Exception as err:  # a cut file: numpy cannot reshape / index what is not there
+        raise ModelDirError(
+            f"{src} 不完整或已损坏（读文件头和张量表时出错：{type(err).__name__}，文件 {size:,} 字节）："
+            "下载多半中断了。删掉它，重新下载。"
+        ) from None
+    if end > size:
+        raise ModelDirError(
+            f"{src} 不完整：张量表说数据到第 {end:,} 字节，文件只有 {size:,} 字节。"
+            "下载中断了：删掉它，重新下载。"
+        )
+    field = reader.fields.get("general.architecture")
+    try:
+        return bytes(field.parts[field.data[0]]).decode() if field else "?"
+    except (IndexError, UnicodeDecodeError):
+        return "?"
 
 
 def describe(folder: ModelFolder) -> str:
@@ -409,7 +511,7 @@ def describe(folder: ModelFolder) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         prog="python -m common.model_dir", description="模型目录：检查，或从 GGUF 转换。"
     )
     sub = p.add_subparsers(dest="cmd", required=True)

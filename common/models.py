@@ -165,7 +165,13 @@ def plan_model(cfg):
     alone: full fine-tuning if it fits the card or --cap-gb, else LoRA, else a refusal), and checks
     that this machine can run it and that the answers fit the model's context.
     """
-    from common.vram.plan import LORA_RANK, choose_method, run_settings
+    from common.vram.plan import (
+        LORA_RANK,
+        choose_method,
+        generation_problem,
+        host_memory_gib,
+        run_settings,
+    )
 
     notes = []
     preset = get_preset(cfg.preset) if cfg.preset else None
@@ -201,6 +207,11 @@ def plan_model(cfg):
         except PresetError as err:
             raise PresetError(f"{err} {decision.explain()}") from None
     device = resolve_device(spec)
+    cuda = device.type == "cuda"
+    memory = gpu_gib(cfg.cap_gb) if cuda else host_memory_gib()  # 巨大的 P、G、k：在加载前拒绝
+    too_big = generation_problem(spec.shape, cfg, memory, "显存" if cuda else "内存")
+    if too_big:
+        raise PresetError(too_big)
     if cfg.lora_rank is None:
         cfg = dataclasses.replace(cfg, lora_rank=0)
         gib = gpu_gib(cfg.cap_gb) if device.type == "cuda" else None

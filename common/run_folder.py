@@ -11,19 +11,25 @@ A folder holds ``config.json``, ``metrics.jsonl``, ``eval_before.json``, ``eval_
 ``curves.png``, ``checkpoint.pt`` and ``run.lock``. The lock is an advisory ``fcntl.flock`` on
 ``run.lock``, held for the life of the process and released by the OS when it dies (even by
 kill -9), so a second process refuses at once instead of interleaving its steps with the first.
+``run.lock`` is deleted when the process ends in an orderly way (finished, refused, Ctrl-C,
+SIGTERM); after kill -9 it stays, unlocked, and the next process simply takes it.
 
 A resume is checked before any model is built, and a refusal leaves every run file as it was:
 the checkpoint must load and pass its checksums (``common.checkpoint.read_checkpoint``), the
 training settings it recorded must equal ``config.json``'s, and ``metrics.jsonl`` must hold exactly
 one row for each step up to the checkpoint (``common.metrics.read_metrics`` refuses a bad line
 anywhere but a half-written last one). Rows after the checkpoint are recomputed, bit-identically on
-a CPU, by the resumed run. Temporary files (``*.tmp``) left by a killed run are deleted.
+a CPU, by the resumed run. A run that stopped before its first checkpoint was complete (an error
+while loading, Ctrl-C in the first evaluation, kill -9 while the first checkpoint was written) has
+nothing to lose: it resumes from step 0. Temporary files (``*.tmp``) left by a killed run are deleted.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -64,6 +70,9 @@ class RunFolderError(RuntimeError):
     """A run folder that cannot be used as asked; the message says what to change."""
 
 
+_HELD: set[RunFolder] = set()  # folders this process has locked (exit_cleanly lets go of them)
+
+
 def out_dir_problem(out: str | Path) -> str | None:
     """Why ``out`` cannot be a run folder (a file, under a file, not writable); None if it can.
 
@@ -100,14 +109,10 @@ class RunFolder:
         """Create the folder if needed and take its lock, or raise RunFolderError at once."""
         if self._lock_fd is not None:
             return self
-        try:
-            self.path.mkdir(parents=True, exist_ok=True)
-            fd = os.open(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            raise RunFolderError(
-                f"建不了运行目录 {self.path}（{err.strerror or err}）：换一个能写的 --out"
-            ) from None
-        if fcntl is not None:
+        for _ in range(10):  # another process may delete run.lock between our open and our flock
+            fd = self._open_lock_file()
+            if fcntl is None:
+                break
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -117,17 +122,47 @@ class RunFolder:
                     f"{self.path} 正被另一个训练进程（pid {holder}）使用：一个运行目录同一时间只能有一个进程写。"
                     "等它结束再续跑，或者换一个 --out"
                 ) from None
+            if self._still_the_lock_file(fd):
+                break
+            os.close(fd)  # we locked a file its last owner had just deleted: take the new one
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         self._lock_fd = fd
+        _HELD.add(self)
         self.clean_tmp()
         return self
 
+    def _open_lock_file(self) -> int:
+        try:
+            self.path.mkdir(parents=True, exist_ok=True)
+            return os.open(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            raise RunFolderError(
+                f"建不了运行目录 {self.path}（{err.strerror or err}）：换一个能写的 --out"
+            ) from None
+
+    def _still_the_lock_file(self, fd: int) -> bool:
+        try:
+            return os.stat(self.file(LOCK_NAME)).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            return False
+
     def close(self) -> None:
-        """Release the lock (the OS does it anyway when the process ends)."""
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        """Release the lock and delete run.lock (the OS releases the lock anyway when the process
+        ends; only kill -9 leaves the file behind, unlocked)."""
+        if self._lock_fd is None:
+            return
+        fd, self._lock_fd = self._lock_fd, None
+        _HELD.discard(self)
+        if fcntl is not None:  # delete while still holding it: nobody can be inside the lock now
+            self.file(LOCK_NAME).unlink(missing_ok=True)
+            os.close(fd)
+        else:
+            os.close(fd)
+            try:
+                self.file(LOCK_NAME).unlink(missing_ok=True)
+            except OSError:
+                pass
 
     def clean_tmp(self) -> list[Path]:
         """Delete temporary files a killed run left behind (only while holding the lock)."""
@@ -166,10 +201,12 @@ class RunFolder:
             raise
 
     def _resume(self, config: dict, may_change) -> Checkpoint | None:
-        if self._never_saved():
+        rows = rows_before_first_checkpoint(self.path)
+        if rows is not None:
+            done = f"metrics.jsonl 有 {rows} 行，都会重算" if rows else "metrics.jsonl 也没有一行"
             print(
-                f"{self.path} 里还没有 checkpoint，metrics.jsonl 也没有一行：上次在第 1 步存盘之前就停了"
-                "（加载模型出错、被中断……），这次从第 0 步开始，用 config.json 里的设置"
+                f"{self.path} 里还没有存好的 checkpoint（{done}）：上次在第一个 checkpoint 存好之前就停了"
+                "（加载模型出错、被中断、存盘时被杀……），这次从第 0 步开始，用 config.json 里的设置"
             )
             return None
         try:
@@ -185,13 +222,6 @@ class RunFolder:
         self._check_same_settings(ckpt, config, (*may_change, *IDENTITY_KEYS))
         self._check_rows(ckpt.step)
         return ckpt
-
-    def _never_saved(self) -> bool:
-        """config.json is there, but no checkpoint and no metrics row: nothing to lose by starting."""
-        if self.file(CHECKPOINT_NAME).exists() or not self.file(CONFIG_NAME).is_file():
-            return False
-        metrics = self.file(METRICS_NAME)
-        return not metrics.exists() or not read_metrics(metrics)
 
     def _untouched(self) -> str:
         return f"{self.path} 里的文件都没有动"
@@ -283,31 +313,77 @@ def _checkpoint_step(out: Path) -> int | None:
     return step if isinstance(step, int) else None
 
 
+def rows_before_first_checkpoint(out: str | Path) -> int | None:
+    """The metrics rows of a run that stopped before its first checkpoint was complete, or None.
+
+    Such a run has config.json, no checkpoint.pt, no eval_after.json, and metrics rows only up to
+    its first save step (min(save_every, steps) from config.json; with no such keys, no rows at
+    all): nothing a checkpoint held was ever lost, so it can start again from step 0. A run with
+    rows past that step had a checkpoint once; losing it is refused, not papered over.
+    """
+    out = Path(out)
+    if (out / CHECKPOINT_NAME).exists() or (out / EVAL_AFTER_NAME).exists():
+        return None
+    config = read_json(out / CONFIG_NAME)
+    if config is None:
+        return None
+    metrics = out / METRICS_NAME
+    try:
+        steps = [r["step"] for r in read_metrics(metrics)] if metrics.exists() else []
+    except MetricsError:
+        return None
+    every, total = config.get("save_every"), config.get("steps")
+    first_save = min(every, total) if all(isinstance(v, int) for v in (every, total)) else 0
+    return len(steps) if all(isinstance(s, int) and s <= first_save for s in steps) else None
+
+
 def resume_hint(out: str | Path, steps: int | None = None) -> str:
     """How to continue from ``out`` (or why it cannot be continued)."""
     out = Path(out)
-    step = _checkpoint_step(out)
-    if step is None:
-        return f"{out} 里还没有 checkpoint，不能续跑：重新开始请换一个 --out（或删掉这个目录）"
     more = f" --steps {steps}" if steps else ""
-    return f"checkpoint 停在第 {step} 步；接着跑：python {sys.argv[0]} --resume {out}{more}"
+    command = f"python {sys.argv[0]} --resume {out}{more}"
+    step = _checkpoint_step(out)
+    if step is not None:
+        return f"checkpoint 停在第 {step} 步；接着跑：{command}"
+    if not (out / CONFIG_NAME).is_file():
+        return f"{out} 里还没有这次运行的记录：原样重跑同一条命令即可"
+    if rows_before_first_checkpoint(out) is not None:
+        return f"{out} 里还没有存好的 checkpoint：续跑会从第 0 步开始（用 config.json 里的设置）：{command}"
+    return f"{out} 里没有读得出的 checkpoint，不能续跑：重新开始请换一个 --out（或删掉这个目录）"
 
 
 ERRORS = (RunFolderError, CheckpointError, MetricsError, WriteError, NonFiniteError)
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM (``kill``, a job scheduler, a shutdown): handled exactly like Ctrl-C."""
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
 @contextmanager
 def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = ()):
-    """Turn the course's errors and Ctrl-C into one Chinese line on stderr and a non-zero exit.
+    """Turn the course's errors, Ctrl-C and SIGTERM into one Chinese line on stderr and a non-zero exit.
 
     errors: the caller's own error classes (data, preset, optimizer, ...) besides :data:`ERRORS`.
-    Ctrl-C exits 130 with how to resume; a failed write (a full disk) also says how to resume.
+    Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), both with how to resume; a failed write
+    (a full disk) also says how to resume. On the way out the run folder's lock is let go.
     """
+    main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
     try:
         yield
-    except KeyboardInterrupt:
-        print(f"\n已中断（Ctrl-C）。{resume_hint(out, steps)}", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as err:
+        what, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
+        print(f"\n已中断（{what}）。{resume_hint(out, steps)}", file=sys.stderr)
+        sys.exit(code)
     except (*ERRORS, *errors) as err:
         hint = f"\n{resume_hint(out, steps)}" if isinstance(err, WriteError) else ""
         sys.exit(f"错误：{err}{hint}")
+    finally:
+        if main:
+            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for run in list(_HELD):
+            run.close()

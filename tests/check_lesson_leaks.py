@@ -152,7 +152,7 @@ def totals(results: list[FunctionLeaks]) -> tuple[int, int]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("-v", "--verbose", action="store_true", help="列出逐字出现在课文里的行")
     args = ap.parse_args(argv)
     results = scan()

@@ -3,7 +3,8 @@
     FAULT=kill:replace=checkpoint.pt:2 python tests/fault_inject.py --out runs/x ...
 
 FAULT = <what>:<where>:<n>, the fault fires at the n-th time <where> happens:
-  what   kill (SIGKILL: no cleanup at all), sigint (Ctrl-C), enospc (a full disk), nan, none
+  what   kill (SIGKILL: no cleanup at all), sigint (Ctrl-C), sigterm (kill, a scheduler),
+         enospc (a full disk), nan, none
   where  replace=<file>  just before os.replace(<file>.tmp, <file>): the .tmp is complete
          append          inside a metrics.jsonl append, after half of the line is on disk
          savefig         inside matplotlib's Figure.savefig (curves.png)
@@ -45,6 +46,8 @@ def fire() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif WHAT == "sigint":
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt at the next bytecode
+    elif WHAT == "sigterm":
+        os.kill(os.getpid(), signal.SIGTERM)
     elif WHAT == "enospc":
         err = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
         err.__context__ = OSError(errno.ENOSPC, "No space left on device")

@@ -75,7 +75,9 @@ def _plan(case, path: Path) -> tuple[dict, str | None]:
 
 
 def main(argv: list[str] | None = None, snapshot_dir: Path = SNAPSHOT_DIR) -> int:
-    ap = argparse.ArgumentParser(description="从本仓库的 solutions/ 重新生成 tests/snapshots/*.pt")
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description="从本仓库的 solutions/ 重新生成 tests/snapshots/*.pt"
+    )
     ap.add_argument(
         "--only",
         action="append",

@@ -28,7 +28,7 @@ from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--problem-seed", type=int, default=4, help="合成题的随机种子（换一道题）")
     ap.add_argument("--group", type=int, default=4, help="每道题采几条回答 G（>= 2）")
     ap.add_argument("--temperature", type=float, default=1.0)

@@ -70,7 +70,8 @@ END_OF_PHASE = ("loaded", "after_step")
 
 def parse_args(argv=None):
     ap = argparse.ArgumentParser(
-        description="跑几步 GRPO，逐阶段对照实测显存与 common.vram.ledger 的预测"
+        allow_abbrev=False,
+        description="跑几步 GRPO，逐阶段对照实测显存与 common.vram.ledger 的预测",
     )
     ap.add_argument(
         "--preset",

@@ -53,7 +53,8 @@ def prompt_lengths(tokenizer, problems: list[D.Problem]) -> list[int]:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        description="量 GSM8K 的 prompt 长度（Qwen3 tokenizer + 课程的 chat 模板）"
+        allow_abbrev=False,
+        description="量 GSM8K 的 prompt 长度（Qwen3 tokenizer + 课程的 chat 模板）",
     )
     ap.add_argument(
         "--tokenizer",

@@ -545,7 +545,9 @@ def choose_default(rows: list[dict], base: dict | None) -> dict | None:
 # ---------------------------------------------------------------------------------- 主程序 ----
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument(
         "--out", default="runs/bench_rollout", help="结果目录（表格、profile、json；不存在就新建）"

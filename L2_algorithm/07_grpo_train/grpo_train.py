@@ -68,8 +68,9 @@ def main(cfg):
     if not cuda:  # 小模型的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
         torch.set_num_threads(1)
     # held-out 永远是同一批题：曲线才可比
+    P = cfg.prompts_per_step  # 每步抽 P 道不同的题：训练集比 P 少就在这里拒绝
     train, heldout = D.load_splits(
-        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty
+        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty, per_step=P
     )
     # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json，
     # 续跑先核对 checkpoint（校验和）、config.json 和 metrics.jsonl：哪里不对就在加载模型之前拒绝

@@ -203,7 +203,7 @@ def save_atomically(model, tok, info, out):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(
-        description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）"
+        allow_abbrev=False, description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）"
     )
     ap.add_argument("--recipe", choices=list(RECIPES), default=DEFAULT_RECIPE,
                     help=f"SFT 配方（默认 {DEFAULT_RECIPE}：仓库附带的那个）")  # fmt: skip

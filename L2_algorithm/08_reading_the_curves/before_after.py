@@ -66,7 +66,9 @@ def table(problems, before: list[str], after: list[str], step: int) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="训练前 vs 训练后：每种题型、pass@k（L2.08）")
+    ap = argparse.ArgumentParser(
+        allow_abbrev=False, description="训练前 vs 训练后：每种题型、pass@k（L2.08）"
+    )
     ap.add_argument(
         "run", type=Path, help="grpo_train.py 的运行目录（要有 config.json 和 checkpoint.pt）"
     )

@@ -105,7 +105,7 @@ def one_run(run: Path, samples: int) -> dict:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(
-        description="温度 T 下的熵 vs 温度 1 下的熵，训练前后（L2.08 第 4 节）"
+        allow_abbrev=False, description="温度 T 下的熵 vs 温度 1 下的熵，训练前后（L2.08 第 4 节）"
     )
     ap.add_argument(
         "runs",

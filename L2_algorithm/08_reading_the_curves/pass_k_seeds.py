@@ -69,7 +69,7 @@ def mean(xs) -> float:
 
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(
-        description="几个 seed、逐题配对的 pass@k 前后对比（L2.08 第 5 节）"
+        allow_abbrev=False, description="几个 seed、逐题配对的 pass@k 前后对比（L2.08 第 5 节）"
     )
     ap.add_argument("runs", type=Path, nargs="+", help="同一个起点的几个 grpo_train.py 运行目录")
     ap.add_argument("--pass-k", type=int, default=64, help="每题采几条（默认 64）")

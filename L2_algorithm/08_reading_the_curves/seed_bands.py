@@ -149,7 +149,7 @@ def plot(groups: dict[str, list[dict]], png: Path, title: str) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description="几个 seed 的均值和范围（L2.08）")
+    ap = argparse.ArgumentParser(allow_abbrev=False, description="几个 seed 的均值和范围（L2.08）")
     ap.add_argument(
         "--runs",
         type=Path,

@@ -123,7 +123,7 @@ def bench(model, ids, repeats=5):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="只测 fp32/fp32 的 warm start 和计时")
     ap.add_argument("--out", default="runs/mismatch.json")
     a = ap.parse_args(argv)

@@ -58,7 +58,9 @@ def run(cmd: list[str], log: Path) -> None:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--preset", default="qwen3-0.6b")
     p.add_argument("--micro-batch", type=int, nargs="+", default=[16, 64])

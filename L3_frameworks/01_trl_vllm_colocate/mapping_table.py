@@ -404,7 +404,7 @@ def write_readme() -> None:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(
-        description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表"
+        allow_abbrev=False, description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表"
     )
     parser.add_argument(
         "--write-readme", action="store_true", help="把渲染结果写进 README 的标记之间"

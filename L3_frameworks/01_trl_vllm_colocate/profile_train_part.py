@@ -683,7 +683,9 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
 # ---------------------------------------------------------------------------------- 主程序 ----
 def parse_args(argv=None):
     p = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("--out", required=True, help="结果目录（train_part.md 等；不存在就新建）")
     p.add_argument("--variants", default=None, help=f"逗号分隔（默认 {DEFAULT_VARIANTS}）")

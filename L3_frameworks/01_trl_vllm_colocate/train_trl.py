@@ -40,6 +40,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from common import data as D
+from common.cli import did_you_mean
 from common.grpo_config import base_config
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.model_dir import ModelDirError
@@ -135,11 +136,15 @@ class TrlScriptArguments:
 
 
 class _Parser(TrlParser):
+    def parse_known_args(self, args=None, namespace=None):
+        """多出来的参数（拼错、缩写）：中文一行和「是不是 --xxx」，不是 HfArgumentParser 的 ValueError。"""
+        known, rest = super().parse_known_args(args, namespace)
+        if rest:
+            self.error(f"unrecognized arguments: {' '.join(rest)}")
+        return known, rest
+
     def error(self, message: str):  # 类型不对、不认识的参数：中文一行，退出码 2
-        print(
-            f"配置错误：{message.replace('unrecognized arguments', '不认识的参数')}",
-            file=sys.stderr,
-        )
+        print(f"配置错误：{did_you_mean(self, message)}", file=sys.stderr)
         raise SystemExit(2)
 
 
@@ -366,7 +371,7 @@ def _fail(errors: list[str]):
 
 def parse_args(argv=None) -> TrlScriptArguments:
     """命令行 -> 补全、校验过的 TrlScriptArguments；任何不合法的设置一次列全（中文，退出码 2），不写任何文件。"""
-    (a,) = _Parser((TrlScriptArguments,)).parse_args_and_config(argv)
+    (a,) = _Parser((TrlScriptArguments,), allow_abbrev=False).parse_args_and_config(argv)
     if a.resume:  # 续跑：设置来自那次运行的 config.json，命令行只能改 --steps、--save-steps
         return _resume_args(a)
     errors = []

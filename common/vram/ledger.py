@@ -29,6 +29,7 @@ What the card must hold: `Ledger.total` = peak allocated + allocator slack + CUD
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from common.data import GSM8K_PROMPT_TOKENS_MAX
@@ -171,8 +172,14 @@ class Settings:
                 raise ValueError(f"{name} 必须 >= 1，得到 {getattr(self, name)}")
         if self.rollout_batch is not None and self.rollout_batch < 1:
             raise ValueError(f"rollout_batch 必须 >= 1，得到 {self.rollout_batch}")
-        if self.beta < 0:
-            raise ValueError(f"beta 不能为负，得到 {self.beta}")
+        if not math.isfinite(self.beta) or self.beta < 0:  # NaN 曾被当成 0
+            raise ValueError(f"--beta（KL 系数）要是 >= 0 的有限数，得到 {self.beta}")
+        if self.engine_gb is not None and not (
+            math.isfinite(self.engine_gb) and self.engine_gb > 0
+        ):
+            raise ValueError(
+                f"--engine-gb（给推理引擎预留的 GiB）要是正的有限数，得到 {self.engine_gb}"
+            )
         if self.ref_bytes not in (2, 4):
             raise ValueError(f"ref_bytes 只能是 2（bf16）或 4（fp32），得到 {self.ref_bytes}")
 

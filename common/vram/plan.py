@@ -13,6 +13,8 @@ checkpointing on, prompts padded to the longest GSM8K prompt). No torch is impor
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 from dataclasses import dataclass
 
 from common.data import GSM8K_PROMPT_TOKENS_MAX
@@ -130,3 +132,67 @@ def preset_settings(name: str) -> tuple[ModelShape, Settings] | None:
     cfg = preset_config(name)
     shape = shape_for_hub_id(cfg.model) if cfg.model else None
     return None if shape is None else (shape, config_settings(cfg))
+
+
+# ---- how many answers can be generated at once on this machine (issue 35) ----------------------
+def host_memory_gib() -> float | None:
+    """Physical memory of this machine in GiB; None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / GiB
+    except (AttributeError, ValueError, OSError):  # Windows has no sysconf
+        pass
+    if sys.platform == "win32":
+        import ctypes
+
+        sizes = ("total", "avail", "page", "avail_page", "virtual", "avail_virtual", "ext")
+
+        class Status(ctypes.Structure):  # MEMORYSTATUSEX
+            _fields_ = [("length", ctypes.c_ulong), ("load", ctypes.c_ulong)] + [
+                (name, ctypes.c_ulonglong) for name in sizes
+            ]
+
+        status = Status(length=ctypes.sizeof(Status))
+        if ctypes.windll.kernel32.GlobalMemoryStatusEx(ctypes.byref(status)):
+            return status.total / GiB
+    return None
+
+
+def generation_bytes(shape: ModelShape, rows: int, max_new_tokens: int) -> float:
+    """A lower bound on the memory to generate `rows` answers at once: the ledger's rollout lines
+    (KV cache, prefill, the sampling logits) for one-token prompts, bf16 (a CPU uses fp32: twice)."""
+    s = Settings(
+        prompts=rows, group=1, prompt_len=1, max_new_tokens=max_new_tokens, micro_batch=1,
+        rollout_backend="eager", method="full",
+    )  # fmt: skip
+    L = ledger(shape, s)
+    return L.nbytes("kv_cache") + L.nbytes("rollout_workspace")
+
+
+def generation_problem(shape: ModelShape, cfg, memory_gib: float | None, memory: str) -> str | None:
+    """Why this run's biggest generation batch cannot fit `memory_gib` (the card, or the RAM on a
+    CPU); None when it may. Training generates P·G answers at once; the evaluation up to
+    --eval-batch greedy answers, and the k samples of a question always in one batch."""
+    if memory_gib is None:
+        return None
+    k, b, n = cfg.pass_k, cfg.eval_batch, cfg.n_heldout
+    batches = [
+        (
+            cfg.prompts_per_step * cfg.group_size,
+            f"每步 P·G = {cfg.prompts_per_step}×{cfg.group_size} 条回答一起生成",
+            "减小 --prompts-per-step 或 --group-size",
+        ),
+        (
+            max(min(b, n), min(max(1, b // k) * k, n * k) if k else 0),
+            f"评估时一批一起生成（--eval-batch {b}；--pass-k {k} 条同一道题的采样总在同一批，"
+            f"held-out {n} 道）",
+            "减小 --pass-k 或 --eval-batch",
+        ),
+    ]
+    for rows, what, fix in batches:
+        need = generation_bytes(shape, rows, cfg.max_new_tokens) / GiB
+        if need > memory_gib:
+            return (
+                f"{what}：{rows} 条回答的 KV cache 和采样用的 logits 按显存账本至少要 "
+                f"{need:,.1f} GiB，这台机器的{memory}只有 {memory_gib:.1f} GiB。{fix}"
+            )
+    return None

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import sys
 import unicodedata
 from pathlib import Path
 
+from common.cli import CourseParser
 from common.metrics import read_json_object
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
@@ -51,6 +53,19 @@ PHASE_LABELS = {
 
 
 MARK = {"fits": "✅ fits", "tight": "⚠️ tight", "no": "❌ no"}
+# where the output cannot hold the emoji (Chinese Windows: a redirected stdout is GBK)
+TEXT_MARK = {"fits": "[v] fits", "tight": "[!] tight", "no": "[x] no"}
+
+
+def marks_for(stream) -> dict[str, str]:
+    """MARK if `stream`'s encoding can write the emoji, else TEXT_MARK (the table survives `> file`)."""
+    try:
+        "".join(MARK.values()).encode(getattr(stream, "encoding", None) or "utf-8")
+    except (UnicodeEncodeError, LookupError):
+        return TEXT_MARK
+    return MARK
+
+
 COLUMNS = (
     ("weights", "权重"),
     ("gradients", "梯度"),
@@ -73,7 +88,9 @@ def cell(text: str, columns: int, right: bool = False) -> str:
     return pad + text if right else text + pad
 
 
-def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -> str:
+def format_table(
+    rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE, marks: dict = MARK
+) -> str:
     name_w = max([width("模型"), *(width(r["model"]) for r in rows)]) + 2  # 最长的名字后面留两格
     head = (
         cell("模型", name_w)
@@ -92,7 +109,7 @@ def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -
         line = (
             cell(r["model"], name_w)
             + cell(r["method"], 7)
-            + cell(MARK[r["verdict"]], 10)
+            + cell(marks[r["verdict"]], 10)
             + cell(f"{r['total_gb']:.1f}", 7, True)
             + cell(f"{r['usage']:.0%}", 6, True)
             + "".join(
@@ -116,7 +133,7 @@ def format_table(rows: list[dict], gpu_gb: float, base: Settings = TABLE_BASE) -
     return "\n".join(out)
 
 
-def explain(L: Ledger) -> str:
+def explain(L: Ledger, marks: dict = MARK) -> str:
     m, s = L.model, L.settings
     out = [
         f"{m.name}（{m.hub_id}，{m.n_params() / 1e9:.3f}B 参数"
@@ -138,7 +155,7 @@ def explain(L: Ledger) -> str:
     a = assess(L)
     out.append(
         f"合计 {L.total / GiB:.2f} GiB / {L.gpu_gb:g} GiB = {L.usage:.0%}；"
-        f"回答上限 {a.answer_limit or '-'} token → {MARK[a.verdict]}（{a.note}）"
+        f"回答上限 {a.answer_limit or '-'} token → {marks[a.verdict]}（{a.note}）"
     )
     return "\n".join(out)
 
@@ -234,7 +251,7 @@ def settings_from_args(a: argparse.Namespace, base: Settings | None = None) -> S
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         prog="python -m common.vram",
         description="GRPO 显存账本。不带 --model：打印装箱表；带 --model：逐行拆开一个配置"
         "（默认就是表里那一行的设定，其余参数在它上面改）。",
@@ -253,16 +270,19 @@ def main(argv: list[str] | None = None) -> int:
     )
     add_settings_args(p)
     a = p.parse_args(argv)
-    if a.gpu_gb <= 0:
-        p.error("--gpu-gb 必须为正数")
+    if not math.isfinite(a.gpu_gb) or a.gpu_gb <= 0:  # nan 曾打印 nan%，inf 曾说「装得下」
+        p.error(f"--gpu-gb 要是正的有限数（显卡的 GiB，如 24、32、80），得到 {a.gpu_gb}")
+    marks = marks_for(sys.stdout)
+    if marks is TEXT_MARK and hasattr(sys.stdout, "reconfigure"):
+        sys.stdout.reconfigure(errors="replace")  # 目录名里别的写不出的字也不让整张表丢掉
     try:
         base = settings_from_args(a, TABLE_BASE)
         if a.model is None:
             rows = fit_table(a.gpu_gb, base) + (lab_rows(a.gpu_gb) if a.lab else [])
-            print(format_table(rows, a.gpu_gb, base))
+            print(format_table(rows, a.gpu_gb, base, marks))
         else:
             shape = model_shape(a.model)
-            print(explain(ledger(shape, base, a.gpu_gb)))
+            print(explain(ledger(shape, base, a.gpu_gb), marks))
             print("\n" + training_choice(shape, a.gpu_gb))
     except ValueError as e:
         print(f"错误：{e}", file=sys.stderr)

@@ -4,6 +4,9 @@
 - **正确的结果**：续跑后 metrics.jsonl（去掉计时/显存）、最终权重、eval_after.json 和一口气跑完的那次逐位相同；
 - **拒绝**：退出码非 0，stderr 里没有 Traceback，有一句中文点名是哪个文件/哪个值，运行目录里的文件原样不动。
 
+issue 35 加上了运行周围的工具：0 字节的 checkpoint、SIGTERM、第一次存盘/第一次评估时停下、会在运行中途才崩溃的
+值和模型目录（都在建运行目录之前拒绝），以及跑完后不留 run.lock。
+
 故障由 tests/fault_inject.py 注入（在某个时刻 SIGKILL / SIGINT / ENOSPC / 往 exp_avg 里放 NaN），
 脚本本身原样运行。磁盘满和只读目录在 Linux 上用 user namespace 里的小 tmpfs 真的做出来；做不出来时改为注入。
 全部是 slow 测试（CI 跑）：每个子进程都是 tiny 预设的几步，本项目的 2 核机器上整个文件约几分钟。
@@ -104,6 +107,7 @@ def assert_same_as(folder: Path, base: Path) -> None:
     assert after == json.loads((base / "eval_after.json").read_text(encoding="utf-8"))
     assert (folder / "curves.png").read_bytes()[:4] == b"\x89PNG"
     assert not [p.name for p in folder.iterdir() if ".tmp" in p.name], "留下了临时文件"
+    assert not (folder / "run.lock").exists(), "跑完之后 run.lock 应该删掉（issue 35）"
 
 
 @pytest.fixture(scope="module")
@@ -171,6 +175,10 @@ def _truncate(path: Path) -> None:
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
 
 
+def _zero_bytes(path: Path) -> None:
+    path.write_bytes(b"")
+
+
 def _as_directory(path: Path) -> None:
     path.unlink()
     path.mkdir()
@@ -209,6 +217,7 @@ REFUSALS = [
     ("checkpoint.pt", Path.unlink, "checkpoint.pt 不存在"),
     ("checkpoint.pt", _as_directory, "是一个目录"),
     ("checkpoint.pt", _truncate, "损坏"),
+    ("checkpoint.pt", _zero_bytes, "读不出 checkpoint"),  # 以前：EOFError，再 IndexError
     ("checkpoint.pt", _random_middle, "checkpoint.pt"),
     ("checkpoint.pt", _wrong_structure, "不是一个能续跑的 checkpoint"),
     ("checkpoint.pt", _nan_in_exp_avg, "NaN/inf"),
@@ -241,6 +250,37 @@ def test_a_run_stopped_before_its_first_checkpoint_resumes_from_step_0(base, tmp
     refused(run("--out", out, *FAST), f"--resume {out}")
     proc = ok(run("--resume", out))
     assert "从第 0 步开始" in proc.stdout
+    assert_same_as(out, base)
+
+
+@pytest.mark.parametrize(
+    "fault, exit_code",
+    [("kill:torch.save:1", -9), ("sigint:replace=eval_before.json:1", 130),
+     ("sigterm:replace=eval_before.json:1", 143)],
+    ids=["kill-in-first-checkpoint", "ctrl-c-in-first-eval", "sigterm-in-first-eval"],
+)  # fmt: skip
+def test_stopped_before_the_first_checkpoint(base, tmp_path, fault, exit_code):
+    """issue 35 以前：第一次存 checkpoint 时被 kill -9 -> 既不能续跑（「checkpoint.pt 不存在」）也不能
+    重用（「续跑用 --resume」）；第一次评估时 Ctrl-C -> 提示「不能续跑」，--resume 却从第 0 步开始。"""
+    out = tmp_path / "run"
+    proc = run("--out", out, *FAST, fault=fault)
+    assert proc.returncode == exit_code, proc.stderr[-2000:]
+    if exit_code > 0:
+        refused(proc, "续跑会从第 0 步开始", f"--resume {out} --steps {STEPS}")
+    assert not (out / "checkpoint.pt").exists()
+    proc = ok(run("--resume", out))
+    assert "这次从第 0 步开始" in proc.stdout
+    assert_same_as(out, base)
+
+
+def test_sigterm_is_handled_like_ctrl_c(base, tmp_path):
+    """issue 35 以前：SIGTERM -> exit 143，没有一句话，也没有续跑的提示。"""
+    out = tmp_path / "run"
+    proc = run("--out", out, *FAST, fault="sigterm:replace=checkpoint.pt:2")
+    assert proc.returncode == 143
+    err = refused(proc, f"--resume {out} --steps {STEPS}")
+    assert err.strip().splitlines()[-1].startswith("已中断（SIGTERM）。checkpoint 停在第 1 步"), err
+    ok(run("--resume", out))
     assert_same_as(out, base)
 
 
@@ -394,6 +434,14 @@ def test_nan_in_a_gradient_stops_before_the_update_and_keeps_the_step(tmp_path):
         (["--eps-low", "nan", "--num-iterations", "2"], "--eps-low"),
         (["--save-every", "0"], "--save-every"),
         (["--max-new-tokens", "100000"], "的上下文（max_position_embeddings"),
+        # issue 35：以前这些值通过了检查，建好运行目录之后才崩溃（或一声不响地卡住）
+        (["--top-p", "1e-300"], "--top-p = 1e-300 不合法"),
+        (["--seed", "99999999999999999999"], "--seed = 99999999999999999999 不合法"),
+        (["--n-train", "2000000000"], "--n-train = 2000000000 不合法"),
+        (["--pass-k", "100000000"], "减小 --pass-k 或 --eval-batch"),
+        (["--group-size", "100000000"], "减小 --prompts-per-step 或 --group-size"),
+        (["--data", "gsm8k", "--n-heldout", "5000"], "超过了 GSM8K test 的 1319 道题"),
+        (["--step", "5"], "是不是 --steps"),
     ],
 )
 def test_bad_values_end_in_one_chinese_line(tmp_path, argv, needle):
@@ -423,3 +471,34 @@ def test_bad_data_is_refused_before_any_model_loads(tmp_path, rows, encoding, ne
     out = tmp_path / "run"
     refused(run("--out", out, *FAST, "--data", data, "--n-heldout", "20"), needle, str(data))
     assert not out.exists(), "数据有错时不应建运行目录"
+
+
+def _dtype_bfloat17(folder: Path) -> None:
+    _edit_json(folder / "config.json", dtype="bfloat17")
+
+
+def _template_reaching_python(folder: Path) -> None:
+    evil = "{{ ''.__class__.__mro__[1].__subclasses__() }}{{ messages[0]['content'] }}"
+    _edit_json(folder / "tokenizer_config.json", chat_template=evil)
+
+
+def _edit_json(path: Path, **changes) -> None:
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**cfg, **changes}), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "break_it, needle",
+    [(_dtype_bfloat17, "dtype 是 'bfloat17'"), (_template_reaching_python, "想访问 Python 的内部")],
+    ids=["dtype-bfloat17", "template-sandbox"],
+)  # fmt: skip
+def test_a_model_folder_that_fails_mid_run_is_refused_before_the_run(tmp_path, break_it, needle):
+    """issue 35 以前：`model_dir check` 接受 "dtype": "bfloat17"，训练时 AttributeError；想访问 Python 内部的
+    chat template 在第一次 rollout 时被沙箱拦下（traceback）。两者都留下只有 config.json 的运行目录。"""
+    from small_qwen import make_model_dir
+
+    folder = make_model_dir(tmp_path / "model")
+    break_it(folder)
+    out = tmp_path / "run"
+    refused(run("--out", out, "--model", folder, *FAST), "配置错误", needle, str(folder))
+    assert not out.exists(), "模型目录有错时不应建运行目录"

@@ -119,7 +119,9 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
         (["--lr", "nan"], "--lr 要在 (0, 1] 里"),
         (["--preset", "qwen3-0.6b", "--no-vllm"], "需要 NVIDIA GPU"),
         (["--impl", "mine"], "--impl 只能是 solutions | exercises | trl"),
-        (["--steps", "many"], "invalid int value"),
+        (["--steps", "many"], "--steps 要一个整数，得到 'many'"),
+        (["--step", "5"], "不认识的参数: --step 5（是不是 --steps？）"),  # 以前：前缀匹配成 --steps
+        (["--setps", "5"], "（是不是 --steps？）"),
         (["--preset", "qwen3-0.6b", "--no-vllm", "--model", "no/such/dir"], "模型目录不存在"),
         (["--preset", "tiny", "--model", "./no/such/dir"], "make_warmstart.py --out"),
         (["--resume", "no/such/run"], "读不出来"),

@@ -74,7 +74,9 @@ def time_calls(repeat: int = 5) -> dict[str, dict[str, list[float]]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+        allow_abbrev=False,
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument(
         "--repeat", type=int, default=5, help="每个输入、每个函数重复几次（默认 5）"

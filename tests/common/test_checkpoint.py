@@ -171,6 +171,15 @@ def test_directory_and_truncated_file(tmp_path):
         read_checkpoint(tmp_path)
 
 
+@pytest.mark.parametrize("data", [b"", b"\x80\x02"], ids=["zero-bytes", "eof-without-text"])
+def test_an_empty_or_cut_checkpoint_names_the_file(tmp_path, data):
+    """以前（issue 35）：0 字节的 checkpoint.pt -> torch.load 的 EOFError 没有文字，拼消息时 IndexError。"""
+    checkpoint_path(tmp_path).write_bytes(data)
+    with pytest.raises(CheckpointError, match="读不出 checkpoint") as err:
+        read_checkpoint(tmp_path)
+    assert str(checkpoint_path(tmp_path)) in str(err.value) and "--out" in str(err.value)
+
+
 def test_nan_in_optimizer_state_is_never_saved(tmp_path):
     model, opt = _saved(tmp_path, step=1)
     before = checkpoint_path(tmp_path).read_bytes()

@@ -308,6 +308,16 @@ def test_build_prompt_needs_chat_template():
         build_prompt(NoTemplate(), "q")
 
 
+def test_a_template_the_sandbox_stops_is_a_data_error(qwen3_tok):
+    """模板在渲染时才出错（沙箱拦下对 Python 内部的访问）：一句中文的 DataError，不是 jinja2 的 traceback。"""
+    import copy
+
+    tok = copy.copy(qwen3_tok)
+    tok.chat_template = "{{ ''.__class__.__mro__ }}"
+    with pytest.raises(DataError, match="chat template 渲染失败（SecurityError"):
+        build_prompt(tok, "q")
+
+
 # ---------------------------------------------------------------------------------------------
 # gold 必须是一个普通的数；非 UTF-8、重复题、切完训练集为空：各有一句中文，指出文件和行
 # ---------------------------------------------------------------------------------------------
@@ -364,6 +374,25 @@ def test_duplicates_are_removed_before_the_split_with_a_count(tmp_path, capsys):
     assert "去掉了 30 道重复的题" in capsys.readouterr().out
     assert len(held) == 10 and len(train) == 20
     assert not {p.question for p in train} & {p.question for p in held}
+
+
+def test_a_step_cannot_draw_more_problems_than_the_train_split_has(tmp_path):
+    """issue 35：P 比训练题多时 randperm(len(train))[:P] 悄悄少抽；现在加载数据时（建运行目录之前）拒绝。"""
+    from common.data import load_splits
+
+    rows = [{"question": f"q{i}", "answer": f"#### {i}"} for i in range(30)]
+    path = _jsonl(tmp_path / "d.jsonl", rows)
+    assert len(load_splits(str(path), 10, per_step=20)[0]) == 20
+    with pytest.raises(DataError, match="只剩 20 道训练题，每步却要抽 --prompts-per-step 21 道"):
+        load_splits(str(path), 10, per_step=21)
+
+
+def test_gsm8k_held_out_cannot_ask_for_more_than_the_test_split():
+    """issue 35 以前：--n-heldout 5000 悄悄只用 GSM8K test 的 1319 道（train_trl.py 也读这里）。"""
+    from common.data import load_splits
+
+    with pytest.raises(DataError, match="--n-heldout 5000 超过了 GSM8K test 的 1319 道题"):
+        load_splits("gsm8k", 5000)
 
 
 def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path):

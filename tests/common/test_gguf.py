@@ -128,7 +128,7 @@ def test_refusals_leave_nothing_behind(source, tmp_path, capsys):
         from_gguf(tmp_path / "nope.gguf", tmp_path / "out")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(ModelDirError, match="不是空的"):
+    with pytest.raises(ModelDirError, match="不是空目录"):
         from_gguf(path, tmp_path / "full")
     with pytest.raises(ModelDirError, match="bfloat16 或 float32"):
         from_gguf(path, tmp_path / "out", dtype="int4")
@@ -136,3 +136,17 @@ def test_refusals_leave_nothing_behind(source, tmp_path, capsys):
     assert main(["from-gguf", str(tmp_path / "nope.gguf"), str(tmp_path / "o")]) == 2
     err = capsys.readouterr()
     assert "近似" in err.out and "GGUF 文件不存在" in err.err  # 先说清楚：反量化的不是原版权重
+
+
+@pytest.mark.parametrize("keep", [4, 100, 20_000, 0.5, -640], ids=lambda k: f"keep-{k}")
+def test_a_cut_download_is_refused_and_leaves_nothing(source, tmp_path, capsys, keep):
+    """以前（issue 35）：下载中断的 GGUF -> gguf 包里的 ValueError / IndexError traceback。"""
+    _, _, path = source
+    data = path.read_bytes()
+    n = int(len(data) * keep) if isinstance(keep, float) else keep % len(data)
+    cut = tmp_path / "cut.gguf"
+    cut.write_bytes(data[:n])
+    assert main(["from-gguf", str(cut), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("错误：") and str(cut) in err and "重新下载" in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()

@@ -270,3 +270,46 @@ def test_corrupted_weights_are_refused_at_load(any_dir):
     spec = model_spec(any_dir)  # 文件头完好：检查通过
     with pytest.raises(ValueError, match="NaN/inf"):
         load_model(spec)
+
+
+@pytest.mark.parametrize(
+    "data, needle",
+    [(b"", "不是 GGUF 文件"), (b"<!DOCTYPE html><html>Not Found</html>", "不是 GGUF 文件"),
+     (b"GGUF", "不完整或已损坏")],
+    ids=["empty", "html", "magic-only"],
+)  # fmt: skip
+def test_from_gguf_refuses_what_is_not_a_whole_gguf(tmp_path, capsys, data, needle):
+    """以前（issue 35）：空文件、网页、只有 4 个字节的 GGUF -> ValueError / IndexError 的 traceback。"""
+    bad = tmp_path / "model.gguf"
+    bad.write_bytes(data)
+    assert main(["from-gguf", str(bad), str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("错误：") and str(bad) in err and needle in err, err
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
+
+
+@pytest.mark.parametrize("key", ["dtype", "torch_dtype"])
+def test_a_dtype_torch_does_not_have_is_refused(model_dir, key):
+    """以前（issue 35）：config.json 的 "dtype": "bfloat17" 通过 check，训练时 AttributeError。"""
+    _edit(model_dir, **{key: "bfloat17"})
+    _fails(model_dir, f"{key} 是 'bfloat17'", "bfloat16")
+
+
+TEMPLATES = {
+    "sandbox": "{{ ''.__class__.__mro__[1].__subclasses__() }}{{ messages[0]['content'] }}",
+    "syntax": "{% for m in messages %}{{ m['content'] }}",
+    "raises": "{{ raise_exception('no user role here') }}",
+}
+
+
+@pytest.mark.parametrize("kind", TEMPLATES)
+def test_a_chat_template_that_cannot_render_is_refused(model_dir, kind):
+    """以前（issue 35）：想访问 Python 内部的模板在第一次 rollout 时被沙箱拦下，留下 traceback。"""
+    path = model_dir / "tokenizer_config.json"
+    cfg = json.loads(path.read_text(encoding="utf-8"))
+    path.write_text(json.dumps({**cfg, "chat_template": TEMPLATES[kind]}), encoding="utf-8")
+    needle = "想访问 Python 的内部" if kind == "sandbox" else "渲染不了课程的 prompt"
+    _fails(model_dir, "tokenizer_config.json 的 chat template", needle)
+    path.write_text(json.dumps(cfg), encoding="utf-8")  # chat_template.jinja 也要查
+    (model_dir / "chat_template.jinja").write_text(TEMPLATES[kind], encoding="utf-8")
+    _fails(model_dir, "chat_template.jinja 的 chat template", needle)

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -98,7 +99,7 @@ def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
     for name in ("checkpoint.pt.tmp", "curves.tmp.png", "metrics.jsonl.tmp", "keep.txt"):
         (folder / name).write_bytes(b"")
     RunFolder(folder).lock().close()
-    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt", LOCK_NAME]
+    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]  # close() 也删掉 run.lock
     assert "临时文件" in capsys.readouterr().out
 
 
@@ -188,6 +189,74 @@ def test_exit_cleanly(tmp_path, capsys):
     assert exc.value.code == "错误：说明"
     with pytest.raises(SystemExit) as exc, exit_cleanly(tmp_path / "empty", 6):
         raise KeyboardInterrupt
-    assert "还没有 checkpoint，不能续跑" in capsys.readouterr().err
+    assert "还没有这次运行的记录：原样重跑同一条命令即可" in capsys.readouterr().err
     with pytest.raises(ZeroDivisionError), exit_cleanly(folder, 6):  # 程序错误照常抛出
         raise ZeroDivisionError
+
+
+def test_sigterm_is_handled_like_ctrl_c(tmp_path, capsys):
+    """以前（issue 35）：SIGTERM（kill、作业调度、关机）-> exit 143，一个字都没有，也没有续跑的提示。"""
+    folder = _finished(tmp_path / "run")
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(5)  # 处理函数在下一条字节码（或打断 sleep）时抛出，不会真睡 5 秒
+    assert exc.value.code == 143
+    err = capsys.readouterr().err
+    assert "已中断（SIGTERM）" in err and f"--resume {folder} --steps 6" in err, err
+    assert signal.getsignal(signal.SIGTERM) == before, "离开 exit_cleanly 后恢复原来的处理"
+
+
+def test_the_lock_file_goes_when_the_run_ends(tmp_path):
+    """以前（issue 35）：跑完之后 run.lock（里面是 pid）一直留在目录里。"""
+    folder = tmp_path / "run"
+    with exit_cleanly(folder, 6):
+        RunFolder(folder).open(CONFIG, resume=False)
+        assert (folder / LOCK_NAME).is_file()
+    assert not (folder / LOCK_NAME).exists()
+    with pytest.raises(SystemExit), exit_cleanly(folder, 6):  # 出错退出也一样
+        RunFolder(folder).lock()
+        raise RunFolderError("x")
+    assert not (folder / LOCK_NAME).exists()
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_again(tmp_path, capsys):
+    """以前（issue 35）：第一次存 checkpoint 时被 kill -9（metrics 已有第 1 步那行）：--resume 说
+    「checkpoint.pt 不存在」，同一个 --out 重跑又说「续跑用 --resume」，死路。Ctrl-C 在第一次评估时：
+    提示说「不能续跑」，--resume 却能从第 0 步开始。现在两者一致：从第 0 步开始。"""
+    folder = tmp_path / "run"
+    config = {**CONFIG, "save_every": 2}
+    RunFolder(folder).open(config, resume=False)
+    with pytest.raises(SystemExit), exit_cleanly(folder, 6):
+        raise KeyboardInterrupt  # 第一次评估时按了 Ctrl-C：只有 config.json
+    assert "续跑会从第 0 步开始" in capsys.readouterr().err
+    log = MetricsLogger(folder / "metrics.jsonl")
+    for s in (1, 2):  # 第 2 步的行记下了，第 2 步的 checkpoint 没写完（.tmp）
+        log.log({"step": s})
+    (folder / "checkpoint.pt.tmp").write_bytes(b"PK partial")
+    with pytest.raises(SystemExit), exit_cleanly(folder, 6):
+        raise KeyboardInterrupt
+    assert "续跑会从第 0 步开始" in capsys.readouterr().err
+    run = RunFolder(folder)
+    assert run.open(config, resume=True, may_change=("steps", "resume")) is None
+    assert "metrics.jsonl 有 2 行，都会重算" in capsys.readouterr().out
+    run.close()
+    log.log({"step": 3})  # 第 3 步的行：第 2 步的 checkpoint 一定存好过，丢了就拒绝
+    _refused(folder, CheckpointError, "checkpoint.pt 不存在", config)
+    with pytest.raises(SystemExit), exit_cleanly(folder, 6):
+        raise KeyboardInterrupt
+    assert "不能续跑" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "cwd", ["", "L2_algorithm/07_grpo_train", "L2_algorithm/08_reading_the_curves", "L3_frameworks"]
+)
+def test_default_run_folders_are_ignored_by_git_from_any_folder(cwd):
+    """以前（issue 35）：在课的目录里运行脚本，默认的 runs/ 建在那里，.gitignore（只有 /runs/）管不到。"""
+    import shutil
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("不在 git 仓库里（解压的源码包）：没有 .gitignore 要管")
+    path = (Path(cwd) / "runs" / "tiny-20250101-000000" / "config.json").as_posix()
+    proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, capture_output=True)
+    assert proc.returncode == 0, f"git 会把 {path} 当成新文件（.gitignore 要有 runs/）"

@@ -300,6 +300,11 @@ def test_bad_settings_say_what_to_change():
         Settings(micro_batch=0)
     with pytest.raises(ValueError, match="beta"):
         Settings(beta=-1)
+    with pytest.raises(ValueError, match="--beta（KL 系数）要是 >= 0 的有限数"):
+        Settings(beta=float("nan"))  # 以前（issue 35）：NaN 不小于 0，悄悄当成没有 KL
+    for gb in (-5.0, 0.0, float("inf")):
+        with pytest.raises(ValueError, match="--engine-gb"):
+            Settings(engine_gb=gb)
 
 
 def test_logprob_chunk_rows_match_the_l2_solution():
@@ -520,6 +525,39 @@ def test_cli_explains_one_configuration(capsys):
         == 0
     )
     assert "P4×G8" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [(["--gpu-gb", "nan"], "--gpu-gb 要是正的有限数"), (["--gpu-gb", "inf"], "--gpu-gb 要是正的有限数"),
+     (["--model", "Qwen3-0.6B", "--beta", "nan"], "--beta（KL 系数）"),
+     (["--model", "Qwen3-0.6B", "--layout", "colocate", "--engine-gb", "-5"], "--engine-gb")],
+)  # fmt: skip
+def test_cli_refuses_values_it_used_to_print(capsys, argv, needle):
+    """以前（issue 35）：nan GiB 打印 nan%，inf GiB 说「装得下」，--beta nan 当成 0，--engine-gb -5 照算。"""
+    try:
+        code = vram.main(argv)
+    except SystemExit as exc:  # argparse 的 p.error
+        code = exc.code
+    out, err = capsys.readouterr()
+    assert code == 2 and needle in err and "错误" in err and not out, (code, out, err)
+
+
+@pytest.mark.parametrize("argv", [[], ["--model", "Qwen3-30B-A3B"], ["--model", "Qwen3-4B"]])
+def test_cli_output_survives_a_gbk_console(argv):
+    """以前（issue 35）：中文 Windows 上 `python -m common.vram > 表.txt`（stdout 是 GBK）在 ✅ 上
+    UnicodeEncodeError，整张表丢了。现在换成 [v] / [!] / [x]，其余中文照常写出。"""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PYTHONIOENCODING": "gbk"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "common.vram", *argv], capture_output=True, env=env, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr.decode("gbk", "replace")
+    out = proc.stdout.decode("gbk")  # 能按 GBK 解码 = 写出来的就是 GBK
+    assert any(mark in out for mark in vram.TEXT_MARK.values()) and "GiB" in out, out
 
 
 def test_cli_bad_input_exits_nonzero(capsys):
