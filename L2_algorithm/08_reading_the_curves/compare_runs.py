@@ -17,12 +17,12 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
+from common.cli import CourseParser
 from common.evaluate import pass_at_k
 from common.metrics import MetricsError, read_metrics
 from common.paired_stats import binomial_se, paired, spread
@@ -283,7 +283,7 @@ def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = CourseParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN", "CONTROL"),
                     help="一次运行和它的对照（同一个 seed）；可给多次。不给：仓库附带的 tiny 运行")  # fmt: skip
     ap.add_argument("--step", type=int, default=None,

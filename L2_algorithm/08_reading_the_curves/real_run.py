@@ -27,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
+from common.cli import CourseParser
 from common.metrics import read_json, read_jsonl, read_metrics
 from common.paired_stats import binomial_se
 from common.paired_stats import paired as paired_values
@@ -460,7 +461,7 @@ def _count(text: str) -> int:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    ap = CourseParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("run", nargs="?", type=Path, default=None,
                     help="运行目录（不给：仓库附带的三对运行）")  # fmt: skip
     ap.add_argument("--control", type=Path, default=None, help="对照的运行目录")
