@@ -28,8 +28,12 @@ from common.metrics import MetricsError, read_metrics
 from common.paired_stats import binomial_se, paired, spread
 
 HERE = Path(__file__).resolve().parent
-SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0 和 1，各带一个组内打乱的对照
-SHIPPED_PAIRS = (("seed0", "seed0-shuffled"), ("seed1", "seed1-shuffled"))
+SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0、1、2，各带一个组内打乱的对照
+SHIPPED_PAIRS = (
+    ("seed0", "seed0-shuffled"),
+    ("seed1", "seed1-shuffled"),
+    ("seed2", "seed2-shuffled"),
+)
 # 这些设置不同，运行和对照就不只差「reward 里有没有信息」
 SAME = ("model", "init", "data", "n_train", "difficulty", "n_heldout", "prompts_per_step",
         "group_size", "max_new_tokens", "temperature", "top_p", "beta", "aggregation", "lr",
