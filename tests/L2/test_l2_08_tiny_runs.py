@@ -119,3 +119,58 @@ def test_real_run_reads_a_cpu_run_and_its_control(run, control, capsys):
     assert R.main([str(RUNS / run), "--control", str(RUNS / control)]) == 0
     out = capsys.readouterr().out
     assert "显存峰值 —（CPU 上的运行没有显存数字）" in out and "运行 − 对照" in out
+
+
+def test_the_other_controls_in_section_1_1():
+    """第 1.1 节「两种打乱」和「学习率大了」里的数，都来自 tiny_runs/controls/ 和三对运行。"""
+    ctl = RUNS / "controls"
+    rows = lambda folder: [
+        json.loads(x) for x in (folder / "metrics.jsonl").read_text().splitlines()
+    ]
+    after = lambda folder: json.loads((folder / "eval_after.json").read_text())
+    evals = lambda folder: {
+        r["step"]: r["eval_accuracy"] for r in rows(folder) if "eval_accuracy" in r
+    }
+    run, within, batch = (
+        rows(RUNS / "seed0"),
+        rows(RUNS / "seed0-shuffled"),
+        rows(ctl / "ctl-batch-s0"),
+    )
+    assert run[0]["zero_std_frac"] == within[0]["zero_std_frac"]  # 第 1 步：同样的回答、同样的组成
+    _in_lesson(
+        f"组内全相同的组在运行和组内打乱的对照里都是 {run[0]['zero_std_frac']:.2f}，"
+        f"在整批打乱的对照里只有 {batch[0]['zero_std_frac']:.2f}",
+        "第 1.1 节两种打乱",
+    )
+    _in_lesson(
+        f"梯度范数运行 {run[0]['grad_norm']:.2f}、组内打乱 {within[0]['grad_norm']:.2f}、"
+        f"整批打乱 {batch[0]['grad_norm']:.2f}",
+        "第 1.1 节两种打乱",
+    )
+    zs = lambda r: statistics.fmean(x["zero_std_frac"] for x in r)
+    _in_lesson(
+        f"运行 {zs(run):.2f}、组内打乱 {zs(within):.2f}、整批打乱 {zs(batch):.2f}",
+        "第 1.1 节两种打乱",
+    )
+    b, w = after(ctl / "ctl-batch-s0"), after(RUNS / "seed0-shuffled")
+    _in_lesson(
+        f"第 100 步贪心 {b['accuracy']:.3f}、pass@1 {b['pass_at']['1']:.3f}、pass@8 {b['pass_at']['8']:.3f}",
+        "第 1.1 节两种打乱",
+    )
+    _in_lesson(
+        f"（{w['accuracy']:.3f} / {w['pass_at']['1']:.3f} / {w['pass_at']['8']:.3f}）",
+        "第 1.1 节两种打乱",
+    )
+    hi, hb = ctl / "ctl-lr1e-4-s0", ctl / "ctl-batch-lr1e-4-s0"
+    e, a = evals(hi), after(hi)
+    assert json.loads((hi / "config.json").read_text())["lr"] == 1e-4
+    _in_lesson(
+        f"第 5 步涨到 {e[5]:.3f}、第 10 步 {e[10]:.3f}、第 100 步还有 {e[100]:.3f}——同时 pass@1 从 0.224 掉到 "
+        f"{a['pass_at']['1']:.3f}、pass@8 从 0.680 掉到 {a['pass_at']['8']:.3f}",
+        "第 1.1 节学习率大了",
+    )
+    e, a = evals(hb), after(hb)
+    _in_lesson(
+        f"（第 10 步 {e[10]:.3f}，第 100 步 {e[100]:.3f}；pass@1 {a['pass_at']['1']:.3f}、pass@8 {a['pass_at']['8']:.3f}）",
+        "第 1.1 节学习率大了",
+    )
