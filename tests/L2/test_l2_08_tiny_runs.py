@@ -174,3 +174,33 @@ def test_the_other_controls_in_section_1_1():
         f"（第 10 步 {e[10]:.3f}，第 100 步 {e[100]:.3f}；pass@1 {a['pass_at']['1']:.3f}、pass@8 {a['pass_at']['8']:.3f}）",
         "第 1.1 节学习率大了",
     )
+
+
+def _row(folder: Path, step: int, keys: tuple[str, ...], digits: dict) -> str:
+    r = {
+        x["step"]: x for x in map(json.loads, (folder / "metrics.jsonl").read_text().splitlines())
+    }[step]
+    return f"| {step} | " + " | ".join(f"{r[k]:.{digits.get(k, 2)}f}" for k in keys) + " |"
+
+
+def test_failure_labs_tables():
+    """第 2、3 节的表：tiny_runs/labs/ 里的 lab-format、lab-lr。"""
+    labs = RUNS / "labs"
+    fmt = ("reward_mean", "accuracy", "entropy", "zero_std_frac")
+    for step in (1, 9, 25, 40):
+        _in_lesson(_row(labs / "lab-format", step, fmt, {"entropy": 3}), "第 2 节的表")
+    lr = ("accuracy", "format_rate", "completion_len_mean", "entropy", "zero_std_frac")
+    for step in (1, 5, 21, 38, 40):
+        _in_lesson(
+            _row(labs / "lab-lr", step, lr, {"completion_len_mean": 1, "entropy": 3}), "第 3 节的表"
+        )
+    a = json.loads((labs / "lab-lr" / "eval_after.json").read_text())
+    _in_lesson(
+        f"held-out 贪心正确率：0.060 → {a['accuracy']:.3f}，格式率 0.90 → {a['format_rate']:.3f}",
+        "第 3 节",
+    )
+    f = json.loads((labs / "lab-format" / "eval_after.json").read_text())
+    _in_lesson(
+        f"训练后 **{f['accuracy']:.2f}**；同一批题上的格式率：0.90 → **{f['format_rate']:.2f}**",
+        "第 2 节",
+    )
