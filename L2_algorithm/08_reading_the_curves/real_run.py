@@ -285,7 +285,7 @@ def pair_difference(run: Path, control: Path) -> str:
     same_step = steps_done(run) == steps_done(control) == step
     if a_run and a_ctl and same_step:
         pr = paired(a_ctl, a_run)  # 「训练前」= 对照：翻对 = 运行对、对照错
-        how = f"逐题配对：运行对、对照错 {pr['up']} 题，反过来 {pr['down']} 题，p = {pr['p']:.2f}"
+        how = f"逐题配对：运行对、对照错 {pr['up']} 题，反过来 {pr['down']} 题，p = {pr['p']:.2g}"
         return f"| `{run.name}` | {step} | {signed(pr['diff'])} ± {pr['se']:.3f} | {how} |"
     n = read_json(run / "eval_before.json")["n"]
     se = math.hypot(binomial_se(ours[step], n), binomial_se(theirs[step], n))

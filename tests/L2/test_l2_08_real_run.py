@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import statistics
 from pathlib import Path
 
 import pytest
@@ -286,3 +287,22 @@ def test_negative_examples_is_refused(tmp_path, capsys):
     with pytest.raises(SystemExit) as exc:
         R.main([str(run), "--examples", "-3"])
     assert exc.value.code != 0 and "要一个 >= 0 的整数" in capsys.readouterr().err
+
+
+def test_the_same_start_evaluated_twice_as_section_6_3_says():
+    """第 6.3 节：同一份起点，两个运行目录的 answers_before（eval batch 256 对 512、代码差 87 个 commit）。"""
+    a, b = R.answers(B, "before"), R.answers(R1, "before")
+    assert [x["question"] for x in a] == [x["question"] for x in b]
+    grades = sum(x["reward"] != y["reward"] for x, y in zip(a, b))
+    texts = sum(x["completion"] != y["completion"] for x, y in zip(a, b))
+    configs = [json.loads((d / "config.json").read_text()) for d in (B, R1)]
+    assert [c["eval_batch"] for c in configs] == [256, 512]
+    _in_lesson(f"500 题里 {grades} 题的判分、{texts} 题的回答文字不一样", "第 6.3 节")
+
+
+def test_lr5e6_answers_got_shorter():
+    """第 6.2 节：第一对的回答在变短（所以不是长度偏差）。"""
+    lengths = [r["completion_len_mean"] for r in R.read_metrics(B / "metrics.jsonl")]
+    first, last = statistics.fmean(lengths[:10]), statistics.fmean(lengths[-10:])
+    assert last < first
+    _in_lesson(f"从第 1–10 步的 {first:.1f} token 降到第 91–100 步的 {last:.1f}", "第 6.2 节")
