@@ -11,7 +11,7 @@
 
 命令行由 TRL 自己的 TrlParser 从下面的 TrlScriptArguments 生成（--help 列出每个参数；也可以 --config 一个 YAML）。
 和 grpo_train.py 同名的旋钮（G、P、回答长度、lr、β、温度、micro-batch、数据、held-out）不给时取同一个预设的值
-（L2_algorithm/07_grpo_train/presets.toml，经 common/grpo_config.py）。CourseGRPOTrainer 在同目录的
+（L2_algorithm/07_grpo_train/presets.toml，经 common/config_cli.py）。CourseGRPOTrainer 在同目录的
 course_trainer.py。逐个字段的解释（尤其是 32 GB 上的显存账）在同目录 README.md。
 """
 
@@ -41,17 +41,18 @@ from trl import GRPOConfig, GRPOTrainer, TrlParser
 
 from common import data as D
 from common.cli import did_you_mean
-from common.grpo_config import base_config
+from common.config_cli import base_config
 from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
 from common.model_dir import ModelDirError
-from common.models import load_model, model_spec, plan_model
+from common.model_plan import plan_model
+from common.models import load_model, model_spec
 from common.presets import PresetError, gpu_recipe
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
 from common.stubs import require_written
 
 IMPLS = ("solutions", "exercises", "trl")  # trl = 完全用 TRL 自己的 advantage 和损失
-# 和 grpo_train.py 同名、同默认值的旋钮：不给时取同一个预设的值（common/grpo_config.py 的 base_config）
+# 和 grpo_train.py 同名、同默认值的旋钮：不给时取同一个预设的值（common/config_cli.py 的 base_config）
 SHARED_KNOBS = (
     "group_size",
     "prompts_per_step",
