@@ -263,20 +263,27 @@ LIMITS = {
         "和 0.4 GB 内存（tiny 用 5000 道，每步只抽 --prompts-per-step 道）",
     ),
 }
-_TYPES = {"int": int, "float": float, "str": str}
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
 def kind_of(f: dataclasses.Field):
-    """The Python type of a field (int, float or str; an optional one's type without None)."""
+    """The Python type of a field (int, float, str or bool; an optional one's without None)."""
     return _TYPES[str(f.type).split(" | ")[0]]
 
 
-def field_errors(cfg: GRPOConfig) -> list[str]:
-    """One Chinese line per field whose value breaks its own check (type, choices, range)."""
+def field_errors(cfg) -> list[str]:
+    """One Chinese line per field whose value breaks its own check (type, choices, range).
+
+    cfg: a GRPOConfig, or any dataclass of knob() fields (train_trl.py's TRLOptions)."""
     errors = []
-    for name, f in FIELDS.items():
+    for f in dataclasses.fields(cfg):
+        name = f.name
         value, meta, flag = getattr(cfg, name), f.metadata, "--" + name.replace("_", "-")
         if value is None and f.default is None:
+            continue
+        if kind_of(f) is bool:  # a switch: True or False, nothing else
+            if not isinstance(value, bool):
+                errors.append(f"{flag} 应是 bool，得到 {value!r}")
             continue
         if not isinstance(value, kind_of(f)) or isinstance(value, bool):
             if not (kind_of(f) is float and isinstance(value, int) and not isinstance(value, bool)):

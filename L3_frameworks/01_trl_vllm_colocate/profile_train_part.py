@@ -436,7 +436,7 @@ def trl_worker(a) -> int:
 
     out = Path(a.trl_out)
     targs = train_trl.parse_args(trl_argv(a, a.trl_mb, Path(a.trl_data), out))
-    trainer = train_trl.build_trainer(targs)
+    trainer = train_trl.build_trainer(*targs)
     cuda = torch.cuda.is_available() and not a.dry_run
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     prof = profile(activities=acts)
