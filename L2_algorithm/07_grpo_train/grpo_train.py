@@ -12,7 +12,6 @@
 """
 
 import copy
-import importlib
 import math
 import sys
 import time
@@ -23,6 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录�
 import torch
 from tqdm import tqdm
 
+import exercises.l2_07_grpo_train as exercises_impl
+import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.bad_step import save_bad_step
 from common.checkpoint import apply_checkpoint, save_checkpoint
@@ -58,7 +59,7 @@ from common.vram.measure import cap_to_gpu_gb
 def main(cfg):
     # 你在 L2 写的函数：--impl 选 solutions/（参考答案）或 exercises/（你自己的）。
     # 先确认要用的都写完了，再加载任何东西（fail fast）；之后每次调用都写成 L.函数名(...)
-    L = importlib.import_module(f"{cfg.impl}.l2_07_grpo_train")
+    L = exercises_impl if cfg.impl == "exercises" else solutions_impl
     require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
     spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
