@@ -133,14 +133,15 @@ def library_versions() -> dict[str, str | None]:
 
 def preset_report(gpu: dict | None) -> list[dict]:
     """For each course preset: can this machine run it, and why (the ledger's usage for GPU presets)."""
+    from common.config_cli import preset_config
     from common.presets import preset_names
     from common.vram.fit import assess
     from common.vram.ledger import GiB, ledger
-    from common.vram.plan import preset_settings
+    from common.vram.plan import training_settings
 
     rows = []
     for name in preset_names():
-        shape_and_settings = preset_settings(name)
+        shape_and_settings = training_settings(preset_config(name))
         if shape_and_settings is None:
             rows.append({"preset": name, "ok": True, "why": "CPU 就能跑（几分钟）"})
             continue

@@ -1,32 +1,24 @@
 """The training scripts' config: one typed dataclass, every field with its help, default and check.
 
-    cfg = parse_config(argv)      # defaults < --preset (presets.toml) < command line; resume rules;
-                                  # every bad value listed at once in Chinese, exit code 1
-    cfg.lr, cfg.model, ...        # a GRPOConfig (grpo_train.py reads it top to bottom)
-    preset_config("qwen3-0.6b")   # the config a preset gives, without a command line (train_trl.py)
+    cfg = GRPOConfig(lr=1e-4)           # the defaults are the tiny run on a CPU
+    field_errors(cfg)                   # one Chinese line per field that breaks its own check
+    cross_errors(cfg)                   # one per rule between fields (and the files they name)
 
-The defaults are the tiny run on a CPU; a preset (L2_algorithm/07_grpo_train/presets.toml, beside the
-script) overrides a few of them. `--model DIR` without `--preset` takes the GPU recipe of that file and
-asks the VRAM ledger whether full fine-tuning fits the card (see `resolve_model`). `--help` is built
-from the fields below, so each help text is written once. This module imports no torch unless a
-model has to be planned on a GPU.
+Only the fields and their rules live here (the dataclass idiom of TRL's GRPOConfig). The command
+line, the presets (presets.toml) and the resume rules are common/config_cli.py; which model a run
+trains, and full fine-tune or LoRA, is common/model_plan.py. `--help` is built from the fields
+below, so each help text is written once.
 """
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import importlib.util
-import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from common.cli import CourseParser, did_you_mean
 from common.config_checks import integer, number, optional
 from common.data import GSM8K_SPLITS
-from common.metrics import read_json_object
-from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
 
 AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 (a test ties them)
 ROLLOUTS = ("auto", "eager", "fast", "vllm")
@@ -40,8 +32,6 @@ CONTROLS = (
 INITS = ("pretrained", "random")
 IMPLS = ("solutions", "exercises")
 DATA_SOURCES = ("synthetic", "gsm8k", "hub")  # = common/data.py's DATA_SOURCES (or a jsonl path)
-# resuming may change only these; the rest would make it a different experiment
-RESUME_CAN_CHANGE = ("steps", "eval_every", "early_evals", "save_every", "resume")
 
 
 def step_list(text: str) -> tuple[int, ...]:
@@ -273,42 +263,31 @@ LIMITS = {
         "和 0.4 GB 内存（tiny 用 5000 道，每步只抽 --prompts-per-step 道）",
     ),
 }
-_TYPES = {"int": int, "float": float, "str": str}
-_WHAT = {int: "一个整数", float: "一个数", str: "一段文字"}
+_TYPES = {"int": int, "float": float, "str": str, "bool": bool}
 
 
-def _kind(f: dataclasses.Field):
+def kind_of(f: dataclasses.Field):
+    """The Python type of a field (int, float, str or bool; an optional one's without None)."""
     return _TYPES[str(f.type).split(" | ")[0]]
 
 
-def _parse_as(kind):
-    """argparse `type=`: the value as `kind`, or a Chinese error (argparse's own is English)."""
+def field_errors(cfg) -> list[str]:
+    """One Chinese line per field whose value breaks its own check (type, choices, range).
 
-    def parse(text: str):
-        try:
-            return kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"要{_WHAT[kind]}，得到 {text!r}") from None
-
-    parse.__name__ = kind.__name__
-    return parse
-
-
-class _Parser(CourseParser):  # no abbreviations: --step 5 is not --steps 5 (issue 35)
-    def error(self, message: str):  # unknown flag, a value of the wrong type: one Chinese line
-        _fail([did_you_mean(self, message)])
-
-
-def field_errors(cfg: GRPOConfig) -> list[str]:
-    """One Chinese line per field whose value breaks its own check (type, choices, range)."""
+    cfg: a GRPOConfig, or any dataclass of knob() fields (train_trl.py's TRLOptions)."""
     errors = []
-    for name, f in FIELDS.items():
+    for f in dataclasses.fields(cfg):
+        name = f.name
         value, meta, flag = getattr(cfg, name), f.metadata, "--" + name.replace("_", "-")
         if value is None and f.default is None:
             continue
-        if not isinstance(value, _kind(f)) or isinstance(value, bool):
-            if not (_kind(f) is float and isinstance(value, int) and not isinstance(value, bool)):
-                errors.append(f"{flag} 应是 {_kind(f).__name__}，得到 {value!r}")
+        if kind_of(f) is bool:  # a switch: True or False, nothing else
+            if not isinstance(value, bool):
+                errors.append(f"{flag} 应是 bool，得到 {value!r}")
+            continue
+        if not isinstance(value, kind_of(f)) or isinstance(value, bool):
+            if not (kind_of(f) is float and isinstance(value, int) and not isinstance(value, bool)):
+                errors.append(f"{flag} 应是 {kind_of(f).__name__}，得到 {value!r}")
                 continue
         if meta["choices"] and value not in meta["choices"]:
             errors.append(f"{flag} 只能是 {' | '.join(meta['choices'])}，得到 {value!r}")
@@ -379,144 +358,6 @@ def _pool_words(c: GRPOConfig, pool: int) -> str:
     if c.data == "synthetic":
         return f"合成题池 --n-train {c.n_train} 切出 --n-heldout {c.n_heldout} 后最多 {pool} 道"
     return f"GSM8K train 只有 {pool} 道"
-
-
-def _fail(errors: list[str]) -> None:
-    sys.exit("配置错误：\n  - " + "\n  - ".join(errors))
-
-
-def build_parser(
-    defaults: GRPOConfig | None = None, suppress: bool = False
-) -> argparse.ArgumentParser:
-    """The argparse parser of GRPOConfig (one flag per field, grouped as above, defaults shown)."""
-    defaults = defaults or GRPOConfig()
-    ap = _Parser(
-        description="手写 GRPO（L2.07）。默认值 = tiny 在 CPU 上的那次运行；--preset 叠上 presets.toml 的一组覆盖；"
-        "命令行上给的值优先。",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-        argument_default=argparse.SUPPRESS if suppress else None,
-        epilog="预设：" + "；".join(f"{n}：{get_preset(n).why}" for n in preset_names()),
-    )
-    groups = {}
-    for name, f in FIELDS.items():
-        group = groups.get(f.metadata["group"]) or ap.add_argument_group(f.metadata["group"])
-        groups[f.metadata["group"]] = group
-        kw = {} if suppress else {"default": getattr(defaults, name)}
-        kind = _kind(f)
-        group.add_argument(
-            "--" + name.replace("_", "-"), type=_parse_as(kind), metavar=kind.__name__.upper(),
-            help=f.metadata["help"], **kw,
-        )  # fmt: skip
-    return ap
-
-
-def apply(cfg: GRPOConfig, values: dict, *, where: str) -> GRPOConfig:
-    """cfg with `values` on top; an unknown key is a PresetError that names `where` it came from."""
-    unknown = sorted(set(values) - set(FIELDS))
-    if unknown:
-        raise PresetError(f"{where} 里有配置中没有的键：{', '.join(unknown)}")
-    return dataclasses.replace(cfg, **values)
-
-
-def base_config(preset: str | None = None, model: str | None = None) -> GRPOConfig:
-    """The defaults a run starts from: the preset's; the GPU recipe for `--model DIR` alone (a
-    make_warmstart.py folder keeps the tiny defaults); tiny's when neither is given."""
-    name = preset or (None if model else DEFAULT_PRESET)
-    if name is not None:
-        cfg = apply(GRPOConfig(), get_preset(name).overrides, where=f"预设 {name}")
-        return dataclasses.replace(cfg, preset=name, model=model or cfg.model)
-    if _is_warm_start(model):
-        return GRPOConfig(model=model)
-    return apply(GRPOConfig(model=model), gpu_recipe(), where="presets.toml 的 [recipe.gpu]")
-
-
-def preset_config(name: str = DEFAULT_PRESET) -> GRPOConfig:
-    """The config of a preset with nothing on the command line (train_trl.py shares these numbers)."""
-    return apply(GRPOConfig(preset=name), get_preset(name).overrides, where=f"预设 {name}")
-
-
-def _resume(run_dir: str, given: dict) -> GRPOConfig:
-    path = Path(run_dir) / "config.json"
-    if not path.is_file():
-        _fail([f"{path} 不存在：--resume 要指向之前某次运行的目录"])
-    try:
-        stored = read_json_object(path, "这个运行目录的配置坏了，无法续跑；换一个 --out 重新开始")
-    except ValueError as err:
-        _fail([str(err)])
-    values = {k: v for k, v in stored.items() if k != "provenance"}
-    values.setdefault("resume", None)
-    missing, unknown = sorted(set(FIELDS) - set(values)), sorted(set(values) - set(FIELDS))
-    if missing or unknown:
-        _fail(
-            [
-                f"{path} 缺少 {missing} / 多出 {unknown}：它不是这个版本的 grpo_train.py 写的，无法续跑"
-            ]
-        )
-    changed = [k for k, v in given.items() if k not in RESUME_CAN_CHANGE and v != values[k]]
-    if changed:
-        _fail([f"续跑时不能改 {changed}（会破坏逐位一致的续跑）；要换设置请开一个新的 --out"])
-    kept = {k: given[k] for k in given if k in RESUME_CAN_CHANGE}
-    cfg = GRPOConfig(**{**values, **kept, "out": run_dir, "resume": run_dir})  # 目录可以被搬走
-    from common.run_folder import out_dir_problem
-
-    if problem := out_dir_problem(run_dir):  # 只读的盘：不是配置的错
-        _fail([problem])
-    errors = field_errors(cfg) or cross_errors(cfg, resuming=True)  # 类型不对时规则之间没法比
-    if errors:
-        _fail([f"{path} 里的值不合法（被手改过？）"] + errors)
-    return cfg
-
-
-def parse_config(argv: list[str] | None = None, *, plan=None) -> GRPOConfig:
-    """Command line -> GRPOConfig (defaults < preset < command line); bad settings exit with Chinese lines.
-
-    plan(cfg) -> (cfg, notes): resolves the model (common.models.plan_model by default): fills in
-    `model`, `lora_rank` and `preset` where they were left open, and returns lines to print.
-    """
-    pre = _Parser(add_help=False)
-    pre.add_argument("--resume")
-    pre.add_argument("--preset")
-    pre.add_argument("--model")
-    first, _ = pre.parse_known_args(argv)
-    try:
-        cfg = base_config(first.preset, first.model)
-    except PresetError as err:
-        _fail([str(err)])
-    build_parser(cfg).parse_args(argv)  # --help (with this preset's defaults) and type errors
-    given = vars(build_parser(suppress=True).parse_args(argv))
-    if first.resume:
-        return _resume(first.resume, given)
-    cfg = apply(cfg, given, where="命令行")
-    if cfg.eps_high is None:
-        cfg.eps_high = cfg.eps_low
-    errors = field_errors(cfg) or cross_errors(cfg)
-    if errors:
-        _fail(errors)
-    if plan is None:
-        from common.models import plan_model as plan
-    try:
-        cfg, notes = plan(cfg)
-    except ValueError as err:  # ModelDirError, PresetError: a model this machine cannot run
-        _fail([str(err)])
-    from common.run_folder import out_dir_problem
-
-    label = cfg.preset or Path(cfg.model or "model").name
-    cfg.out = cfg.out or f"runs/{label}-{time.strftime('%Y%m%d-%H%M%S')}"
-    problem = out_dir_problem(cfg.out)
-    if problem:
-        _fail([problem])
-    if Path(cfg.out, "config.json").exists():
-        _fail([f"{cfg.out} 里已经有一次运行：续跑用 --resume {cfg.out}，否则换一个 --out"])
-    for line in notes:
-        print(line)
-    return cfg
-
-
-def _is_warm_start(model: str) -> bool:
-    """A folder written by make_warmstart.py: the tiny model, trained with the tiny defaults."""
-    from common.model_dir import WARMSTART_FILE
-
-    return Path(model, WARMSTART_FILE).is_file()
 
 
 def to_json(cfg: GRPOConfig) -> dict:

@@ -1,6 +1,6 @@
 """Is a learner's function still a stub? The fail-fast check before a script trains with `--impl exercises`.
 
-    L = importlib.import_module(f"{cfg.impl}.l2_07_grpo_train")   # the functions the script uses
+    L = exercises_impl if cfg.impl == "exercises" else solutions_impl  # the script's functions
     require_written(L, skip=("tis_weights",))                     # exits in Chinese if any is a stub
 
 A stub is a function whose body is only a docstring and `raise NotImplementedError(...)` (the shape of

@@ -17,8 +17,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 仓库根目录：没 pip install -e 也能跑
 import torch  # noqa: E402
 
+from common.config_cli import preset_config  # noqa: E402
 from common.data import build_prompt, synthetic_problems  # noqa: E402
-from common.grpo_config import preset_config  # noqa: E402
 from common.models import load_model, model_spec  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402

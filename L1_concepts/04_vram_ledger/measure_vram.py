@@ -30,14 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
+from common.config_cli import base_config  # noqa: E402
 from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
-from common.grpo_config import base_config  # noqa: E402
+from common.model_plan import plan_model  # noqa: E402
 from common.models import (  # noqa: E402
     PresetError,
     compute_dtype,
     load_model,
     model_spec,
-    plan_model,
     resolve_device,
 )
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402

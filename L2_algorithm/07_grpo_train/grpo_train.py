@@ -12,7 +12,6 @@
 """
 
 import copy
-import importlib
 import math
 import sys
 import time
@@ -23,14 +22,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录�
 import torch
 from tqdm import tqdm
 
+import exercises.l2_07_grpo_train as exercises_impl
+import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.bad_step import save_bad_step
 from common.checkpoint import apply_checkpoint, save_checkpoint
+from common.config_cli import RESUME_CAN_CHANGE, parse_config
 from common.controls import shuffle_rewards
 from common.evaluate import evaluate, flip_floor
 from common.fast_decode import host_gradients, rollout_buffers
 from common.finite_guard import guard_finite
-from common.grpo_config import CONTROLS, RESUME_CAN_CHANGE, parse_config, step_list, to_json
+from common.grpo_config import CONTROLS, step_list, to_json
 from common.metrics import (
     MetricsLogger,
     plot_curves,
@@ -39,6 +41,7 @@ from common.metrics import (
     write_json,
     write_jsonl,
 )
+from common.model_plan import plan_or_exit
 from common.models import compute_dtype, load_model, model_spec, resolve_device
 from common.optim import OptimizerError, make_optimizer, warmup_lr
 from common.presets import PresetError
@@ -56,10 +59,10 @@ from common.vram.measure import cap_to_gpu_gb
 def main(cfg):
     # 你在 L2 写的函数：--impl 选 solutions/（参考答案）或 exercises/（你自己的）。
     # 先确认要用的都写完了，再加载任何东西（fail fast）；之后每次调用都写成 L.函数名(...)
-    L = importlib.import_module(f"{cfg.impl}.l2_07_grpo_train")
+    L = exercises_impl if cfg.impl == "exercises" else solutions_impl
     require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
-    spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 parse_config 查过）
+    spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
     device = resolve_device(spec)
     cuda = device.type == "cuda"
     if cuda and cfg.cap_gb is not None:  # 大卡上模拟 5090：PyTorch 最多只用 cap_gb GiB
@@ -338,7 +341,8 @@ def main(cfg):
 
 
 if __name__ == "__main__":
-    cfg = parse_config()
+    cfg = parse_config()  # 命令行 -> GRPOConfig：默认值 < --preset < 命令行；续跑规则
+    cfg = plan_or_exit(cfg)  # 定下模型：预设的哪一个、全参数还是 LoRA（显存账本）、这台机器跑得动吗
     errors = (D.DataError, PresetError, OptimizerError, ValueError)
     with exit_cleanly(cfg.out, cfg.steps, errors=errors):  # 出错、Ctrl-C：一行中文（和怎么续跑）
         main(cfg)

@@ -39,8 +39,8 @@ import torch
 import torch.nn.functional as F
 
 from common import data as D
+from common.config_cli import preset_config
 from common.evaluate import completer, evaluate
-from common.grpo_config import preset_config
 from common.models import TINY_WARMSTART_DIR, load_model, model_spec
 from solutions.l2_06_sampling import process_logits
 
@@ -224,7 +224,7 @@ def main(argv=None):
     if steps < 1 or args.probe_every < 0:
         sys.exit(f"配置错误：--steps 必须 >= 1（得到 {steps}），--probe-every 不能为负")
     torch.set_num_threads(1)  # 单线程：结果与机器核数无关（和 grpo_train.py 在 CPU 上一样）
-    defaults = preset_config("tiny")  # grpo_train.py 的 tiny 默认配置（common/grpo_config.py）
+    defaults = preset_config("tiny")  # grpo_train.py 的 tiny 默认配置（common/config_cli.py）
     heldout = grpo_heldout(defaults)
     probe = dict(group_size=defaults.pass_k, max_new_tokens=defaults.max_new_tokens,
                  temperature=defaults.temperature)  # fmt: skip

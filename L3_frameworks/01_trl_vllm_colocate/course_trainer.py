@@ -33,7 +33,7 @@ class CourseGRPOTrainer(GRPOTrainer):
     """
 
     def __init__(self, *args, impl, **kwargs):
-        """impl: the module with your L2 functions (`importlib.import_module("exercises.l2_07_grpo_train")`,
+        """impl: the module with your L2 functions (`exercises.l2_07_grpo_train`,
         or solutions'); `impl.group_advantages` and `impl.grpo_loss` replace TRL's."""
         unsupported = _unsupported_for_course_loss(kwargs["args"])
         if unsupported:

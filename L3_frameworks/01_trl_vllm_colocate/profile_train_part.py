@@ -47,8 +47,8 @@ from torch.profiler import record_function  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 from common import data as D  # noqa: E402
+from common.config_cli import preset_config  # noqa: E402
 from common.fast_decode import host_gradients, rollout_buffers  # noqa: E402
-from common.grpo_config import preset_config  # noqa: E402
 from common.models import compute_dtype, load_model, model_spec  # noqa: E402
 from common.optim import make_optimizer  # noqa: E402
 from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
@@ -436,7 +436,7 @@ def trl_worker(a) -> int:
 
     out = Path(a.trl_out)
     targs = train_trl.parse_args(trl_argv(a, a.trl_mb, Path(a.trl_data), out))
-    trainer = train_trl.build_trainer(targs)
+    trainer = train_trl.build_trainer(*targs)
     cuda = torch.cuda.is_available() and not a.dry_run
     acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     prof = profile(activities=acts)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from common.data import GSM8K_PROMPT_TOKENS_MAX
 from common.vram.fit import FITS_MAX_USAGE, TIGHT_MAX_USAGE
 from common.vram.ledger import GiB, Ledger, Settings, ledger
-from common.vram.shapes import ModelShape
+from common.vram.shapes import ModelShape, shape_for_hub_id
 
 LORA_RANK = 32  # the rank the script uses when the ledger chooses LoRA (qwen3-1.7b-lora's)
 OPTIMIZER_FOR = {"adamw": "fused", "adamw8bit": "adamw8bit"}  # config name -> ledger name (CUDA)
@@ -124,12 +124,10 @@ def config_settings(cfg) -> Settings:
     )
 
 
-def preset_settings(name: str) -> tuple[ModelShape, Settings] | None:
-    """(shape, settings) of a named preset as grpo_train.py runs it on a GPU; None for tiny (a CPU model)."""
-    from common.grpo_config import preset_config
-    from common.vram.shapes import shape_for_hub_id
-
-    cfg = preset_config(name)
+def training_settings(cfg) -> tuple[ModelShape, Settings] | None:
+    """(shape, settings) of a training config as grpo_train.py runs it on a GPU; None when its
+    model is not a hub id the ledger knows (tiny: a CPU model). cfg: a common.grpo_config.GRPOConfig,
+    e.g. common.config_cli.preset_config(name)."""
     shape = shape_for_hub_id(cfg.model) if cfg.model else None
     return None if shape is None else (shape, config_settings(cfg))
 

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _grpo_train_defaults():
     """grpo_train.py 的默认配置（common/grpo_config.py 的 GRPOConfig：tiny 在 CPU 上）。"""
-    from common.grpo_config import preset_config
+    from common.config_cli import preset_config
 
     return preset_config("tiny")
 

@@ -27,7 +27,7 @@ BASE_0P6 = [
     "fast",
 ]
 
-# grpo_train.py 在 GPU 上的设定（common.models.ledger_settings）写成命令行；L1.04 第 7 节贴了这条命令
+# grpo_train.py 在 GPU 上的设定（common.vram.plan.training_settings）写成命令行；L1.04 第 7 节贴了这条命令
 PRESET_0P6 = BASE_0P6 + [
     "--micro-batch",
     "8",
@@ -108,19 +108,20 @@ def test_backward_peaks_quoted_in_the_answer_to_q4_are_current():
 
 
 def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
-    """L1.04 第 7 节给的等价命令 = common.models.ledger_settings（env_check 用的设定）；
+    """L1.04 第 7 节给的等价命令 = common.vram.plan.training_settings（env_check 用的设定）；
     那一段把账本和实测的差拆成几块，每块都由账本算出。"""
+    from common.config_cli import preset_config
     from common.decode_shape import static_shape
     from common.vram.ledger import GiB, ledger
-    from common.vram.plan import preset_settings as ledger_settings
+    from common.vram.plan import training_settings
     from common.vram.report import explain
 
     readme = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
     assert "python -m common.vram " + " ".join(PRESET_0P6) in readme
-    shape, settings = ledger_settings("qwen3-0.6b")
+    shape, settings = training_settings(preset_config("qwen3-0.6b"))
     # 带 --model 时输出末尾另有 grpo_train.py --model 的决定（report.training_choice），这里只比账本那一段
     assert _vram_output(PRESET_0P6).startswith(explain(ledger(shape, settings)) + "\n\n"), (
-        "L1.04 第 7 节的等价命令和 common.models.ledger_settings 对不上了：改命令（和这里的 PRESET_0P6）"
+        "L1.04 第 7 节的等价命令和 common.vram.plan.training_settings 对不上了：改命令（和这里的 PRESET_0P6）"
     )
     measured_prompt = 53  # 第 7 节贴的实测输出里的 prompt 长度
     assert f"账本设定：P8×G8，prompt {measured_prompt} + 回答 512" in readme
@@ -148,10 +149,11 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     for note in (env_check.FULL_1P7B_NOTE, env_check.VRAM_TABLE_NOTE):  # 装箱表下面的两行说明
         assert f"  {note}\n" in readme, f"第 5 节贴的 env_check 输出过时了：少了「{note}」"
     # 第 5 节：同一个预设改用普通的 HF 生成
+    from common.config_cli import preset_config
     from common.vram.ledger import ledger
-    from common.vram.plan import preset_settings as ledger_settings
+    from common.vram.plan import training_settings
 
-    shape, settings = ledger_settings("qwen3-0.6b")
+    shape, settings = training_settings(preset_config("qwen3-0.6b"))
     eager = ledger(shape, dataclasses.replace(settings, rollout_backend="eager"))
     assert f"改用普通的 HF 生成，同一个预设只要 {eager.usage:.0%}" in readme
 

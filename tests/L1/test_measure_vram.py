@@ -46,7 +46,7 @@ def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
 
 def test_micro_batch_defaults_to_the_presets_value():
     """不给 --micro-batch：取预设的（GPU 配方 8，和 grpo_train.py 一样），比 P·G 大时就是一次算完整批。"""
-    from common.grpo_config import base_config
+    from common.config_cli import base_config
     from common.presets import gpu_recipe
 
     parse = runpy.run_path(str(SCRIPT))["parse_args"]

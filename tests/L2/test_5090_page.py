@@ -432,13 +432,14 @@ def test_the_no_gpu_refusal_quoted_is_the_message(folders, tmp_path, monkeypatch
     """第 6.4 节贴的「需要 NVIDIA GPU」报错 = 现在在没有 CUDA 的机器上对 ./Qwen3-0.6B 说的。"""
     import torch
 
-    from common.grpo_config import parse_config
+    from common.config_cli import parse_config
+    from common.model_plan import plan_or_exit
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.chdir(tmp_path)
     (tmp_path / "Qwen3-0.6B").symlink_to(folders("header", "Qwen3-0.6B"))
     with pytest.raises(SystemExit) as exc:
-        parse_config(["--model", "./Qwen3-0.6B", "--out", "runs/x"])
+        plan_or_exit(parse_config(["--model", "./Qwen3-0.6B", "--out", "runs/x"]))
     quoted = str(exc.value.code).split("\n", 1)[1]
     assert quoted in README.read_text(encoding="utf-8"), (
         f"L2.07 第 6.4 节贴的报错过时了，现在是：\n{quoted}"
@@ -470,13 +471,14 @@ def test_the_two_chat_templates_render_as_shown(folders):
 def test_the_ledger_figures_in_the_presets_are_current():
     """presets.toml 每个 GPU 预设的 why 里写的「账本 X GiB」= 按这个预设自己的设定算出的全参数合计（32 GiB）；
     第 7.4 节表里两个 Qwen2.5 预设的数字也是它。"""
+    from common.config_cli import preset_config
     from common.presets import preset_names
     from common.vram.ledger import GiB
-    from common.vram.plan import preset_settings
+    from common.vram.plan import training_settings
 
     table = _section("### 7.4", "```bash")
     for name in preset_names():
-        planned = preset_settings(name)
+        planned = training_settings(preset_config(name))
         if planned is None:  # tiny：CPU 上的模型，不进账本
             continue
         full = choose_method(*planned, 32).full.total / GiB

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from common.config_cli import build_parser, preset_config
+from common.config_cli import parse_config as parse_command_line
 from common.grpo_config import (
     AGGREGATIONS,
     CONTROLS,
@@ -27,12 +29,10 @@ from common.grpo_config import (
     REWARDS,
     TIS_LEVELS,
     GRPOConfig,
-    build_parser,
-    parse_config,
-    preset_config,
     to_json,
 )
 from common.metrics import deterministic_part, read_metrics
+from common.model_plan import plan_or_exit
 from common.models import TINY_WARMSTART_DIR
 from common.presets import get_preset, gpu_recipe, preset_names
 
@@ -48,6 +48,11 @@ REQUIRED_KEYS = {
     "completion_len_mean", "completion_len_max", "truncation_rate", "entropy", "kl",
     "clip_fraction", "grad_norm", "lr", "rollout_s", "train_s", "tokens_per_s", "peak_vram_gb",
 }  # fmt: skip
+
+
+def parse_config(argv):
+    """What grpo_train.py does with its command line: parse it, then plan the model."""
+    return plan_or_exit(parse_command_line(argv))
 
 
 def _run(*args, check=True):

@@ -8,7 +8,8 @@ import importlib.util
 import pytest
 from test_grpo_train import SMALL, _run
 
-from common.grpo_config import cross_errors, field_errors, preset_config
+from common.config_cli import preset_config
+from common.grpo_config import cross_errors, field_errors
 from common.metrics import read_metrics
 from common.stubs import unwritten
 from common.vllm_rollout import MISMATCH_KEYS

@@ -26,7 +26,8 @@ def _load(name: str):
 
 
 def _tiny_config() -> dict:
-    from common.grpo_config import preset_config, to_json
+    from common.config_cli import preset_config
+    from common.grpo_config import to_json
 
     return {**to_json(preset_config("tiny")), "n_heldout": 8}
 

@@ -79,12 +79,17 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
     """32 GB 配置里的每个键都是 trl 1.16 GRPOConfig 的字段（这台机器没有 GPU，所以只收集参数，不真的构造）。"""
     import trl
 
+    import common.model_plan
+
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    a = T.parse_args(["--preset", "qwen3-0.6b", "--no-vllm", "--out", str(tmp_path / "gpu")])
-    a.vllm = True
+    monkeypatch.setattr(common.model_plan, "gpu_gib", lambda cap_gb: 32.0)  # 一张 5090
+    cfg, opts = T.parse_args(
+        ["--preset", "qwen3-0.6b", "--no-vllm", "--out", str(tmp_path / "gpu")]
+    )
+    opts.vllm = True
     seen = {}
-    monkeypatch.setattr(T, "GRPOConfig", lambda **kw: seen.update(kw) or kw)
-    T.build_config(a, n_proc=1)
+    monkeypatch.setattr(T, "TRLConfig", lambda **kw: seen.update(kw) or kw)
+    T.to_trl_config(cfg, opts, n_proc=1, gpu=True)
     fields = {f.name for f in dataclasses.fields(trl.GRPOConfig)}
     assert not set(seen) - fields, f"不是 GRPOConfig 字段：{set(seen) - fields}"
     assert (
@@ -96,58 +101,59 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
     assert seen["chat_template_kwargs"] == {"enable_thinking": False}
     assert seen["bf16"] and seen["gradient_checkpointing"] and seen["mask_truncated_completions"]
     # 每步 P·G 条回答 = micro-batch × 累积次数（× 进程数）
-    assert seen["generation_batch_size"] == a.prompts_per_step * a.group_size
+    assert seen["generation_batch_size"] == cfg.prompts_per_step * cfg.group_size
     assert (
         seen["per_device_train_batch_size"] * seen["gradient_accumulation_steps"]
         == seen["generation_batch_size"]
     )
     assert seen["reward_weights"] == [1.0, 0.0]
-    assert a.lr == get_preset("qwen3-0.6b").overrides["lr"]  # 和 grpo_train.py 同一个预设的值
+    assert seen["lr_scheduler_type"] == "constant" and seen["warmup_steps"] == 0
+    assert cfg.lr == get_preset("qwen3-0.6b").overrides["lr"]  # 和 grpo_train.py 同一个预设的值
 
 
 @pytest.mark.parametrize(
     "argv,needle",
     [
-        (["--group-size", "1"], "--group-size 至少为 2"),
+        (["--group-size", "1"], "--group-size = 1 不合法：至少为 2"),
         (
             ["--prompts-per-step", "3", "--group-size", "4", "--micro-batch", "5"],
             "必须能被 --micro-batch",
         ),
         (["--data", "no/such/file.jsonl"], "--data"),
-        (["--steps", "0"], "--steps 必须 >= 1"),
-        (["--format-weight", "-1"], "--format-weight 不能为负"),
-        (["--lr", "nan"], "--lr 要在 (0, 1] 里"),
+        (["--steps", "0"], "--steps = 0 不合法：要 >= 1 的整数"),
+        (["--format-weight", "-1"], "--format-weight = -1.0 不合法：不能为负"),
+        (["--lr", "nan"], "--lr = nan 不合法：要在 (0, 1) 里"),
+        (["--vllm-mem", "1.5"], "--vllm-mem = 1.5 不合法：必须在 (0, 1) 之间"),
         (["--preset", "qwen3-0.6b", "--no-vllm"], "需要 NVIDIA GPU"),
         (["--impl", "mine"], "--impl 只能是 solutions | exercises | trl"),
-        (["--steps", "many"], "--steps 要一个整数，得到 'many'"),
+        (["--steps", "many"], "--steps: 要一个整数，得到 'many'"),
         (["--step", "5"], "不认识的参数: --step 5（是不是 --steps？）"),  # 以前：前缀匹配成 --steps
         (["--setps", "5"], "（是不是 --steps？）"),
         (["--preset", "qwen3-0.6b", "--no-vllm", "--model", "no/such/dir"], "模型目录不存在"),
         (["--preset", "tiny", "--model", "./no/such/dir"], "make_warmstart.py --out"),
-        (["--resume", "no/such/run"], "读不出来"),
+        (["--resume", "no/such/run"], "--resume 要指向之前某次运行的目录"),
     ],
 )
-def test_bad_input_is_a_clear_error_with_exit_code_2(T, tmp_path, capsys, argv, needle):
+def test_bad_input_is_a_clear_error(T, tmp_path, argv, needle):
     with pytest.raises(SystemExit) as info:
         T.parse_args([*argv, "--out", str(tmp_path / "bad")])
-    assert info.value.code == 2
-    err = capsys.readouterr().err
+    err = str(info.value.code)  # sys.exit(中文) 打印在 stderr，退出码 1
     assert needle in err and "配置错误" in err and "Traceback" not in err
     assert not (tmp_path / "bad").exists(), "报错之前不能留下半截的输出目录"
 
 
-def test_model_folder_is_validated_in_parse_args(T, tmp_path, capsys):
+def test_model_folder_is_validated_in_parse_args(T, tmp_path):
     """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；只给 --model：GPU 配方，CPU 上小模型全参数。"""
     from small_qwen import make_model_dir
 
     folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
-    a = T.parse_args(["--model", str(folder), "--out", str(tmp_path / "run"), "--no-vllm"])
+    a, _ = T.parse_args(["--model", str(folder), "--out", str(tmp_path / "run"), "--no-vllm"])
     assert a.model == str(folder) and a.init == "pretrained" and a.lora_rank == 0
     assert a.data == gpu_recipe()["data"] and a.group_size == gpu_recipe()["group_size"]
     (folder / "config.json").unlink()
     with pytest.raises(SystemExit) as info:
         T.parse_args(["--model", str(folder), "--no-vllm"])
-    assert info.value.code == 2 and "没有 config.json" in capsys.readouterr().err
+    assert "没有 config.json" in str(info.value.code)
     assert not (tmp_path / "run").exists()
 
 
@@ -197,7 +203,7 @@ def course_trainer(T, impl_name, tmp_path_factory):
             "8",
         ]
     )
-    trainer = T.build_trainer(a)
+    trainer = T.build_trainer(*a)
     assert trainer.args.gradient_accumulation_steps == 2 and trainer.args.steps_per_generation == 2
     return trainer
 
@@ -321,7 +327,7 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
         "--impl",
         impl_name,
     )
-    trainer = T.build_trainer(a)
+    trainer = T.build_trainer(*a)
     before = {n: p.detach().clone() for n, p in trainer.model.named_parameters()}
     trainer.train()
     unchanged = [
@@ -330,13 +336,13 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
     assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
     from common.metrics import read_metrics
 
-    rows = read_metrics(Path(a.out) / "metrics.jsonl")
+    rows = read_metrics(Path(a[0].out) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(r["adv_max_abs_diff_vs_trl"] <= 1e-6 for r in rows), (
         "我们算的 advantage 与 TRL 的不一致"
     )
     assert any(r["reward_std"] > 0 for r in rows), "两步里 reward 都没有差异：梯度不可能非零"
-    steps = read_metrics(Path(a.out) / "steps.jsonl")
+    steps = read_metrics(Path(a[0].out) / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["step_s"] >= r["score_s"] >= r["generate_s"] > 0 for r in steps), steps
 
@@ -350,16 +356,34 @@ def test_resume_continues_from_trls_checkpoint(T, tmp_path):
 
     small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
              "--max-new-tokens", "8", "--save-steps", "1"]  # fmt: skip
-    a = _tiny_args(T, tmp_path, "--steps", "2", *small)
-    T.main(a)
+    a, opts = _tiny_args(T, tmp_path, "--steps", "2", *small)
+    T.main(a, opts)
     run = Path(a.out)
     assert (run / "checkpoint-2").is_dir() and json.loads((run / "config.json").read_text())[
         "provenance"
     ]
-    b = T.parse_args(["--resume", str(run), "--steps", "3"])
+    b, b_opts = T.parse_args(["--resume", str(run), "--steps", "3"])
     assert b.steps == 3 and b.group_size == a.group_size and b.out == str(run)
-    T.main(b)
+    assert b_opts == opts
+    T.main(b, b_opts)
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]
     assert [r["step"] for r in read_metrics(run / "steps.jsonl")] == [1, 2, 3]
     with pytest.raises(SystemExit):
         T.parse_args(["--resume", str(run), "--lr", "0.5"])
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [("--lr", "1.0"), ("--beta", "-1"), ("--group-size", "1"), ("--temperature", "0")],
+)
+def test_both_trainers_refuse_a_bad_value_with_the_same_line(T, tmp_path, flag, value):
+    """一个配置、两个训练脚本：grpo_train.py 和 train_trl.py 对同一个坏值说同一行中文（同一个 GRPOConfig 的检查）。"""
+    from common.config_cli import parse_config
+
+    lines = []
+    for parse in (parse_config, T.parse_args):
+        with pytest.raises(SystemExit) as info:
+            parse([flag, value, "--out", str(tmp_path / "bad")])
+        lines.append([line for line in str(info.value.code).splitlines() if flag in line])
+    assert lines[0] and lines[0] == lines[1], lines
+    assert not (tmp_path / "bad").exists()

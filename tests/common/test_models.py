@@ -191,8 +191,9 @@ def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
 
 
 def test_ledger_settings_follow_the_presets():
-    """显存账本对每个 GPU 预设的设定来自 presets.toml 的值（common.vram.plan.preset_settings）。"""
-    from common.vram.plan import preset_settings
+    """显存账本对每个 GPU 预设的设定来自 presets.toml 的值（common.vram.plan.training_settings）。"""
+    from common.config_cli import preset_config
+    from common.vram.plan import training_settings
     from common.vram.shapes import SHAPES
 
     for name, shape_name, method in (
@@ -201,7 +202,7 @@ def test_ledger_settings_follow_the_presets():
         ("qwen2.5-math-1.5b", "Qwen2.5-Math-1.5B", "lora"),
     ):
         o = get_preset(name).overrides
-        shape, s = preset_settings(name)
+        shape, s = training_settings(preset_config(name))
         assert shape is SHAPES[shape_name] and s.method == method, name
         assert (s.prompts, s.group, s.max_new_tokens, s.beta) == (
             o["prompts_per_step"], o["group_size"], o["max_new_tokens"], o["beta"],
@@ -209,9 +210,10 @@ def test_ledger_settings_follow_the_presets():
         # 训练脚本在 GPU 上走 fast_decode，开检查点（load_model 在 GPU 上的做法）
         assert s.layout == "policy" and s.rollout_backend == "fast" and s.checkpointing, name
     assert (
-        preset_settings("qwen3-1.7b-lora")[1].lora_rank == get_preset("qwen3-1.7b-lora").lora_rank
+        training_settings(preset_config("qwen3-1.7b-lora"))[1].lora_rank
+        == get_preset("qwen3-1.7b-lora").lora_rank
     )
-    assert preset_settings("tiny") is None  # tiny 在 CPU 上跑，账本没有它的形状
+    assert training_settings(preset_config("tiny")) is None  # tiny 在 CPU 上跑，账本没有它的形状
 
 
 def _checkpointing_kwargs(model):
