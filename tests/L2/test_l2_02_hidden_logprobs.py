@@ -14,13 +14,12 @@ import pytest
 import torch
 from diagnose import (
     Mistake,
+    assert_named_first,
     assert_sections_exist,
     check,
-    diagnosis_line,
     explained,
     guarded,
     hint_sections,
-    named,
     require_grad,
 )
 
@@ -124,6 +123,44 @@ def _temperature_multiplied(hidden, lm_head_weight, tokens, temperature=1.0, chu
     return _plain(hidden, lm_head_weight, tokens, 1.0 / temperature)
 
 
+def _sign_flipped(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    logp, ent = _plain(hidden, lm_head_weight, tokens, temperature)
+    return -logp, ent
+
+
+def _logp_without_temperature(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0)[0], _plain(
+        hidden, lm_head_weight, tokens, temperature
+    )[1]
+
+
+# 下面几个只错了熵（part=1：fn 只算出熵）；logp 是对的
+def _entropy_without_temperature(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0)[1]
+
+
+def _logits(hidden, lm_head_weight, tokens, temperature):
+    T, L = tokens.shape[1], hidden.shape[1]
+    z = hidden[:, L - T - 1 : L - 1].float() @ lm_head_weight.float().T / temperature
+    return z.reshape(-1, z.shape[-1])
+
+
+def _entropy_over_rows(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    """一块里沿 dim=0（不同位置之间）归一化：测试的输入只有一块（B·T <= chunk_rows）。"""
+    z = _logits(hidden, lm_head_weight, tokens, temperature)
+    if chunk_rows is not None and chunk_rows < z.shape[0]:
+        raise ValueError("不止一块：这个错误的结果和怎么分块有关")
+    logp = torch.log_softmax(z, dim=0)
+    return -(logp.exp() * logp).sum(-1).reshape(tokens.shape)
+
+
+def _entropy_in_bf16(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    if hidden.dtype != torch.bfloat16:
+        raise ValueError("只对 bf16 的输入适用")
+    logp = torch.log_softmax(_logits(hidden, lm_head_weight, tokens, temperature).bfloat16(), -1)
+    return (-(logp.exp() * logp).sum(-1)).float().reshape(tokens.shape)
+
+
 MISTAKES = [
     Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SECTION, _no_temperature),
     Mistake(
@@ -155,6 +192,32 @@ MISTAKES = [
         "logits 乘了 temperature（应除以 temperature：τ < 1 让分布更尖）",
         SECTION,
         _temperature_multiplied,
+    ),
+    Mistake("logp 的符号反了：算成了 logsumexp − z[y]（log 概率应 ≤ 0）", WHY, _sign_flipped),
+    Mistake(
+        "算 logp 时没除以 temperature（熵那边除了）：两者要用同一个 z/τ",
+        WHY,
+        _logp_without_temperature,
+    ),
+    Mistake(
+        "算熵时没除以 temperature（logp 那边除了）：两者要用同一个 z/τ，熵记的是采样分布的熵",
+        WHY,
+        _entropy_without_temperature,
+        part=1,
+    ),
+    Mistake(
+        "熵的 softmax 沿错了维度（dim=0：在一块里的不同位置之间归一化）；应沿词表那一维（dim=-1）",
+        WHY,
+        _entropy_over_rows,
+        part=1,
+    ),
+    Mistake(
+        "熵是在 bf16 里算的（log_softmax 和求和都在 bf16 里）：这一块的 logits 从头到尾都用 float32",
+        WHY,
+        _entropy_in_bf16,
+        part=1,
+        rtol=0.0,
+        atol=0.1,  # bf16 的几种写法彼此差到 0.08（熵在 0–1 之间）
     ),
 ]
 
@@ -399,29 +462,24 @@ def test_called_inside_autocast_still_float32(mod):
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.fn.__name__)
 def test_each_typical_mistake_is_named(mistake):
-    """每个典型错误在某个测试用的输入上都被同一个 check 点名（CI 用 solutions 跑）。"""
+    """每个典型错误按这个文件里测试的顺序送进同一个 check：它第一次和正确结果不同的那组输入上，
+    第一行必须只点名它自己（CI 用 solutions 跑）。"""
+    hidden, weight, tokens = _case()
+    cases = [dict(hidden=hidden, lm_head_weight=weight, tokens=tokens)]  # test_matches_plain_path
     hidden, weight, tokens = _case(seed=1)
-    cases = [
-        dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (1.0, 0.7)
+    cases += [  # test_temperature
+        dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (0.7, 1.5)
     ]
-    h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)
+    h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)  # test_bf16_inputs_are_…
     cases.append(dict(hidden=h * 4, lm_head_weight=w * 4, tokens=t))
-    lines = []
-    for inputs in cases:
-        line = diagnosis_line(
-            mistake.fn(**inputs),
-            _plain(**inputs),
-            where="x",
-            section=SECTION,
-            inputs=inputs,
-            mistakes=MISTAKES,
-            names=NAMES,
-            **TOL,
-        )
-        if line is not None:
-            assert line == named(mistake), line
-            lines.append(line)
-    assert lines, f"没有任何一个输入能暴露「{mistake.what}」"
+    assert_named_first(
+        mistake,
+        [(inputs, _plain(**inputs), TOL) for inputs in cases],
+        MISTAKES,
+        where="x",
+        section=SECTION,
+        names=NAMES,
+    )
 
 
 def test_diagnoses_point_at_real_sections():
