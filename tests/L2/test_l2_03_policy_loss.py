@@ -15,6 +15,7 @@ import pytest
 import torch
 from diagnose import (
     assert_named,
+    assert_named_first,
     assert_sections_exist,
     check,
     expect_value_error,
@@ -34,12 +35,13 @@ from mistakes_l2_03 import (
     EXAMPLE,
     FORMULA,
     HINTS,
+    MISTAKE_IDS,
     MISTAKES,
     NAMES,
     PG_SPEC,
     PITFALL_DETACH,
     RATIOS,
-    SHOWN_BY,
+    SHOWN_BY_LATER,
     TABLE,
     far_below_zero,
     grad_when_caller_forgets_detach,
@@ -393,20 +395,17 @@ def test_course_script_clips_only_after_the_first_update(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
 
 ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
+ALL_IDS = [f"{n}-{i}" for n, ids in MISTAKE_IDS.items() for i in ids]
 
 
-@pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
+@pytest.mark.parametrize("name, mistake", ALL, ids=ALL_IDS)
 def test_each_typical_mistake_is_named(name, mistake):
-    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
-    assert_named(
-        mistake,
-        inputs,
-        WANT[name](**inputs),
-        MISTAKES[name],
-        where="输出",
-        section=SPEC[name],
-        names=NAMES.get(name),
+    """把已知错误的实现按测试的顺序送进同一个检查：它第一次和正确结果不同的那组输入上，
+    失败信息的第一行必须只点名这个错误（学习者先看到的就是这一行）。"""
+    makers = [DIAGNOSIS_INPUTS[name]] + ([far_below_zero] if name in SHOWN_BY_LATER else [])
+    cases = [(inputs, WANT[name](**inputs), {}) for inputs in (make() for make in makers)]
+    assert_named_first(
+        mistake, cases, MISTAKES[name], where="输出", section=SPEC[name], names=NAMES.get(name)
     )
 
 
