@@ -138,6 +138,12 @@ rewards_st = st.integers(2, 6).flatmap(
 
 @settings(max_examples=60, deadline=None)
 @given(rewards_st, st.floats(-100, 100, allow_nan=False))
+# 固定的例子：组大小不同、组均值不同，减整批均值、沿错了维度、行列写反、交错分组的写法在这里组内和都不为 0
+@example(gr=(3, [1.0, 0.0, 0.0, 5.0, 2.0, 2.5, -1.0, 4.0, 0.5]), shift=10.0)
+@example(gr=(2, [1.0, 0.0, 3.0, 5.0]), shift=-7.5)
+@example(
+    gr=(2, [1.0, 0.0, 1.0, 3.0]), shift=2.0
+)  # 第 0 列整列相等：「全相等」沿错了维度时组内和不为 0
 def test_properties(mod, gr, shift):
     g, rewards = gr
     r = torch.tensor(rewards, dtype=torch.float64)

@@ -24,7 +24,7 @@ from diagnose import (
     make_checker,
     require_grad,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistakes_l2_03 import (
     CLIP_HIGHER,
@@ -301,6 +301,9 @@ def test_old_logp_must_be_detached(mod):
     st.floats(0.01, 0.5),
     st.floats(0.01, 0.5),
 )
+# 固定的例子：ratio 落在 [1 − eps_low, 1 + eps_high] 的两侧和里面，A 正负各一个，eps_low ≠ eps_high
+@example(log_ratios=[-0.7, -0.25, -0.05, 0.05, 0.22, 0.5], a=1.5, eps_low=0.2, eps_high=0.28)
+@example(log_ratios=[-0.7, -0.25, -0.05, 0.05, 0.22, 0.5], a=-1.5, eps_low=0.2, eps_high=0.28)
 def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
     """对任意 ratio / advantage：clipped 恰好是「A>0 且 r>1+eps_high」或「A<0 且 r<1-eps_low」，
     loss 在这些位置等于 -clip(r)·A、其余位置等于 -r·A；被裁剪处梯度为 0。"""

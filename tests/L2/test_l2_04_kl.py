@@ -18,7 +18,7 @@ from diagnose import (
     guarded,
     hint_sections,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, named
 
@@ -212,6 +212,12 @@ def test_the_literal_formula_really_goes_negative():
 
 @settings(max_examples=200, deadline=None, report_multiple_bugs=False)
 @given(st.floats(-40, 0), st.floats(-40, 0))
+# 固定的例子：两个方向各一个（k3 的符号、k2 忘了平方都在这里出负数），两者相等，以及 log r = 1e-16
+# （按字面顺序写的 e^x − x − 1 在这里是负数）
+@example(lp=-1.0, rp=-2.0)
+@example(lp=-3.0, rp=-1.0)
+@example(lp=-0.5, rp=-0.5)
+@example(lp=-0.001, rp=-0.001 + 1e-16)
 def test_k3_and_k2_nonnegative(mod, lp, rp):
     logp, ref = torch.tensor([lp], dtype=torch.float64), torch.tensor([rp], dtype=torch.float64)
     k3 = mod.kl_k3(logp, ref).item()
