@@ -5,7 +5,10 @@ when no path is given. It adds `--impl` and makes every failure start with one C
 
 - a stub's NotImplementedError -> "还没实现：<file> 里的 <func>()。<hint> 写完后重跑：..." (always);
   only a `raise` written in the course's or the learner's code counts as a stub: a NotImplementedError
-  that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other;
+  that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other.
+  Such a failure is still a failure (exit code 1), but the terminal files it under its own category
+  "还没实现" instead of listing it in FAILURES / the short summary: before FAILURES, one line per
+  missing function says how many tests stopped there, its hint, and which test files to rerun;
 - under `--impl exercises`, everything else as well:
   - `pytest.fail(msg, pytrace=False)` (tests/diagnose.py `check`) -> `msg` as it is;
   - `assert cond, msg` -> `msg`, then where the check is; no source traceback;
@@ -370,25 +373,66 @@ def pytest_runtest_makereport(item, call):
     if is_stub(excinfo.value):
         path, func = _stub_location(excinfo, item.config.rootpath.resolve())
         hint = str(excinfo.value).strip()
+        test_file = item.nodeid.split("::")[0]
         report.longrepr = _with_count(
             f"还没实现：{path} 里的 {func}()。"
             f"{hint + ' ' if hint else ''}"
-            f"写完后重跑：pytest --impl exercises {item.nodeid.split('::')[0]}",
+            f"写完后重跑：pytest --impl exercises {test_file}",
             n,
         )
+        # 终端里不逐个列出：pytest_terminal_summary 对每个还没写的函数只说一行
+        report.course_stub = (path, func, hint.splitlines()[0] if hint else "", test_file)
         return
     if item.config.getoption("--impl") == "exercises":
         report.longrepr = _with_count(_in_chinese(item, excinfo, report.longreprtext), n)
 
 
+# 因为练习还是空桩而失败的测试，在终端里单独归一类：进度里仍是 F、退出码仍是 1（pytest 按 report.failed 判），
+# 但不在 FAILURES 一节和 short summary 里逐个列出（一个函数没写，几十个测试都会停在同一行上）
+STUB = "还没实现"
+
+
+def pytest_report_teststatus(report, config):
+    if report.failed and getattr(report, "course_stub", None):
+        return STUB, "F", STUB
+    return None
+
+
+def _stub_summary(terminalreporter) -> None:
+    """每个还没写的函数一行：哪个文件里的哪个函数、卡住了几个测试、提示、写完后重跑哪些测试文件。"""
+    reports = terminalreporter.stats.get(STUB, [])
+    if not reports:
+        return
+    by_function: dict[tuple[str, str], list] = {}
+    for r in reports:
+        path, func, hint, test_file = r.course_stub
+        by_function.setdefault((path, func), []).append((hint, test_file))
+    terminalreporter.section(f"还没实现的函数（{len(by_function)} 个）", sep="=")
+    for (path, func), hits in by_function.items():
+        files = list(dict.fromkeys(f for _, f in hits))
+        hint = hits[0][0]
+        shown = " ".join(files[:2]) + (f" 等 {len(files)} 个文件" if len(files) > 2 else "")
+        terminalreporter.write_line(
+            f"还没实现：{path} 里的 {func}()（{len(hits)} 个测试停在这里）。"
+            f"{hint + ' ' if hint else ''}写完后重跑：pytest --impl exercises {shown}"
+        )
+    terminalreporter.write_line(
+        "上面这些测试不再逐个列出；下面是其余的失败（如果有）：你已经写了的函数哪里不对。"
+    )
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Every selected test was deselected by the default `-m` (all slow or vllm): say how to run them."""
+    """先（在 FAILURES 之前）对每个还没写的函数说一行；最后，测试全被默认的 -m 去掉时说怎么运行它们。"""
+    _stub_summary(terminalreporter)
+    result = yield
     if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or not terminalreporter.stats.get(
         "deselected"
     ):
-        return
+        return result
     if "not slow" not in (config.getoption("markexpr") or ""):
-        return
+        return result
     terminalreporter.write_line(
         "这里的测试都在 slow 或 vllm 一档，默认的 pytest 不选它们：加 -m slow（或 -m vllm）再运行一次。"
     )
+    return result
