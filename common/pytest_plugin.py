@@ -8,7 +8,9 @@ when no path is given. It adds `--impl` and makes every failure start with one C
   that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other.
   Such a failure is still a failure (exit code 1), but the terminal files it under its own category
   "还没实现" instead of listing it in FAILURES / the short summary: before FAILURES, one line per
-  missing function says how many tests stopped there, its hint, and which test files to rerun;
+  missing function says how many tests stopped there, its hint, and which test files to rerun.
+  A test can raise such a "not done yet" itself (a NotImplementedError with `course_stub_location =
+  (file, what)`, e.g. a checkpoint with no answer yet): those are summed up in one line per `what`;
 - under `--impl exercises`, everything else as well:
   - `pytest.fail(msg, pytrace=False)` (tests/diagnose.py `check`) -> `msg` as it is;
   - `assert cond, msg` -> `msg`, then where the check is; no source traceback;
@@ -371,17 +373,22 @@ def pytest_runtest_makereport(item, call):
         return
     excinfo, n = _one_failure(call.excinfo)
     if is_stub(excinfo.value):
-        path, func = _stub_location(excinfo, item.config.rootpath.resolve())
+        # 测试自己抛的「还没做」（例如检查点一题都没答）用 course_stub_location 说清是哪个文件里的什么
+        where = getattr(excinfo.value, "course_stub_location", None)
+        if where is None:
+            path, func = _stub_location(excinfo, item.config.rootpath.resolve())
+            where = (path, f"{func}()")
+        path, what = where
         hint = str(excinfo.value).strip()
         test_file = item.nodeid.split("::")[0]
         report.longrepr = _with_count(
-            f"还没实现：{path} 里的 {func}()。"
+            f"还没实现：{path} 里的 {what}。"
             f"{hint + ' ' if hint else ''}"
             f"写完后重跑：pytest --impl exercises {test_file}",
             n,
         )
         # 终端里不逐个列出：pytest_terminal_summary 对每个还没写的函数只说一行
-        report.course_stub = (path, func, hint.splitlines()[0] if hint else "", test_file)
+        report.course_stub = (path, what, hint.splitlines()[0] if hint else "", test_file)
         return
     if item.config.getoption("--impl") == "exercises":
         report.longrepr = _with_count(_in_chinese(item, excinfo, report.longreprtext), n)
@@ -405,20 +412,44 @@ def _stub_summary(terminalreporter) -> None:
         return
     by_function: dict[tuple[str, str], list] = {}
     for r in reports:
-        path, func, hint, test_file = r.course_stub
-        by_function.setdefault((path, func), []).append((hint, test_file))
-    terminalreporter.section(f"还没实现的函数（{len(by_function)} 个）", sep="=")
-    for (path, func), hits in by_function.items():
-        files = list(dict.fromkeys(f for _, f in hits))
+        path, what, hint, test_file = r.course_stub
+        by_function.setdefault((path, what), []).append((hint, test_file))
+    functions = {k: v for k, v in by_function.items() if k[1].endswith("()")}
+    others: dict[str, list] = {}  # 不是函数的（检查点作答）：同一件事在几个文件里，合成一行
+    for (path, what), hits in by_function.items():
+        if (path, what) not in functions:
+            others.setdefault(what, []).append((path, hits))
+    terminalreporter.ensure_newline()
+    title = f"还没实现的函数 {len(functions)} 个" if functions else "还没做完的部分"
+    if others:
+        title += "，还没作答的检查点" if functions else ""
+    terminalreporter.section(title, sep="=")
+    for (path, what), hits in functions.items():
         hint = hits[0][0]
-        shown = " ".join(files[:2]) + (f" 等 {len(files)} 个文件" if len(files) > 2 else "")
         terminalreporter.write_line(
-            f"还没实现：{path} 里的 {func}()（{len(hits)} 个测试停在这里）。"
-            f"{hint + ' ' if hint else ''}写完后重跑：pytest --impl exercises {shown}"
+            f"还没实现：{path} 里的 {what}（{len(hits)} 个测试停在这里）。"
+            f"{hint + ' ' if hint else ''}写完后重跑：pytest --impl exercises {_files(hits)}"
         )
-    terminalreporter.write_line(
-        "上面这些测试不再逐个列出；下面是其余的失败（如果有）：你已经写了的函数哪里不对。"
+    for what, places in others.items():
+        hits = [h for _, hs in places for h in hs]
+        names = "、".join(Path(path).stem for path, _ in places)
+        hint = hits[0][0]
+        terminalreporter.write_line(
+            f"还没做：{what}（{len(places)} 个文件：{names}）。"
+            f"{hint + ' ' if hint else ''}做完后重跑：pytest --impl exercises {_files(hits)}"
+        )
+    rest = (
+        "下面是其余的失败：你已经写了的部分哪里不对。"
+        if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error")
+        else "其余选中的测试没有失败。"
     )
+    terminalreporter.write_line(f"停在上面这些地方的 {len(reports)} 个测试不再逐个列出；{rest}")
+
+
+def _files(hits) -> str:
+    """写完后要重跑的测试文件：最多列两个。"""
+    files = list(dict.fromkeys(f for _, f in hits))
+    return " ".join(files[:2]) + (f" 等 {len(files)} 个文件" if len(files) > 2 else "")
 
 
 @pytest.hookimpl(wrapper=True, tryfirst=True)

@@ -420,8 +420,11 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     )
 
 
-def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
+def test_memory_script_at_qwen3_shapes(mod, impl_name, capsys, monkeypatch):
     # 脚本在 meta 设备上按 Qwen3-0.6B 的真实尺寸数：普通路径造出 (B,T,V)，第 6 节的写法最大只到 (V,H)
+    mod.hidden_token_logprobs(
+        *_case(b=1, l=3, t=2)
+    )  # 还是空桩时在这里停下（脚本会把空桩的异常接住）
     monkeypatch.setattr("sys.argv", ["hidden_memory.py", "--batch", "2", "--impl", impl_name])
     with explained("hidden_token_logprobs", WHY, CRASHES["hidden_token_logprobs"]):
         _memory_script().main()  # 在 meta 设备上调用你的函数（6.1 节）
