@@ -49,6 +49,14 @@ class Mistake:
     # 返回多个值的函数：part=i 的错误只管第 i 个返回值（fn 只算出那一个），只在别的错误都对不上整体、
     # 而第 i 个返回值是第一个不对的值时才拿来比；None = fn 算出完整的返回值
     part: int | None = None
+    # 症状（`symptom(...)` 造）：fn 是 (got, **inputs) -> bool，说的是「输出有这个毛病」（超过上限、符号反了……），
+    # 不是「输出等于某个错误版」。没有哪个错误版对得上时才看：对学习者的输出成立、对正确结果不成立的第一个
+    is_symptom: bool = False
+
+
+def symptom(what: str, section: str, holds: Callable[..., bool]) -> Mistake:
+    """一类错误共有的症状：认不出具体写法时，至少说出是哪一类（`holds(got, **inputs)` 为 True 即有此症状）。"""
+    return Mistake(what, section, holds, is_symptom=True)
 
 
 def _index(flat_i: int, shape: torch.Size) -> tuple[int, ...]:
@@ -193,17 +201,33 @@ def which_mistakes(
     不止一个时，这组输入分不开它们：诊断把它们都说出来，而不是只说排在前面的那个。
     函数返回多个值（tuple）而没有哪个错误和整个返回值一致时，再只看第一个不对的返回值：
     和哪些错误的那一个返回值一致（一个值写错、另一个值换了另一种写法，也认得出来）。这一步要给出正确结果 `want`。
+    还是没有时，看症状（`symptom`）：说出第一个「学习者的输出有、正确结果没有」的毛病。
     """
+    symptoms = [m for m in mistakes if m.is_symptom]
+    mistakes = [m for m in mistakes if not m.is_symptom]
     found = _matching(got, inputs, [m for m in mistakes if m.part is None], rtol, atol)
-    if found or not isinstance(want, (tuple, list)) or len(want) < 2:
-        return found
+    if not found and isinstance(want, (tuple, list)) and len(want) > 1:
+        found = _matching_parts(got, inputs, mistakes, rtol, atol, want)
+    if not found and want is not None:
+        found = [m for m in symptoms if _holds(m, got, inputs) and not _holds(m, want, inputs)][:1]
+    return found
+
+
+def _holds(m: Mistake, out, inputs) -> bool:
+    try:
+        return bool(m.fn(out, **inputs))
+    except Exception:  # 这个症状在这个输出上说不上（形状不对之类）
+        return False
+
+
+def _matching_parts(got, inputs, mistakes, rtol, atol, want) -> list[Mistake]:
     if not isinstance(got, (tuple, list)) or len(want) != len(got):
-        return found
+        return []
     i = next(
         (i for i, (g, w) in enumerate(zip(got, want)) if describe_mismatch(g, w, rtol, atol)), None
     )
     if i is None:
-        return found
+        return []
     parts = []
     for m in mistakes:
         if m.part is None and _right_before(m, inputs, want, i, rtol, atol):

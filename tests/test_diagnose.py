@@ -22,6 +22,7 @@ from diagnose import (
     named_all,
     require_grad,
     section_heading,
+    symptom,
     which_mistake,
 )
 
@@ -198,6 +199,21 @@ def test_one_wrong_return_value_is_named_by_itself():
     assert diagnosis_line((x, x + 11), want, **kwargs) == named(b_shifted)
     # a 对、b 错成别的：a_doubled 的 a 就不对，解释不了这个输出
     assert diagnosis_line((x, x + 5), want, **kwargs).startswith("f 的输出不对")
+
+
+def test_a_symptom_names_the_kind_of_mistake_when_no_written_out_mistake_matches():
+    """没有哪个典型错误对得上时，说第一个「学习者的输出有、正确结果没有」的症状；对得上时仍说那个错误。"""
+    x = torch.tensor([1.0, -2.0])
+    too_big = symptom("有值超过了 3", "L2.01「坑 1」", lambda got, x: bool((got > 3).any()))
+    negative = symptom("出现了负数", "L2.01「坑 1」", lambda got, x: bool((got < 0).any()))
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」", inputs={"x": x})
+    kwargs["mistakes"] = [DOUBLED, negative, too_big]
+    want = x.abs()
+    assert diagnosis_line(torch.tensor([5.0, 2.0]), want, **kwargs) == named(too_big)
+    # 正确结果本来就有负数时，「出现了负数」不算症状
+    assert diagnosis_line(torch.tensor([4.0, -1.0]), x, **kwargs) == named(too_big)
+    assert diagnosis_line(2 * x, want, **kwargs) == named(DOUBLED)
+    assert diagnosis_line(torch.tensor([1.0, 1.0]), want, **kwargs).startswith("f 的输出不对")
 
 
 def test_assert_named_first_follows_the_order_of_the_tests():

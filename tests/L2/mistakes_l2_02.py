@@ -422,7 +422,8 @@ CRASHES = {
         ),
         "index": "tokens 里的 id 没有落在 [0, V) 里，或者 gather 沿错了维度（应沿最后一维，词表）",
         "int_dtype": _FLOAT_FIRST,
-        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()",
+        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()；"
+        "也检查 logits、tokens 有没有在哪次调用里传反了位置",
         "broadcast": "gather 取出的 (n,) 和 logsumexp 的 (n,) 要一样长：检查 squeeze(-1) 和 keepdim",
         "empty_cat": _EMPTY,
         "meta_value": _META,

@@ -16,6 +16,7 @@ from diagnose import (
     expect_value_error,
     guarded,
     hint_sections,
+    symptom,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -60,11 +61,67 @@ def _want(rewards, group_size, eps=1e-6, scale="group"):
     return torch.tensor(_naive(rewards.tolist(), group_size, eps, scale), dtype=dtype)
 
 
+def _groups(x, group_size):
+    return x.double().reshape(-1, group_size)
+
+
+def _flat_groups_not_zero(got, rewards, group_size, **_):
+    r = _groups(rewards, group_size)
+    flat = (r == r[:, :1]).all(1)
+    return bool((_groups(got, group_size)[flat] != 0).any())
+
+
+def _sign_flipped(got, **inputs):
+    return float((got.double() * _want(**inputs).double()).sum()) < 0
+
+
+def _group_sums_not_zero(got, rewards, group_size, **_):
+    g = _groups(got, group_size)
+    return bool((g.sum(1).abs() > 1e-4 * (1 + g.abs().max())).any())
+
+
+def _off_by_a_factor_per_group(got, rewards, group_size, **kw):
+    """每个不全相等的组里，got 都是正确结果的同一个倍数，而且有的组这个倍数不是 1。"""
+    g, w = _groups(got, group_size), _groups(_want(rewards, group_size, **kw), group_size)
+    ratios = []
+    for gi, wi in zip(g, w):
+        big = wi.abs() > 1e-3 * wi.abs().max().clamp(min=1e-30)
+        if not big.any():
+            continue
+        q = gi[big] / wi[big]
+        if (q - q[0]).abs().max() > 1e-4 * q[0].abs():
+            return False
+        ratios.append(float(q[0]))
+    return any(abs(q - 1) > 1e-4 for q in ratios)
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom("全相等的组没有得到精确的 0：用 == 判断整行相等，整行置 0", WHY, _flat_groups_not_zero),
+    symptom(
+        "符号反了：比组均值好的回答要得正的 advantage（r − 均值）",
+        "L2.01「2. 公式，以及它从哪来」",
+        _sign_flipped,
+    ),
+    symptom(
+        "组内 advantage 之和不为 0：每道题减的要是它自己那一组的均值（也检查分组：同一道题的 G 条相邻、每行一组）",
+        WHY,
+        _group_sums_not_zero,
+    ),
+    symptom(
+        "减均值是对的，每组却差一个常数倍：分母不对（std 的种类——无偏、每组 / 整批——和 eps 的位置）",
+        SPEC,
+        _off_by_a_factor_per_group,
+    ),
+]
+
+
 def _check(got, inputs, *, section=SPEC, **tol):
     args = ", ".join(f"{k}={v!r}" for k, v in inputs.items() if k != "rewards")
     where = f"group_advantages(rewards, {args}) 的输出"
+    mistakes = MISTAKES + SYMPTOMS
     check(
-        got, _want(**inputs), inputs=inputs, mistakes=MISTAKES, where=where, section=section, **tol
+        got, _want(**inputs), inputs=inputs, mistakes=mistakes, where=where, section=section, **tol
     )
 
 
@@ -279,9 +336,17 @@ def test_in_place_change_is_named(impl_name):
         fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入的正确结果上一条都不成立。"""
+    for make in DIAGNOSIS_INPUTS.values():
+        inputs = make()
+        want = _want(**inputs)
+        assert not [s.what for s in SYMPTOMS if s.fn(want, **inputs)], inputs
+
+
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for m in MISTAKES}
+        {m.section for m in MISTAKES + SYMPTOMS}
         | {SPEC, WHY, EXAMPLE, "L2.01「坑 3：ε 的大小」"}
         | hint_sections(CRASHES)
     )

@@ -21,6 +21,7 @@ from diagnose import (
     guarded,
     hint_sections,
     require_grad,
+    symptom,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -222,6 +223,24 @@ MISTAKES = [
 ]
 
 
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "logp 出现了正数：log p = z[y] − logsumexp(z) ≤ 0",
+        WHY,
+        lambda got, **kw: bool((got[0] > 1e-5).any()),
+    ),
+    symptom(
+        "熵出现了负数：H = −Σ p·log p ≥ 0", WHY, lambda got, **kw: bool((got[1] < -1e-4).any())
+    ),
+    symptom(
+        "logp 是 bf16：外层的 torch.autocast 把这一块的矩阵乘改回了 bf16；在函数里关掉 autocast（meta 设备除外）",
+        WHY,
+        lambda got, **kw: got[0].dtype == torch.bfloat16,
+    ),
+]
+
+
 def _check(mod, where, **inputs):
     got = mod.hidden_token_logprobs(**inputs)
     want = _plain(**inputs)
@@ -231,7 +250,7 @@ def _check(mod, where, **inputs):
         where=where,
         section=SECTION,
         inputs=inputs,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
         names=NAMES,
         **TOL,
     )
@@ -454,7 +473,7 @@ def test_called_inside_autocast_still_float32(mod):
         where="autocast 里调用时的输出",
         section=SECTION,
         inputs=dict(hidden=hidden.bfloat16(), lm_head_weight=weight.bfloat16(), tokens=tokens),
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
         names=NAMES,
         **TOL,
     )
@@ -487,5 +506,7 @@ def test_each_typical_mistake_is_named(mistake):
 
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for m in MISTAKES} | {SECTION, SPEC, WHY, HINTS} | hint_sections(CRASHES)
+        {m.section for m in MISTAKES + SYMPTOMS}
+        | {SECTION, SPEC, WHY, HINTS}
+        | hint_sections(CRASHES)
     )

@@ -22,6 +22,7 @@ from diagnose import (
     hint_sections,
     make_checker,
     require_grad,
+    symptom,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -125,7 +126,48 @@ SPEC = {
 }
 
 
-_check = make_checker(WANT, MISTAKES, SPEC, TOL)
+def _first_eos_not_one(got, completion_ids, eos_token_ids):
+    first = _naive_mask(completion_ids, eos_token_ids)
+    is_last_one = (first == 1) & (torch.cat([first[:, 1:], torch.zeros_like(first[:, :1])], 1) == 0)
+    return bool((got.float()[is_last_one] != 1).any())
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = {
+    "token_logprobs": [
+        symptom(
+            "log 概率出现了正数：log p = x[y] − logsumexp(x) ≤ 0",
+            FORMULA,
+            lambda got, **kw: bool((got > 1e-6).any()),
+        )
+    ],
+    "token_entropy": [
+        symptom(
+            "熵出现了负数：H = −Σ p·log p ≥ 0",
+            ENTROPY_SPEC,
+            lambda got, **kw: bool((got < -1e-4).any()),
+        ),
+        symptom(
+            "熵超过了 log V（均匀分布的熵是上限）：求和是对词表那一维的，p 要归一化",
+            ENTROPY_SPEC,
+            lambda got, logits: bool((got > math.log(logits.shape[-1]) + 1e-4).any()),
+        ),
+    ],
+    "completion_mask": [
+        symptom(
+            "mask 在一行里出现了先 0 后 1：第一个 EOS 之后应全是 0",
+            MASK_SPEC,
+            lambda got, **kw: bool((got[:, 1:] > got[:, :-1]).any()),
+        ),
+        symptom(
+            "到第一个 EOS 为止（含 EOS）应全是 1：EOS 本身是 1，没有 EOS 的行（被截断）全是 1",
+            MASK_SPEC,
+            _first_eos_not_one,
+        ),
+    ],
+    "masked_mean": [],
+}
+_check = make_checker(WANT, {n: MISTAKES[n] + SYMPTOMS[n] for n in MISTAKES}, SPEC, TOL)
 
 
 def _run(mod, name, inputs, **kw):
@@ -442,8 +484,18 @@ def test_each_typical_mistake_is_named(name, mistake):
     assert_named_first(mistake, cases, MISTAKES[name], where="输出", section=SPEC[name])
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入的正确结果上一条都不成立。"""
+    for name, cases in DIAGNOSIS_INPUTS.items():
+        for make in cases.values():
+            inputs = make()
+            want = WANT[name](**inputs)
+            assert not [s.what for s in SYMPTOMS[name] if s.fn(want, **inputs)], name
+
+
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for _, m in ALL} | set(SPEC.values())
+    sections |= {m.section for ms in SYMPTOMS.values() for m in ms}
     assert_sections_exist(
         sections
         | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN, HINTS, KEEP_INPUTS}

@@ -17,6 +17,7 @@ from diagnose import (
     expect_value_error,
     guarded,
     hint_sections,
+    symptom,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -122,13 +123,52 @@ def mod(impl):
     return guarded(impl("l2_04_kl"), SECTIONS, CRASHES, keep_inputs=SECTIONS)
 
 
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+_ZERO_AT_EQUAL = symptom(
+    "logp == ref_logp 的位置 k 应恰好为 0（两个分布在这里一样）：检查公式里的常数项",
+    SPEC,
+    lambda got, logp, ref_logp: bool((got[logp == ref_logp] != 0).any()),
+)
+K_SYMPTOMS = {
+    "kl_k1": [
+        symptom(
+            "k1 的方向（符号）反了：k1 = logp − ref_logp = log(π/π_ref)",
+            PITFALL_DIRECTION,
+            lambda got, logp, ref_logp: (
+                float((got.double() * (logp - ref_logp).double()).sum()) < 0
+            ),
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+    "kl_k2": [
+        symptom(
+            "k2 出现了负数：k2 = ½·(logp − ref_logp)² ≥ 0",
+            FORMULA,
+            lambda got, **kw: bool((got < 0).any()),
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+    "kl_k3": [
+        symptom(
+            "k3 出现了负数：k3 = (r − 1) − log r ≥ 0", SPEC, lambda got, **kw: bool((got < 0).any())
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+}
+
+
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k2", "kl_k3"])
 def test_values_and_direction(mod, name):
     # 第 0 个 token：logp = −1，ref_logp = −2，当前策略比参考更偏爱它；第 2 个反过来；第 1 个两者相同。
     # k3 方向写反（r = π/π_ref）时第 0 个会得到 e − 2 ≈ 0.718，而不是 e^{-1} ≈ 0.368
     got = getattr(mod, name)(**PROBE)
     check(
-        got, WANT[name], where=f"{name} 的输出", section=SPEC, inputs=PROBE, mistakes=MISTAKES[name]
+        got,
+        WANT[name],
+        where=f"{name} 的输出",
+        section=SPEC,
+        inputs=PROBE,
+        mistakes=MISTAKES[name] + K_SYMPTOMS[name],
     )
 
 
@@ -683,10 +723,16 @@ def test_each_stats_mistake_is_named(i):
     assert lines[0] == named(m), f"第一次暴露「{m.what}」时，第一行是：{lines[0]}"
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    for name, symptoms in K_SYMPTOMS.items():
+        assert not [s.what for s in symptoms if s.fn(WANT[name], **PROBE)], name
+
+
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for ms in MISTAKES.values() for m in ms} | {
         m.section for m in STATS_MISTAKES
     }
+    sections |= {m.section for ms in K_SYMPTOMS.values() for m in ms}
     assert_sections_exist(
         sections | {SPEC, HINTS, STATS, FORMULA.split("的表")[0]} | hint_sections(CRASHES)
     )

@@ -11,7 +11,15 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, require_grad
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    guarded,
+    hint_sections,
+    require_grad,
+    symptom,
+)
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
 
 AGGS = ["sequence_mean", "token_mean", "constant"]
@@ -29,7 +37,7 @@ CRASHES = {
     "grpo_loss": {
         "none": (
             "ref_logp 可以是 None（beta = 0 时不给）：这时别调用 kl_k3，也别对 ref_logp 做运算；"
-            "eps_high=None 要原样交给 clipped_surrogate_loss",
+            "eps_high=None 要原样交给 clipped_surrogate_loss；max_completion_length=None 时 constant 用 T",
             "L2.05「3.1 输入和输出」",
         ),
         "broadcast": "advantages 是 (B,)，逐 token 的量都是 (B, T)：A 要先变成 (B, 1)；mask 和 logp 同形状",
@@ -499,6 +507,35 @@ def _inputs(case, beta, eps_high, agg, max_len=MAX_LEN, weights=None, eps_low=0.
     return kw
 
 
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+LOSS_SYMPTOMS = [
+    symptom(
+        "loss 的符号反了：逐 token 损失是 −min(r·A, clip(r)·A)（+ β·k3），最小化它",
+        FORMULA,
+        lambda got, **kw: float(got.detach().sum()) * float(_variant(**kw).detach().sum()) < 0,
+    ),
+]
+GRAD_SYMPTOMS = [
+    symptom(
+        "loss 对 logp 的梯度里有 NaN：padding 上的 NaN（old_logp、ref_logp、token_weights 的）漏进了计算图，"
+        "乘 0 救不了 NaN，要先用 torch.where 换掉",
+        SPEC,
+        lambda got, **kw: bool(torch.isnan(got).any()),
+    ),
+    symptom(
+        "padding（mask = 0）位置上 loss 对 logp 的梯度不是 0：padding 上的 token 不能参与 loss",
+        SPEC,
+        lambda got, mask, **kw: bool((got[mask == 0] != 0).any()),
+    ),
+    symptom(
+        "loss 对 logp 的梯度在有效 token 上全是 0：计算图在哪里被切断了（logp 被 detach，"
+        "或 old_logp 换成了 logp 本身、ratio 恒为 1 的梯度互相抵消）",
+        SPEC,
+        lambda got, mask, **kw: bool((got[mask != 0] == 0).all()),
+    ),
+]
+
+
 def _check_all(mod, kw, want, section=SPEC):
     """loss 值 -> 对 logp 的梯度 -> 指标，依次对照；每一处不对都只用一句中文失败。"""
     want_loss, want_grad, want_clip, want_kl = want
@@ -516,10 +553,10 @@ def _check_all(mod, kw, want, section=SPEC):
             atol=1e-12,
         )
 
-    close(loss, want_loss, "grpo_loss 返回的 loss", LOSS_MISTAKES)
+    close(loss, want_loss, "grpo_loss 返回的 loss", LOSS_MISTAKES + LOSS_SYMPTOMS)
     require_grad(loss, "grpo_loss 返回的 loss", SPEC)
     loss.backward()
-    close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES)
+    close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES + GRAD_SYMPTOMS)
     assert isinstance(metrics.get("clip_fraction"), float), (
         f"metrics['clip_fraction'] 应是 Python float（用 .item()），得到 {type(metrics.get('clip_fraction')).__name__}。"
         f"回看 {SPEC}"
@@ -944,7 +981,15 @@ def test_each_metric_mistake_is_named(m):
     assert line == named(m), line
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    for kw, loss, grad in _cases_in_test_order():
+        want_loss = torch.tensor(loss, dtype=torch.float64)
+        want_grad = torch.tensor(grad, dtype=torch.float64)
+        assert not [s.what for s in LOSS_SYMPTOMS if s.fn(want_loss, **kw)]
+        assert not [s.what for s in GRAD_SYMPTOMS if s.fn(want_grad, **kw)]
+
+
 def test_diagnoses_point_at_real_sections():
-    sections = {m.section for m in LOSS_MISTAKES + METRIC_MISTAKES}
+    sections = {m.section for m in LOSS_MISTAKES + METRIC_MISTAKES + LOSS_SYMPTOMS + GRAD_SYMPTOMS}
     sections |= {FORMULA, SPEC, WEIGHTS, HINTS} | {PITFALL.format(i) for i in (3, 5, 6, 7)}
     assert_sections_exist(sections | hint_sections(CRASHES))

@@ -9,7 +9,7 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, symptom
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -188,6 +188,62 @@ MISTAKES = [
     ),
 ]
 FILL_ZERO = MISTAKES[7]
+
+
+def _scaled(logits, temperature=1.0, **_):
+    return logits.double() / temperature
+
+
+def _not_a_top_prefix(got, logits, temperature=1.0, **_):
+    """某一行留下的不全是概率最大的那几个：留下的里最小的 < 删掉的里最大的。"""
+    z, kept = _scaled(logits, temperature), torch.isfinite(got)
+    return any(
+        kept[b].any() and (~kept[b]).any() and z[b][kept[b]].min() < z[b][~kept[b]].max()
+        for b in range(z.shape[0])
+    )
+
+
+def _wrong_count(got, logits, temperature=1.0, top_p=1.0):
+    want = _variant(logits, temperature, top_p)
+    return bool((torch.isfinite(got).sum(-1) != torch.isfinite(want).sum(-1)).any())
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "有的行一个 token 都没留下（整行 -inf，softmax 之后是 NaN）：概率最大的那个永远保留",
+        PITFALL.format(2),
+        lambda got, **kw: bool((~torch.isfinite(got)).all(-1).any()),
+    ),
+    symptom(
+        "输出里一个 -inf 都没有：删掉的位置要填 -inf（填 0 的 token 照样会被采到）",
+        PITFALL.format(8),
+        lambda got, **kw: (
+            not bool(torch.isinf(got).any()) and bool(torch.isinf(_variant(**kw)).any())
+        ),
+    ),
+    symptom(
+        "留下来的值不是 logits / temperature：检查温度（除以它，只除一次，两条路都要除）",
+        SPEC,
+        lambda got, logits, temperature=1.0, **kw: bool(
+            (
+                (got.double() - _scaled(logits, temperature)).abs()[torch.isfinite(got)]
+                > 1e-5 * (1 + _scaled(logits, temperature).abs()[torch.isfinite(got)])
+            ).any()
+        ),
+    ),
+    symptom(
+        "留下的不是概率最大的那几个：前缀和要在每行排好序的概率上算（sort、softmax、cumsum 都沿 dim=-1），"
+        "删除标记再 scatter 回原词表位置",
+        PITFALL.format(7),
+        _not_a_top_prefix,
+    ),
+    symptom(
+        "留下的是概率最大的那几个，但个数不对：「排在我前面的累计概率 < top_p」的才留（恰好等于 top_p 时不再多留）",
+        PITFALL.format(2),
+        _wrong_count,
+    ),
+]
 BUGS = [
     "temp_mul",
     "top_p_first",
@@ -270,7 +326,7 @@ def test_typical_mistakes_are_caught(mod, case):
         where=f"诊断输入「{case}」（temperature={probe['temperature']}、top_p={probe['top_p']}）上的输出",
         section=SPEC,
         inputs=probe,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
@@ -322,7 +378,7 @@ def test_removed_positions_are_minus_inf_and_kept_are_untouched(mod):
         where="logits=[1, 4, 2, 3, −1]、temperature=0.5、top_p=0.9 的输出",
         section=SPEC,
         inputs=REMOVED_PROBE,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
@@ -510,8 +566,17 @@ def test_each_known_mistake_is_named(i):
     assert lines[0] == named(MISTAKES[i]), f"第一次暴露 {BUGS[i]} 时，第一行是：{lines[0]}"
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入和手算例子的正确结果上一条都不成立。"""
+    for probe in DIAGNOSIS_PROBES.values():
+        want = _variant(**probe)
+        assert not [s.what for s in SYMPTOMS if s.fn(want, **probe)], probe
+
+
 def test_diagnoses_point_at_real_sections():
     sections = (
-        {m.section for m in MISTAKES} | {SPEC, HINTS} | {PITFALL.format(i) for i in (2, 4, 7, 8)}
+        {m.section for m in MISTAKES + SYMPTOMS}
+        | {SPEC, HINTS}
+        | {PITFALL.format(i) for i in (2, 4, 7, 8)}
     )
     assert_sections_exist(sections | {ORDER.split("（")[0]} | hint_sections(CRASHES))

@@ -13,6 +13,7 @@ from diagnose import (
     check,
     guarded,
     hint_sections,
+    symptom,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -204,6 +205,46 @@ MISTAKES = [
 ]
 
 
+def _valid_rows(got, mask):
+    return [got[b, mask[b] != 0] for b in range(got.shape[0]) if (mask[b] != 0).any()]
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "有效 token 的权重里有 NaN：padding 上的 NaN（或 inf）漏了进来；padding 要用 torch.where 选掉，乘 0 救不了 NaN",
+        "L2.09「4. 坑」坑 4",
+        lambda got, mask, **kw: bool(torch.isnan(got[mask != 0]).any()),
+    ),
+    symptom(
+        "padding 处的权重不是 0（规格：padding 处是 0）",
+        "L2.09「2. 公式」",
+        lambda got, mask, **kw: bool((got[mask == 0] != 0).any()),
+    ),
+    symptom(
+        "截断漏了：有权重超过了 cap（token 级、sequence 级都要在 exp 之后截到 cap 以下）",
+        "L2.09「4. 坑」坑 2",
+        lambda got, mask, cap=2.0, **kw: cap is not None and bool((got[mask != 0] > cap).any()),
+    ),
+    symptom(
+        "sequence 级同一行的权重不一样：整条回答只有一个比值（log 比值按行求和再 exp），整行都用它",
+        "L2.09「4. 坑」坑 3",
+        lambda got, mask, level="token", **kw: (
+            level == "sequence"
+            and any(bool((row != row[0]).any()) for row in _valid_rows(got, mask))
+        ),
+    ),
+    symptom(
+        "sequence 级每一行的权重都一样：求和的范围不对，每条回答只加它自己那一行的有效 token",
+        "L2.09「4. 坑」坑 3",
+        lambda got, mask, level="token", **kw: (
+            level == "sequence"
+            and len(rows := _valid_rows(got, mask)) > 1
+            and all(torch.equal(r[:1], rows[0][:1]) for r in rows)
+        ),
+    ),
+]
+
 MISTAKE_IDS = [
     "inverted",
     "cap_log",
@@ -256,7 +297,7 @@ def test_matches_reference_with_diagnosis(mod, level, cap, pad):
     want = _spec_variant()(**inputs)
     got = mod.tis_weights(**inputs)
     where = f"{level} 级权重（cap={cap}，padding 上是 {pad}）"
-    check(got, want, inputs=inputs, mistakes=MISTAKES, where=where, section=SECTION)
+    check(got, want, inputs=inputs, mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)
 
 
 # ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
@@ -275,7 +316,7 @@ def test_worked_example_from_the_lesson(mod):
         where="token 级权重",
         section=SECTION,
         inputs={**inputs, "level": "token"},
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
     seq = mod.tis_weights(**inputs, level="sequence")
     want_seq = torch.tensor([[math.exp(-0.8)] * 3 + [0.0]], dtype=torch.float64)
@@ -285,7 +326,7 @@ def test_worked_example_from_the_lesson(mod):
         where="sequence 级权重",
         section=SECTION,
         inputs={**inputs, "level": "sequence"},
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
     # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
     lr2 = lr.clone()
@@ -298,7 +339,7 @@ def test_worked_example_from_the_lesson(mod):
         where="第 0 个 token 的比值 e^1.5 ≈ 4.48 时的 token 级权重（应被截断到 cap=2）",
         section="L2.09「3. 手算一遍」",
         inputs=inputs2,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
@@ -425,6 +466,15 @@ def _expect_value_error(call, what, needle):
         )
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：在诊断输入的正确结果上一条都不成立。"""
+    for level, cap, pad in DIAGNOSIS_CASES:
+        inputs = _case(level, cap=cap, pad_value=pad)
+        want = _spec_variant()(**inputs)
+        held = [s.what for s in SYMPTOMS if s.fn(want, **inputs)]
+        assert not held, (level, cap, pad, held)
+
+
 def test_diagnoses_point_at_real_sections():
-    sections = {m.section for m in MISTAKES} | {SECTION, "L2.09「3. 手算一遍」"}
+    sections = {m.section for m in MISTAKES + SYMPTOMS} | {SECTION, "L2.09「3. 手算一遍」"}
     assert_sections_exist(sections | hint_sections(CRASHES))
