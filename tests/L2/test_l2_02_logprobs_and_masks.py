@@ -126,6 +126,11 @@ SPEC = {
 }
 
 
+def _only_a_little_off(got, want, at_most):
+    err = (got.float() - want.float()).abs().max()
+    return got.shape == want.shape and 1e-4 < float(err) <= at_most
+
+
 def _first_eos_not_one(got, completion_ids, eos_token_ids):
     first = _naive_mask(completion_ids, eos_token_ids)
     is_last_one = (first == 1) & (torch.cat([first[:, 1:], torch.zeros_like(first[:, :1])], 1) == 0)
@@ -139,7 +144,12 @@ SYMPTOMS = {
             "log 概率出现了正数：log p = x[y] − logsumexp(x) ≤ 0",
             FORMULA,
             lambda got, **kw: bool((got > 1e-6).any()),
-        )
+        ),
+        symptom(
+            "结果只差一点点（bf16 的误差量级）：log_softmax / logsumexp 要在 float32 里算，中间不要经过 bf16",
+            BF16,
+            lambda got, **kw: _only_a_little_off(got, _naive_logprobs(**kw), 0.3),
+        ),
     ],
     "token_entropy": [
         symptom(
@@ -151,6 +161,11 @@ SYMPTOMS = {
             "熵超过了 log V（均匀分布的熵是上限）：求和是对词表那一维的，p 要归一化",
             ENTROPY_SPEC,
             lambda got, logits: bool((got > math.log(logits.shape[-1]) + 1e-4).any()),
+        ),
+        symptom(
+            "结果只差一点点（bf16 的误差量级）：熵要在 float32 里算，中间不要经过 bf16",
+            BF16,
+            lambda got, **kw: _only_a_little_off(got, _naive_entropy(**kw), 0.1),
         ),
     ],
     "completion_mask": [

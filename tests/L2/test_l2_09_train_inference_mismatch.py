@@ -227,6 +227,13 @@ SYMPTOMS = [
         lambda got, mask, cap=2.0, **kw: cap is not None and bool((got[mask != 0] > cap).any()),
     ),
     symptom(
+        "比值小于 1 的权重被抬高了：规格只截断上面（不超过 cap），没有下限",
+        "L2.09「2. 公式」",
+        lambda got, **kw: bool(
+            ((got > (want := _spec_variant()(**kw)) + 1e-9) & (want < 1) & (kw["mask"] != 0)).any()
+        ),
+    ),
+    symptom(
         "sequence 级同一行的权重不一样：整条回答只有一个比值（log 比值按行求和再 exp），整行都用它",
         "L2.09「4. 坑」坑 3",
         lambda got, mask, level="token", **kw: (
