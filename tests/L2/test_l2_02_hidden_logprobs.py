@@ -17,6 +17,7 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    describe_mismatch,
     explained,
     guarded,
     hint_sections,
@@ -241,7 +242,20 @@ SYMPTOMS = [
 ]
 
 
-def _check(mod, where, **inputs):
+def _wrong(got, **inputs):
+    return describe_mismatch(tuple(got), _plain(**inputs), **TOL) is not None
+
+
+# 同一组输入在 temperature = 1 时是对的、换一个温度就不对：错的一定是温度的用法
+TEMPERATURE_ONLY = symptom(
+    "temperature = 1 时是对的，换一个温度就不对：温度用错了——logits 先除以 τ（只除一次，不是乘），"
+    "logp 和熵都用同一个 z/τ 算",
+    WHY,
+    _wrong,
+)
+
+
+def _check(mod, where, extra=(), **inputs):
     got = mod.hidden_token_logprobs(**inputs)
     want = _plain(**inputs)
     check(
@@ -250,7 +264,7 @@ def _check(mod, where, **inputs):
         where=where,
         section=SECTION,
         inputs=inputs,
-        mistakes=MISTAKES + SYMPTOMS,
+        mistakes=MISTAKES + SYMPTOMS + list(extra),
         names=NAMES,
         **TOL,
     )
@@ -272,13 +286,14 @@ def test_matches_plain_path_float32(mod):
 @pytest.mark.parametrize("temperature", [0.7, 1.5])
 def test_temperature(mod, temperature):
     hidden, weight, tokens = _case(seed=1)
+    at_one = dict(hidden=hidden, lm_head_weight=weight, tokens=tokens)
+    right_at_one = not _wrong(mod.hidden_token_logprobs(**at_one), **at_one)
     _check(
         mod,
         f"temperature={temperature} 时的输出",
-        hidden=hidden,
-        lm_head_weight=weight,
-        tokens=tokens,
+        extra=[TEMPERATURE_ONLY] if right_at_one else [],
         temperature=temperature,
+        **at_one,
     )
 
 
@@ -506,7 +521,7 @@ def test_each_typical_mistake_is_named(mistake):
 
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for m in MISTAKES + SYMPTOMS}
+        {m.section for m in MISTAKES + SYMPTOMS + [TEMPERATURE_ONLY]}
         | {SECTION, SPEC, WHY, HINTS}
         | hint_sections(CRASHES)
     )
