@@ -5,7 +5,12 @@ when no path is given. It adds `--impl` and makes every failure start with one C
 
 - a stub's NotImplementedError -> "还没实现：<file> 里的 <func>()。<hint> 写完后重跑：..." (always);
   only a `raise` written in the course's or the learner's code counts as a stub: a NotImplementedError
-  that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other;
+  that PyTorch raises (e.g. softmax of an int tensor, reading a meta tensor) is an error like any other.
+  Such a failure is still a failure (exit code 1), but the terminal files it under its own category
+  "还没实现" instead of listing it in FAILURES / the short summary: before FAILURES, one line per
+  missing function says how many tests stopped there, its hint, and which test files to rerun.
+  A test can raise such a "not done yet" itself (a NotImplementedError with `course_stub_location =
+  (file, what)`, e.g. a checkpoint with no answer yet): those are summed up in one line per `what`;
 - under `--impl exercises`, everything else as well:
   - `pytest.fail(msg, pytrace=False)` (tests/diagnose.py `check`) -> `msg` as it is;
   - `assert cond, msg` -> `msg`, then where the check is; no source traceback;
@@ -368,27 +373,97 @@ def pytest_runtest_makereport(item, call):
         return
     excinfo, n = _one_failure(call.excinfo)
     if is_stub(excinfo.value):
-        path, func = _stub_location(excinfo, item.config.rootpath.resolve())
+        # 测试自己抛的「还没做」（例如检查点一题都没答）用 course_stub_location 说清是哪个文件里的什么
+        where = getattr(excinfo.value, "course_stub_location", None)
+        if where is None:
+            path, func = _stub_location(excinfo, item.config.rootpath.resolve())
+            where = (path, f"{func}()")
+        path, what = where
         hint = str(excinfo.value).strip()
+        test_file = item.nodeid.split("::")[0]
         report.longrepr = _with_count(
-            f"还没实现：{path} 里的 {func}()。"
+            f"还没实现：{path} 里的 {what}。"
             f"{hint + ' ' if hint else ''}"
-            f"写完后重跑：pytest --impl exercises {item.nodeid.split('::')[0]}",
+            f"写完后重跑：pytest --impl exercises {test_file}",
             n,
         )
+        # 终端里不逐个列出：pytest_terminal_summary 对每个还没写的函数只说一行
+        report.course_stub = (path, what, hint.splitlines()[0] if hint else "", test_file)
         return
     if item.config.getoption("--impl") == "exercises":
         report.longrepr = _with_count(_in_chinese(item, excinfo, report.longreprtext), n)
 
 
+# 因为练习还是空桩而失败的测试，在终端里单独归一类：进度里仍是 F、退出码仍是 1（pytest 按 report.failed 判），
+# 但不在 FAILURES 一节和 short summary 里逐个列出（一个函数没写，几十个测试都会停在同一行上）
+STUB = "还没实现"
+
+
+def pytest_report_teststatus(report, config):
+    if report.failed and getattr(report, "course_stub", None):
+        return STUB, "F", STUB
+    return None
+
+
+def _stub_summary(terminalreporter) -> None:
+    """每个还没写的函数一行：哪个文件里的哪个函数、卡住了几个测试、提示、写完后重跑哪些测试文件。"""
+    reports = terminalreporter.stats.get(STUB, [])
+    if not reports:
+        return
+    by_function: dict[tuple[str, str], list] = {}
+    for r in reports:
+        path, what, hint, test_file = r.course_stub
+        by_function.setdefault((path, what), []).append((hint, test_file))
+    functions = {k: v for k, v in by_function.items() if k[1].endswith("()")}
+    others: dict[str, list] = {}  # 不是函数的（检查点作答）：同一件事在几个文件里，合成一行
+    for (path, what), hits in by_function.items():
+        if (path, what) not in functions:
+            others.setdefault(what, []).append((path, hits))
+    terminalreporter.ensure_newline()
+    title = f"还没实现的函数 {len(functions)} 个" if functions else "还没做完的部分"
+    if others:
+        title += "，还没作答的检查点" if functions else ""
+    terminalreporter.section(title, sep="=")
+    for (path, what), hits in functions.items():
+        hint = hits[0][0]
+        terminalreporter.write_line(
+            f"还没实现：{path} 里的 {what}（{len(hits)} 个测试停在这里）。"
+            f"{hint + ' ' if hint else ''}写完后重跑：pytest --impl exercises {_files(hits)}"
+        )
+    for what, places in others.items():
+        hits = [h for _, hs in places for h in hs]
+        names = "、".join(Path(path).stem for path, _ in places)
+        hint = hits[0][0]
+        terminalreporter.write_line(
+            f"还没做：{what}（{len(places)} 个文件：{names}）。"
+            f"{hint + ' ' if hint else ''}做完后重跑：pytest --impl exercises {_files(hits)}"
+        )
+    rest = (
+        "下面是其余的失败：你已经写了的部分哪里不对。"
+        if terminalreporter.stats.get("failed") or terminalreporter.stats.get("error")
+        else "其余选中的测试没有失败。"
+    )
+    terminalreporter.write_line(f"停在上面这些地方的 {len(reports)} 个测试不再逐个列出；{rest}")
+
+
+def _files(hits) -> str:
+    """写完后要重跑的测试文件：最多列两个。"""
+    files = list(dict.fromkeys(f for _, f in hits))
+    return " ".join(files[:2]) + (f" 等 {len(files)} 个文件" if len(files) > 2 else "")
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
-    """Every selected test was deselected by the default `-m` (all slow or vllm): say how to run them."""
+    """先（在 FAILURES 之前）对每个还没写的函数说一行；最后，测试全被默认的 -m 去掉时说怎么运行它们。"""
+    _stub_summary(terminalreporter)
+    result = yield
     if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or not terminalreporter.stats.get(
         "deselected"
     ):
-        return
+        return result
     if "not slow" not in (config.getoption("markexpr") or ""):
-        return
+        return result
     terminalreporter.write_line(
         "这里的测试都在 slow 或 vllm 一档，默认的 pytest 不选它们：加 -m slow（或 -m vllm）再运行一次。"
     )
+    return result

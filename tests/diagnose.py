@@ -11,7 +11,8 @@
 
 对不上时，失败信息的第一行（pytest 的 short summary 显示的那一行）是一句中文：
 - 输出和某个典型错误的输出一致 -> 「看起来是：<错误>。回看 <课文章节>。」（<错误> 只说错在哪，
-  不写「回看」：一条诊断只指向一节）；
+  不写「回看」：一条诊断只指向一节）；和几个错误都一致（这组输入分不开它们）-> 把它们都说出来
+  （`named_all`），不是只说列表里排在前面的那个；
 - 否则 -> 哪里不对：形状 / dtype / NaN / inf / 第一个不一致的位置和两边的值。
 永远不只给一个原始的张量 diff。
 
@@ -26,7 +27,7 @@ import contextlib
 import functools
 import inspect
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +43,21 @@ class Mistake:
     what: str  # 一句中文：这是哪种错误
     section: str  # 课文里讲这个坑的地方，如 "L2.01「4. 坑」坑 2"
     fn: Callable[..., Any]  # 与被测函数同样的关键字参数 -> 这种错误会算出的结果
+    # 认这个错误时用的容差（None = 用 check 的）。精度类的错误（在 bf16 / float32 里算）换一种写法，
+    # 舍入就不同：和错误版只在「那种精度的误差」以内一致，所以要放宽到那个量级
+    rtol: float | None = None
+    atol: float | None = None
+    # 返回多个值的函数：part=i 的错误只管第 i 个返回值（fn 只算出那一个），只在别的错误都对不上整体、
+    # 而第 i 个返回值是第一个不对的值时才拿来比；None = fn 算出完整的返回值
+    part: int | None = None
+    # 症状（`symptom(...)` 造）：fn 是 (got, **inputs) -> bool，说的是「输出有这个毛病」（超过上限、符号反了……），
+    # 不是「输出等于某个错误版」。没有哪个错误版对得上时才看：对学习者的输出成立、对正确结果不成立的第一个
+    is_symptom: bool = False
+
+
+def symptom(what: str, section: str, holds: Callable[..., bool]) -> Mistake:
+    """一类错误共有的症状：认不出具体写法时，至少说出是哪一类（`holds(got, **inputs)` 为 True 即有此症状）。"""
+    return Mistake(what, section, holds, is_symptom=True)
 
 
 def _index(flat_i: int, shape: torch.Size) -> tuple[int, ...]:
@@ -173,6 +189,91 @@ def _kind(x: Any) -> str:
     return f" {type(x).__name__}"
 
 
+def which_mistakes(
+    got: Any,
+    inputs: Mapping[str, Any],
+    mistakes: tuple[Mistake, ...] | list[Mistake],
+    rtol: float = 1e-5,
+    atol: float = 1e-6,
+    want: Any = None,
+) -> list[Mistake]:
+    """`got` 和哪些典型错误的输出一致（按列表顺序；说法相同的只留第一个）。
+
+    不止一个时，这组输入分不开它们：诊断把它们都说出来，而不是只说排在前面的那个。
+    函数返回多个值（tuple）而没有哪个错误和整个返回值一致时，再只看第一个不对的返回值：
+    和哪些错误的那一个返回值一致（一个值写错、另一个值换了另一种写法，也认得出来）。这一步要给出正确结果 `want`。
+    还是没有时，看症状（`symptom`）：说出第一个「学习者的输出有、正确结果没有」的毛病。
+    """
+    symptoms = [m for m in mistakes if m.is_symptom]
+    mistakes = [m for m in mistakes if not m.is_symptom]
+    found = _matching(got, inputs, [m for m in mistakes if m.part is None], rtol, atol)
+    if not found and isinstance(want, (tuple, list)) and len(want) > 1:
+        found = _matching_parts(got, inputs, mistakes, rtol, atol, want)
+    if not found and want is not None:
+        found = [m for m in symptoms if _holds(m, got, inputs) and not _holds(m, want, inputs)][:1]
+    return found
+
+
+def _holds(m: Mistake, out, inputs) -> bool:
+    try:
+        return bool(m.fn(out, **inputs))
+    except Exception:  # 这个症状在这个输出上说不上（形状不对之类）
+        return False
+
+
+def _matching_parts(got, inputs, mistakes, rtol, atol, want) -> list[Mistake]:
+    if not isinstance(got, (tuple, list)) or len(want) != len(got):
+        return []
+    i = next(
+        (i for i, (g, w) in enumerate(zip(got, want)) if describe_mismatch(g, w, rtol, atol)), None
+    )
+    if i is None:
+        return []
+    parts = []
+    for m in mistakes:
+        if m.part is None and _right_before(m, inputs, want, i, rtol, atol):
+            parts.append(Mistake(m.what, m.section, _element(m.fn, i), m.rtol, m.atol))
+        elif m.part == i:
+            parts.append(m)
+    candidates = [m for m in parts if _differs(m, inputs, want[i], rtol, atol)]
+    return _matching(got[i], inputs, candidates, rtol, atol)
+
+
+def _right_before(m: Mistake, inputs, want, i, rtol, atol) -> bool:
+    """错误 m 的前 i 个返回值都是对的（got 的前 i 个是对的：前面就错了的 m 解释不了 got）。"""
+    try:
+        out = m.fn(**inputs)
+    except Exception:
+        return False
+    return all(describe_mismatch(out[j], want[j], rtol, atol) is None for j in range(i))
+
+
+def _matching(got, inputs, mistakes, rtol, atol) -> list[Mistake]:
+    found: list[Mistake] = []
+    for m in mistakes:
+        try:
+            wrong = m.fn(**inputs)
+        except Exception:  # 这个错误在这组输入上算不出来：不可能是它
+            continue
+        r = rtol if m.rtol is None else m.rtol
+        a = atol if m.atol is None else m.atol
+        if describe_mismatch(got, wrong, r, a) is None and all(m.what != f.what for f in found):
+            found.append(m)
+    return found
+
+
+def _element(fn, i):
+    return lambda **kw: fn(**kw)[i]
+
+
+def _differs(m: Mistake, inputs, want_i, rtol, atol) -> bool:
+    """错误 m 在这组输入上的第 i 个返回值和正确的不一样（一样的话它解释不了这个值为什么不对）。"""
+    try:
+        return describe_mismatch(m.fn(**inputs), want_i, rtol, atol) is not None
+    except Exception:
+        return False
+
+
 def which_mistake(
     got: Any,
     inputs: Mapping[str, Any],
@@ -181,14 +282,8 @@ def which_mistake(
     atol: float = 1e-6,
 ) -> Mistake | None:
     """`got` 和哪个典型错误的输出一致（按列表顺序第一个）；都不一致返回 None。"""
-    for m in mistakes:
-        try:
-            wrong = m.fn(**inputs)
-        except Exception:  # 这个错误在这组输入上算不出来：不可能是它
-            continue
-        if describe_mismatch(got, wrong, rtol, atol) is None:
-            return m
-    return None
+    found = which_mistakes(got, inputs, mistakes, rtol, atol)
+    return found[0] if found else None
 
 
 def check(
@@ -207,8 +302,8 @@ def check(
     msg = describe_mismatch(got, want, rtol, atol, names)
     if msg is None:
         return
-    if inputs is not None and (m := which_mistake(got, inputs, mistakes, rtol, atol)):
-        pytest.fail(f"{named(m)}\n（{where}：{msg}）", pytrace=False)
+    if inputs is not None and (found := which_mistakes(got, inputs, mistakes, rtol, atol, want)):
+        pytest.fail(f"{named_all(found)}\n（{where}：{msg}）", pytrace=False)
     pytest.fail(f"{where}不对：{msg}。对照 {section}。", pytrace=False)
 
 
@@ -254,6 +349,15 @@ def named(m: Mistake) -> str:
     return looks_like(m.what, m.section)
 
 
+def named_all(found: list[Mistake]) -> str:
+    """识别出的错误不止一个（这组输入上它们算出同样的结果）时，第一行把它们都说出来。"""
+    if len(found) == 1:
+        return named(found[0])
+    whats = "；也可能是".join(m.what.rstrip("。；，：") for m in found)
+    sections = "、".join(dict.fromkeys(m.section for m in found))
+    return f"看起来是：{whats}（这组输入上它们的结果相同）。回看 {sections}。"
+
+
 def diagnosis_line(got: Any, want: Any, **kwargs: Any) -> str | None:
     """`check(got, want, **kwargs)` 失败时返回失败信息的第一行，通过时返回 None。"""
     try:
@@ -269,6 +373,34 @@ def assert_named(
     """测诊断本身：已知错误 `mistake` 在 `inputs` 上的输出送进 `check`，失败信息的第一行必须点名它。"""
     line = diagnosis_line(mistake.fn(**inputs), want, inputs=inputs, mistakes=mistakes, **kwargs)
     assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
+
+
+def assert_named_first(
+    mistake: Mistake,
+    cases: Iterable[tuple[Mapping[str, Any], Any, Mapping[str, Any]]],
+    mistakes,
+    **kwargs: Any,
+) -> None:
+    """测诊断本身，按学习者看到的顺序：`cases` 是测试依次用的 (inputs, 正确结果, check 的额外参数)。
+
+    已知错误 `mistake` 在第一个和正确结果不同的输入上，失败信息的第一行必须只点名它自己
+    （不是别的错误，也不是「它或别的错误」）；所有输入上都和正确结果一样也算失败（测试认不出它）。
+    """
+    for inputs, want, extra in cases:
+        try:
+            wrong = mistake.fn(**inputs)
+        except Exception:  # 这个错误在这组输入上谈不上（例如精度类的错误遇到 float32 的输入）
+            continue
+        if mistake.part is not None:  # 只错了一个返回值：其余的返回值是对的
+            wrong = tuple(wrong if i == mistake.part else w for i, w in enumerate(want))
+        opts = {**kwargs, **extra}
+        tol = {k: opts[k] for k in ("rtol", "atol") if k in opts}
+        if describe_mismatch(wrong, want, **tol) is None:
+            continue
+        line = diagnosis_line(wrong, want, inputs=inputs, mistakes=mistakes, **opts)
+        assert line == named(mistake), f"没有认出「{mistake.what}」，第一行是：{line}"
+        return
+    raise AssertionError(f"没有任何一个输入能暴露「{mistake.what}」")
 
 
 def hint_sections(crashes: Mapping[str, Mapping[str, str | tuple[str, str]]]) -> set[str]:

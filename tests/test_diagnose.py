@@ -7,6 +7,7 @@ import torch
 from diagnose import (
     Mistake,
     assert_named,
+    assert_named_first,
     assert_sections_exist,
     check,
     crash_line,
@@ -18,8 +19,10 @@ from diagnose import (
     hint_sections,
     make_checker,
     named,
+    named_all,
     require_grad,
     section_heading,
+    symptom,
     which_mistake,
 )
 
@@ -153,6 +156,78 @@ def test_check_first_line_names_the_mistake_or_says_what_is_wrong():
         check(x + 1, x, **kwargs)
     second = str(info.value.msg).splitlines()[1]
     assert second.startswith("（f 的输出：位置 (0,) 上得到 2，应为 1"), second
+
+
+def test_several_matching_mistakes_are_all_named():
+    """这组输入分不开两个错误时（x = [2, 2]：x + 2 == 2x），第一行把两个都说出来，而不是只说排在前面的那个。"""
+    plus_two = Mistake("多加了 2", "L2.01「坑 1」", lambda x: x + 2)
+    x = torch.tensor([2.0, 2.0])
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」", inputs={"x": x})
+    line = diagnosis_line(2 * x, x, mistakes=[DOUBLED, plus_two], **kwargs)
+    assert line == named_all([DOUBLED, plus_two])
+    assert line == (
+        "看起来是：多乘了 2；也可能是多加了 2（这组输入上它们的结果相同）。回看 L2.01「2. 公式」、L2.01「坑 1」。"
+    )
+    # 说法相同的只说一次；分得开的输入上只说那一个
+    same = Mistake(DOUBLED.what, DOUBLED.section, lambda x: x * 2.0)
+    assert diagnosis_line(2 * x, x, mistakes=[DOUBLED, same], **kwargs) == named(DOUBLED)
+    y = torch.tensor([1.0, 3.0])
+    kwargs["inputs"] = {"x": y}
+    assert diagnosis_line(2 * y, y, mistakes=[DOUBLED, plus_two], **kwargs) == named(DOUBLED)
+
+
+def test_a_mistake_can_have_its_own_tolerance():
+    """精度类的错误：换一种写法舍入不同，只在那种精度的误差以内一致。"""
+    x = torch.tensor([1.0, 2.0])
+    rounded = Mistake("在低精度里算了", "L2.01「2. 公式」", lambda x: x + 0.01, rtol=0.0, atol=0.05)
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」", inputs={"x": x}, mistakes=[rounded])
+    assert diagnosis_line(x + 0.03, x, **kwargs) == named(rounded)
+    assert diagnosis_line(x + 0.5, x, **kwargs).startswith("f 的输出不对")
+
+
+def test_one_wrong_return_value_is_named_by_itself():
+    """返回 (a, b)：整体对不上任何错误时，只看第一个不对的返回值；part=1 的错误只管 b。"""
+    x = torch.tensor([1.0, 2.0])
+    want = (x, x + 10)
+    a_doubled = Mistake("a 多乘了 2", "L2.01「2. 公式」", lambda x: (2 * x, x + 10))
+    b_shifted = Mistake("b 多加了 1", "L2.01「坑 1」", lambda x: x + 11, part=1)
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」", inputs={"x": x})
+    kwargs["mistakes"] = [a_doubled, b_shifted]
+    # a 错了（b 换了一种也不对的写法）：仍认得出 a 的错
+    assert diagnosis_line((2 * x, x), want, **kwargs) == named(a_doubled)
+    # a 对、b 错：part=1 的错误
+    assert diagnosis_line((x, x + 11), want, **kwargs) == named(b_shifted)
+    # a 对、b 错成别的：a_doubled 的 a 就不对，解释不了这个输出
+    assert diagnosis_line((x, x + 5), want, **kwargs).startswith("f 的输出不对")
+
+
+def test_a_symptom_names_the_kind_of_mistake_when_no_written_out_mistake_matches():
+    """没有哪个典型错误对得上时，说第一个「学习者的输出有、正确结果没有」的症状；对得上时仍说那个错误。"""
+    x = torch.tensor([1.0, -2.0])
+    too_big = symptom("有值超过了 3", "L2.01「坑 1」", lambda got, x: bool((got > 3).any()))
+    negative = symptom("出现了负数", "L2.01「坑 1」", lambda got, x: bool((got < 0).any()))
+    kwargs = dict(where="f 的输出", section="L2.01「2. 公式」", inputs={"x": x})
+    kwargs["mistakes"] = [DOUBLED, negative, too_big]
+    want = x.abs()
+    assert diagnosis_line(torch.tensor([5.0, 2.0]), want, **kwargs) == named(too_big)
+    # 正确结果本来就有负数时，「出现了负数」不算症状
+    assert diagnosis_line(torch.tensor([4.0, -1.0]), x, **kwargs) == named(too_big)
+    assert diagnosis_line(2 * x, want, **kwargs) == named(DOUBLED)
+    assert diagnosis_line(torch.tensor([1.0, 1.0]), want, **kwargs).startswith("f 的输出不对")
+
+
+def test_assert_named_first_follows_the_order_of_the_tests():
+    """第一个和正确结果不同的输入上，必须只点名这个错误；之前的输入上它和正确结果一样，不算。"""
+    plus_two = Mistake("多加了 2", "L2.01「坑 1」", lambda x: x + 2)
+    same_at_zero = Mistake("对 0 不起作用", "L2.01「坑 1」", lambda x: x * 3)
+    zero, two, one = torch.zeros(2), torch.full((2,), 2.0), torch.tensor([1.0, 3.0])
+    kw = dict(where="x", section="L2.01「2. 公式」")
+    cases = [({"x": x}, x, {}) for x in (zero, two, one)]
+    assert_named_first(same_at_zero, cases, [DOUBLED, plus_two, same_at_zero], **kw)
+    with pytest.raises(AssertionError, match="没有认出「多乘了 2」"):  # 在 x = 2 上和 x + 2 分不开
+        assert_named_first(DOUBLED, cases, [DOUBLED, plus_two], **kw)
+    with pytest.raises(AssertionError, match="没有任何一个输入能暴露"):
+        assert_named_first(DOUBLED, cases[:1], [DOUBLED], **kw)
 
 
 def test_expect_value_error():

@@ -106,7 +106,6 @@ FIRST_LINES = {
         "是不是超出了那一维的大小。"
     ),
     "test_did_not_raise": "应当抛出 ValueError，但你的代码什么也没抛（test_demo.py:24）。",
-    "test_stub": "还没实现：test_demo.py 里的 test_stub()。提示：先写这个 写完后重跑：pytest --impl exercises test_demo.py",
     "test_hypothesis": "x=4 太大",
     "test_hypothesis_error": (
         "运行出错：测试在 test_demo.py:43 抛出 ValueError：这组输入是合法的，却抛了 ValueError：检查你写的输入检查条件。"
@@ -124,6 +123,11 @@ FIRST_LINES = {
     ),
 }
 LEARNER = "def f():\n    return 1 / 0\n"
+# 空桩不在 FAILURES 里逐个列出，而是在「还没实现的函数」一节里每个函数一行
+STUB_LINE = (
+    "还没实现：test_demo.py 里的 test_stub()（1 个测试停在这里）。提示：先写这个 "
+    "写完后重跑：pytest --impl exercises test_demo.py"
+)
 
 
 def _first_lines(lines: list[str]) -> dict[str, str]:
@@ -147,7 +151,9 @@ def test_every_failure_starts_with_chinese_under_exercises(pytester):
     _make_demo(pytester)
     result = pytester.runpytest_inprocess("--impl", "exercises", "-rf", "-p", "no:cacheprovider")
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
+    assert result.parseoutcomes().get("还没实现") == 1
     lines = result.outlines
+    assert STUB_LINE in [x.replace(str(pytester.path) + "/", "") for x in lines]
     got = _first_lines(lines)
     for name, first in FIRST_LINES.items():
         shown = got.get(name, "").replace(str(pytester.path) + "/", "")
@@ -190,7 +196,74 @@ def test_solutions_keep_pytest_tracebacks(pytester):
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
     out = result.stdout.str()
     assert "def test_assert_with_message" in out and "IndexError" in out
-    assert "还没实现：test_demo.py 里的 test_stub()" in out.replace(str(pytester.path) + "/", "")
+    assert STUB_LINE in out.replace(str(pytester.path) + "/", "")
+
+
+HALF_DONE = """
+import pytest
+
+from exercises_demo import done, todo_a, todo_b
+
+
+@pytest.mark.parametrize("x", range(5))
+def test_a(x):
+    todo_a(x)
+
+
+@pytest.mark.parametrize("x", range(3))
+def test_b(x):
+    assert todo_b(x) == x
+
+
+def test_b_again():
+    todo_b(0)
+
+
+def test_done():
+    assert done() == 2, "done() 应返回 2"
+
+
+def test_done_passes():
+    assert done() in (1, 2)
+"""
+HALF_DONE_EXERCISES = """
+def todo_a(x):
+    raise NotImplementedError("提示：先想清楚 a")
+
+
+def todo_b(x):
+    raise NotImplementedError("提示：b 的提示")
+
+
+def done():
+    return 1
+"""
+
+
+def test_missing_functions_get_one_line_each(pytester):
+    """写了一部分练习时：每个还没写的函数一行（几个测试停在它那里、提示、重跑什么），不再逐个测试重复；
+    FAILURES 和 short summary 里只剩已经写了的函数的失败；退出码仍是 1。"""
+    pytester.makepyfile(test_half=HALF_DONE, exercises_demo=HALF_DONE_EXERCISES)
+    result = pytester.runpytest_inprocess("--impl", "exercises", "-ra", "-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    assert result.parseoutcomes() == {"failed": 1, "还没实现": 9, "passed": 1}
+    out = [x.replace(str(pytester.path) + "/", "") for x in result.outlines]
+    stub_lines = [x for x in out if x.startswith("还没实现：")]
+    assert stub_lines == [
+        "还没实现：exercises_demo.py 里的 todo_a()（5 个测试停在这里）。提示：先想清楚 a "
+        "写完后重跑：pytest --impl exercises test_half.py",
+        "还没实现：exercises_demo.py 里的 todo_b()（4 个测试停在这里）。提示：b 的提示 "
+        "写完后重跑：pytest --impl exercises test_half.py",
+    ]
+    assert any("还没实现的函数 2 个" in x for x in out)
+    assert (
+        "停在上面这些地方的 9 个测试不再逐个列出；下面是其余的失败：你已经写了的部分哪里不对。"
+        in out
+    )
+    assert [x for x in out if x.startswith("FAILED")] == [
+        "FAILED test_half.py::test_done - done() 应返回 2"
+    ]
+    assert out.index(stub_lines[-1]) < out.index(next(x for x in out if "FAILURES" in x))
 
 
 ALL_SLOW = """
@@ -214,3 +287,12 @@ def test_a_file_whose_tests_are_all_slow_says_how_to_run_them(pytester):
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "slow")
     result.assert_outcomes(passed=1)
     assert SLOW_HINT not in result.stdout.str()
+
+
+def test_test_ids_are_readable(request):
+    """中文的参数化 id 照原样显示，不是 \\u4e8c… 这样的转义（pyproject.toml 里那个长名字的选项）。"""
+    option = "disable_test_id_escaping_and_forfeit_all_rights_to_community_support"
+    assert request.config.getini(option) is True, f"pyproject.toml 里要有 {option} = true"
+    cjk = re.compile(r"\\u[4-9][0-9a-f]{3}")  # 被转义的汉字（U+4E00–U+9FFF 一带）
+    escaped = [item.nodeid for item in request.session.items if cjk.search(item.nodeid)]
+    assert not escaped, f"这些测试 id 里的中文被转义了，学习者读不出来：{escaped[:5]}"

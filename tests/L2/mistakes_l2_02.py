@@ -1,7 +1,8 @@
 """L2.02 四个函数的典型错误：故意写错的实现，只给 tests/diagnose.py 比对用。
 
 错误版不分块（分块不改变数值）；参数与被测函数相同。
-`DIAGNOSIS_INPUTS[函数名][情形]` 是诊断输入，`SHOWN_BY[错误] = (函数名, 情形)` 说明在哪组输入上能认出它。
+`DIAGNOSIS_INPUTS[函数名][情形]` 是诊断输入，按测试运行的顺序排：每个错误在它第一次和正确结果不同的那组输入上，
+只和它自己一致（test_each_typical_mistake_is_named 检查）。
 """
 
 from __future__ import annotations
@@ -25,6 +26,17 @@ HINTS = "L2.02「3.7 提示」"
 
 def _pick(logp, tokens):
     return logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
+
+
+def _low_precision_only(logits):
+    """精度类的错误只在 bf16 / fp16 的输入上谈得上：float32 的输入上不拿它比（抛错 = 跳过这个错误）。"""
+    if logits.dtype not in (torch.bfloat16, torch.float16):
+        raise ValueError("只对 bf16 / fp16 的输入适用")
+
+
+# 在 bf16 里算 log_softmax / logsumexp / 熵，写法不同，舍入也不同（实测彼此差到 0.125、和正确值差到 0.075，
+# 数值在 −10 附近）：和错误版只在 bf16 的误差以内一致，所以认它时用宽的容差
+BF16_TOL = dict(rtol=0.0, atol=0.25)
 
 
 # ---------------------------------------------------------------- token_logprobs
@@ -51,9 +63,14 @@ LOGP_MISTAKES = [
         lambda logits, tokens: _pick(torch.log_softmax(logits[:, :-1].float(), -1), tokens[:, 1:]),
     ),
     Mistake(
-        "在 bf16 里算了 log_softmax、最后才转 float32：15 万项的求和在 bf16 里误差很大",
+        "在 bf16 里算了 log_softmax（或 logsumexp）、最后才转 float32：15 万项的求和在 bf16 里误差很大；"
+        "每块先 .float() 再算",
         BF16,
-        lambda logits, tokens: _pick(torch.log_softmax(logits, dim=-1), tokens).float(),
+        lambda logits, tokens: (
+            _low_precision_only(logits),
+            _pick(torch.log_softmax(logits, dim=-1), tokens).float(),
+        )[1],
+        **BF16_TOL,
     ),
     Mistake(
         "展平成 (B·T, V) 的块里 log_softmax 沿错了维度（dim=0：在块里不同位置之间归一化）；"
@@ -63,6 +80,18 @@ LOGP_MISTAKES = [
             torch.log_softmax(logits.float().reshape(-1, logits.shape[-1]), dim=0),
             tokens.reshape(-1),
         ).reshape(tokens.shape),
+    ),
+    Mistake(
+        "符号反了：算成了 logsumexp − x[y]（log 概率应 ≤ 0：x[y] − logsumexp）",
+        FORMULA,
+        lambda logits, tokens: -_pick(torch.log_softmax(logits.float(), dim=-1), tokens),
+    ),
+    Mistake(
+        "把结果转回了 logits 的 dtype（bf16）：规格要 float32 的 log 概率",
+        LOGP_SPEC,
+        lambda logits, tokens: _pick(torch.log_softmax(logits.float(), dim=-1), tokens).to(
+            logits.dtype
+        ),
     ),
 ]
 
@@ -76,6 +105,11 @@ def _entropy(logits, *, dim=-1, sign=-1.0, use_logits=False, reduce="sum", log_o
         return sign * (p * p.log()).sum(-1)
     terms = logp.exp() * (logits.float() if use_logits else logp)
     return sign * (terms.sum(-1) if reduce == "sum" else terms.mean(-1))
+
+
+def _entropy_low_precision(logits):
+    logp = torch.log_softmax(logits, dim=-1)
+    return (-(logp.exp() * logp).sum(-1)).float()
 
 
 ENTROPY_MISTAKES = [
@@ -104,6 +138,19 @@ ENTROPY_MISTAKES = [
         "0·(−inf) = NaN；log p 要直接用 log_softmax 算",
         ENTROPY_SPEC,
         lambda logits: _entropy(logits, log_of_p=True),
+    ),
+    Mistake(
+        "展平成 (B·T, V) 的块里 softmax 沿错了维度（dim=0：在块里不同位置之间归一化）；应沿词表那一维（dim=-1）",
+        ENTROPY_SPEC,
+        lambda logits: _entropy(logits.reshape(-1, logits.shape[-1]), dim=0).reshape(
+            logits.shape[:-1]
+        ),
+    ),
+    Mistake(
+        "在 bf16 里算了熵（log_softmax 和求和都在 bf16 里，最后才转 float32）：每块先 .float() 再算",
+        BF16,
+        lambda logits: (_low_precision_only(logits), _entropy_low_precision(logits))[1],
+        **BF16_TOL,
     ),
 ]
 
@@ -161,17 +208,39 @@ MASK_MISTAKES = [
             _mask_through_first_eos(_eos_flags(completion_ids, eos_token_ids))
         ),
     ),
+    Mistake(
+        "条件反了：第一个 EOS 之前（含 EOS）成了 0、之后成了 1（「前面出现过几个 EOS」为 0 的位置才是 1）",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: (
+            1.0 - _mask_through_first_eos(_eos_flags(completion_ids, eos_token_ids))
+        ),
+    ),
+    Mistake(
+        "cumsum 沿错了维度（dim=0：数的是同一位置上、前面几行出现过几个 EOS）；每条回答一行，应沿 dim=1",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: (
+            _eos_flags(completion_ids, eos_token_ids).long().cumsum(dim=0)
+            - _eos_flags(completion_ids, eos_token_ids).long()
+            == 0
+        ).float(),
+    ),
 ]
 
 # ---------------------------------------------------------------- masked_mean
 
 
-def _masked_mean(x, mask, dim=None, *, zero_first=True, guard=True, denominator="mask"):
+def _masked_mean(
+    x, mask, dim=None, *, zero_first=True, guard=True, denominator="mask", where_swapped=False
+):
     m = mask.to(x.dtype)
     num = torch.where(mask != 0, x * m, torch.zeros_like(x)) if zero_first else x * m
+    if where_swapped:  # 有效位置被置 0，被遮住的位置留下 x·0（NaN·0 仍是 NaN）
+        num = torch.where(mask != 0, torch.zeros_like(x), x * m)
     num = num.sum() if dim is None else num.sum(dim)
     if denominator == "count":
         den = torch.tensor(float(x.numel() if dim is None else x.shape[dim]), dtype=x.dtype)
+    elif denominator == "all":  # dim=k 时分母也对整个 mask 求和
+        den = m.sum()
     else:
         den = m.sum() if dim is None else m.sum(dim)
     if not guard:
@@ -215,6 +284,21 @@ MEAN_MISTAKES = [
         EMPTY_AND_NAN,
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, guard="clamp"),
     ),
+    Mistake(
+        "torch.where 的两个分支写反了：有效位置被置成了 0，留下的是被遮住的位置",
+        EMPTY_AND_NAN,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, where_swapped=True),
+    ),
+    Mistake(
+        "dim=k 时分母没沿 dim 求和（除以了整个 mask 的和）：分子、分母都要沿同一维求和",
+        MEAN_SPEC,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, denominator="all"),
+    ),
+    Mistake(
+        "忽略了 dim：dim=k 时也对全部元素求了一个平均（应沿第 k 维求，返回去掉那一维的张量）",
+        MEAN_SPEC,
+        lambda x, mask, dim=None: _masked_mean(x, mask),
+    ),
 ]
 
 MISTAKES = {
@@ -257,6 +341,7 @@ DIAGNOSIS_INPUTS = {
     "token_entropy": {
         "fp32": lambda: dict(logits=_logits(2, 5, 7)),
         "peaked": lambda: dict(logits=_peaked()),
+        "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16)),
     },
     "completion_mask": {
         # EOS 是 2 和 3（pad 也是 2）：pad 跟在 EOS 后面 / EOS 后还有普通 token / 3 先出现 / 被截断
@@ -273,28 +358,49 @@ DIAGNOSIS_INPUTS = {
         "empty_row": lambda: dict(
             x=torch.tensor(_X + [[5.0, 6.0, 7.0, 8.0]]), mask=torch.tensor(_M + [[0.0] * 4]), dim=1
         ),
-        "garbage": lambda: dict(
-            x=torch.tensor([[1.0, 2.0, NAN, INF], [10.0, 20.0, 30.0, -INF]]),
-            mask=torch.tensor(_M),
+        "garbage": lambda: dict(  # 第 2 行被遮住的位置是有限的数：NaN 漏进来和 where 写反分得开
+            x=torch.tensor([[1.0, 2.0, NAN, INF], [10.0, 20.0, 30.0, -INF], [5.0, 6.0, 7.0, 8.0]]),
+            mask=torch.tensor(_M + [[1.0, 0.0, 1.0, 0.0]]),
             dim=1,
         ),
         "fractional": lambda: dict(x=torch.tensor(_X), mask=torch.tensor(FRACTIONAL), dim=1),
     },
 }
 
-SHOWN_BY = {
-    **{m: ("token_logprobs", "fp32") for m in LOGP_MISTAKES[:4]},
-    LOGP_MISTAKES[4]: ("token_logprobs", "bf16"),
-    LOGP_MISTAKES[5]: ("token_logprobs", "fp32"),
-    **{m: ("token_entropy", "fp32") for m in ENTROPY_MISTAKES[:4]},
-    ENTROPY_MISTAKES[4]: ("token_entropy", "peaked"),
-    **{m: ("completion_mask", "rows") for m in MASK_MISTAKES},
-    MEAN_MISTAKES[0]: ("masked_mean", "rows"),
-    MEAN_MISTAKES[1]: ("masked_mean", "empty_row"),
-    MEAN_MISTAKES[2]: ("masked_mean", "garbage"),
-    MEAN_MISTAKES[3]: ("masked_mean", "all"),
-    MEAN_MISTAKES[4]: ("masked_mean", "fractional"),
+# 参数化测试的 id（ASCII：pytest 把中文 id 显示成 \uXXXX 转义），和 MISTAKES 里的顺序一一对应
+MISTAKE_IDS = {
+    "token_logprobs": [
+        "raw_logit",
+        "dim_T",
+        "prob",
+        "shift",
+        "bf16",
+        "chunk_dim0",
+        "sign",
+        "to_bf16",
+    ],
+    "token_entropy": ["sign", "dim_T", "logits_as_logp", "mean", "log_of_p", "chunk_dim0", "bf16"],
+    "completion_mask": [
+        "eos_masked",
+        "by_value",
+        "first_id",
+        "argmax",
+        "one_past",
+        "inverted",
+        "cumsum_dim0",
+    ],
+    "masked_mean": [
+        "count",
+        "nan_empty",
+        "nan_leak",
+        "row_means",
+        "clamp",
+        "where_swapped",
+        "den_all",
+        "dim_ignored",
+    ],
 }
+assert all(len(MISTAKE_IDS[n]) == len(ms) for n, ms in MISTAKES.items())
 
 # 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 _FLOAT_FIRST = "log_softmax / logsumexp 要在浮点上算：每块先 .float()"
@@ -316,13 +422,15 @@ CRASHES = {
         ),
         "index": "tokens 里的 id 没有落在 [0, V) 里，或者 gather 沿错了维度（应沿最后一维，词表）",
         "int_dtype": _FLOAT_FIRST,
-        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()",
+        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()；"
+        "也检查 logits、tokens 有没有在哪次调用里传反了位置",
         "broadcast": "gather 取出的 (n,) 和 logsumexp 的 (n,) 要一样长：检查 squeeze(-1) 和 keepdim",
         "empty_cat": _EMPTY,
         "meta_value": _META,
         "device": _META,
     },
     "token_entropy": {
+        "reshape": "每块 (n, V) 的熵要沿最后一维（词表）求和，得到 (n,)；沿 dim=0 求和得到的是 (V,)，拼不回 (B, T)",
         "int_dtype": _FLOAT_FIRST,
         "empty_cat": _EMPTY,
         "broadcast": "p 和 log p 都是 (n, V)，沿最后一维求和得到 (n,)：检查求和的 dim",
@@ -334,6 +442,11 @@ CRASHES = {
             MASK_SPEC,
         ),
         "device": "由 EOS id 造出的张量要放在 completion_ids 的 device 上",
+        "dim_range": (
+            "torch.isin(completion_ids, EOS 张量) 得到和 completion_ids 一样的 (B, T)；两个参数位置反了时"
+            "得到的是 EOS 张量那么长的一维张量，后面沿 dim=1 的 cumsum 就越界了",
+            MASK_SPEC,
+        ),
         "broadcast": "和 completion_ids 比较、做 cumsum 的张量都应是 (B, T)：检查是不是少了一维",
     },
     "masked_mean": {

@@ -61,6 +61,9 @@ def _clipped(
     divided=False,
     swapped=False,
     clip_log_ratio=False,
+    clamp="both",
+    min_of_ratios=False,
+    max_of_ratios=False,
 ):
     """按规格算 (loss, clipped)；每个关键字参数打开一种典型错误。"""
     if eps_high is None or ignore_eps_high:
@@ -72,18 +75,29 @@ def _clipped(
         ratio = torch.exp(logp) / torch.exp(old_logp)
     else:
         ratio = torch.exp(old_logp - logp) if inverted else torch.exp(logp - old_logp)
-    clipped_ratio = torch.clamp(ratio, 1 - eps_low, 1 + eps_high)
+    clipped_ratio = {
+        "both": lambda: torch.clamp(ratio, 1 - eps_low, 1 + eps_high),
+        "bounds_swapped": lambda: torch.clamp(ratio, 1 + eps_high, 1 - eps_low),  # 恒为 1 − eps_low
+        "upper_only": lambda: torch.clamp(ratio, max=1 + eps_high),
+        "lower_only": lambda: torch.clamp(ratio, min=1 - eps_low),
+    }[clamp]()
     if clip_log_ratio:  # exp(clamp(log r, −eps_low, eps_high))：区间变成 [e^−eps_low, e^eps_high]
         clipped_ratio = torch.exp(torch.clamp(logp - old_logp, -eps_low, eps_high))
     unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
     if only_clipped_branch:
         loss = -clipped_obj
+    elif min_of_ratios:  # min 取在两个 ratio 上，再乘 A：A < 0 时取到的是错的那一支
+        loss = -adv * torch.minimum(ratio, clipped_ratio)
+    elif max_of_ratios:  # max 取在两个 ratio 上：A > 0 时取到的是错的那一支
+        loss = -adv * torch.maximum(ratio, clipped_ratio)
     elif use_max:
         loss = -torch.maximum(unclipped_obj, clipped_obj)
     else:
         loss = -torch.minimum(unclipped_obj, clipped_obj)
     if flag == "le":
         clipped = clipped_obj <= unclipped_obj
+    elif flag == "reversed":  # 比较方向反了
+        clipped = unclipped_obj < clipped_obj
     elif flag == "ratio_only":
         clipped = (ratio > 1 + eps_high) | (ratio < 1 - eps_low)
     else:
@@ -142,6 +156,41 @@ CLIP_MISTAKES += [
         _variant(clip_log_ratio=True),
     ),
 ]
+CLIP_MISTAKES += [
+    Mistake(
+        "min 取在了两个 ratio 上再乘 A（−A·min(r, clip(r))）：A < 0 时取到的是错的那一支；"
+        "min 要取在两个目标 r·A、clip(r)·A 上",
+        TABLE,
+        _variant(min_of_ratios=True),
+    ),
+    Mistake(
+        "max 取在了两个 ratio 上再乘 A（−A·max(r, clip(r))）：A > 0 时取到的是错的那一支；"
+        "要对两个目标 r·A、clip(r)·A 取 min",
+        TABLE,
+        _variant(max_of_ratios=True),
+    ),
+    Mistake(
+        "clipped 的比较方向反了：「被裁剪」是裁剪分支严格更小（clip(r)·A < r·A），不是反过来",
+        CLIP_SPEC,
+        _variant(flag="reversed"),
+    ),
+    Mistake(
+        "torch.clamp 的下界、上界位置写反了（clamp(ratio, 1 + eps_high, 1 − eps_low)）："
+        "下界比上界大时 clamp 把每个 ratio 都变成 1 − eps_low",
+        CLIP_SPEC,
+        _variant(clamp="bounds_swapped"),
+    ),
+    Mistake(
+        "只裁了上界（clamp(ratio, max=1 + eps_high)）：A < 0 时 ratio < 1 − eps_low 的 token 没被裁剪",
+        TABLE,
+        _variant(clamp="upper_only"),
+    ),
+    Mistake(
+        "只裁了下界（clamp(ratio, min=1 − eps_low)）：A > 0 时 ratio > 1 + eps_high 的 token 没被裁剪",
+        TABLE,
+        _variant(clamp="lower_only"),
+    ),
+]
 DIVIDED = Mistake(
     "ratio 是先各自 exp 再相除算的：log 概率很低时 exp 下溢成 0，0/0 = NaN；应在 log 空间相减再 exp",
     CLIP_SPEC,
@@ -185,8 +234,31 @@ def far_below_zero():
     )
 
 
-# 在 DIAGNOSIS_INPUTS 上和参考答案一样、只在别的输入上才露馅的错误：错误 -> 认出它的输入
-SHOWN_BY = {DIVIDED: far_below_zero}
+# 函数名 -> 在 DIAGNOSIS_INPUTS 之后才用 far_below_zero 测（先 exp 再相除的错误只在那里露馅）
+SHOWN_BY_LATER = {"clipped_surrogate_loss"}
+
+# 参数化测试的 id（ASCII：pytest 把中文 id 显示成 \uXXXX 转义），和 MISTAKES 里的顺序一一对应
+MISTAKE_IDS = {
+    "policy_gradient_loss": ["no_minus", "adv_row", "prob", "mean"],
+    "clipped_surrogate_loss": [
+        "max",
+        "inverted",
+        "ignore_eps_high",
+        "only_clipped",
+        "flag_ratio_only",
+        "flag_le",
+        "eps_swapped",
+        "clip_log_ratio",
+        "min_of_ratios",
+        "max_of_ratios",
+        "flag_reversed",
+        "clamp_bounds_swapped",
+        "upper_only",
+        "lower_only",
+        "divided",
+    ],
+}
+assert all(len(MISTAKE_IDS[n]) == len(ms) for n, ms in MISTAKES.items())
 
 # ---------------------------------------------------------------- 坑 2 的实测（调用方忘了 detach）
 

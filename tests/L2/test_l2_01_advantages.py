@@ -10,22 +10,24 @@ import statistics
 import pytest
 import torch
 from diagnose import (
-    assert_named,
+    assert_named_first,
     assert_sections_exist,
     check,
     expect_value_error,
     guarded,
     hint_sections,
+    symptom,
 )
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistakes_l2_01 import (
     CRASHES,
     DIAGNOSIS_INPUTS,
+    DIAGNOSIS_TOL,
     EPS_IN_SQRT,
     EXAMPLE,
+    MISTAKE_IDS,
     MISTAKES,
-    SHOWN_BY,
     SPEC,
     TINY_STD,
     WHY,
@@ -59,22 +61,79 @@ def _want(rewards, group_size, eps=1e-6, scale="group"):
     return torch.tensor(_naive(rewards.tolist(), group_size, eps, scale), dtype=dtype)
 
 
+def _groups(x, group_size):
+    return x.double().reshape(-1, group_size)
+
+
+def _flat_groups_not_zero(got, rewards, group_size, **_):
+    r = _groups(rewards, group_size)
+    flat = (r == r[:, :1]).all(1)
+    return bool((_groups(got, group_size)[flat] != 0).any())
+
+
+def _sign_flipped(got, **inputs):
+    return float((got.double() * _want(**inputs).double()).sum()) < 0
+
+
+def _group_sums_not_zero(got, rewards, group_size, **_):
+    g = _groups(got, group_size)
+    return bool((g.sum(1).abs() > 1e-4 * (1 + g.abs().max())).any())
+
+
+def _off_by_a_factor_per_group(got, rewards, group_size, **kw):
+    """每个不全相等的组里，got 都是正确结果的同一个倍数，而且有的组这个倍数不是 1。"""
+    g, w = _groups(got, group_size), _groups(_want(rewards, group_size, **kw), group_size)
+    ratios = []
+    for gi, wi in zip(g, w):
+        big = wi.abs() > 1e-3 * wi.abs().max().clamp(min=1e-30)
+        if not big.any():
+            continue
+        q = gi[big] / wi[big]
+        if (q - q[0]).abs().max() > 1e-4 * q[0].abs():
+            return False
+        ratios.append(float(q[0]))
+    return any(abs(q - 1) > 1e-4 for q in ratios)
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom("全相等的组没有得到精确的 0：用 == 判断整行相等，整行置 0", WHY, _flat_groups_not_zero),
+    symptom(
+        "符号反了：比组均值好的回答要得正的 advantage（r − 均值）",
+        "L2.01「2. 公式，以及它从哪来」",
+        _sign_flipped,
+    ),
+    symptom(
+        "组内 advantage 之和不为 0：每道题减的要是它自己那一组的均值（也检查分组：同一道题的 G 条相邻、每行一组）",
+        WHY,
+        _group_sums_not_zero,
+    ),
+    symptom(
+        "减均值是对的，每组却差一个常数倍：分母不对（std 的种类——无偏、每组 / 整批——和 eps 的位置）",
+        SPEC,
+        _off_by_a_factor_per_group,
+    ),
+]
+
+
 def _check(got, inputs, *, section=SPEC, **tol):
     args = ", ".join(f"{k}={v!r}" for k, v in inputs.items() if k != "rewards")
     where = f"group_advantages(rewards, {args}) 的输出"
+    mistakes = MISTAKES + SYMPTOMS
     check(
-        got, _want(**inputs), inputs=inputs, mistakes=MISTAKES, where=where, section=section, **tol
+        got, _want(**inputs), inputs=inputs, mistakes=mistakes, where=where, section=section, **tol
     )
 
 
 # 先跑能点名典型错误的输入：后面的例子只能说出「哪个位置的数不对」
 
 
-@pytest.mark.parametrize("case", sorted(DIAGNOSIS_INPUTS))
+@pytest.mark.parametrize("case", list(DIAGNOSIS_INPUTS))
 def test_typical_mistakes_are_caught(mod, case):
-    """这些输入让每种典型错误都给出不同的结果：有全相等的 0.1、有 std 恰好为 0 的组、有 std ≈ ε 的组。"""
+    """这些输入让每种典型错误都给出不同的结果：有全相等的 0.1、有 std 恰好为 0 的组、有 std ≈ ε 的组、
+    有只差一点点（std 很小但不为 0）的组。"""
     inputs = DIAGNOSIS_INPUTS[case]()
-    _check(mod.group_advantages(**inputs), inputs)
+    _check(mod.group_advantages(**inputs), inputs, **DIAGNOSIS_TOL.get(case, {}))
 
 
 def test_rewards_are_left_unchanged(mod):
@@ -136,6 +195,12 @@ rewards_st = st.integers(2, 6).flatmap(
 
 @settings(max_examples=60, deadline=None)
 @given(rewards_st, st.floats(-100, 100, allow_nan=False))
+# 固定的例子：组大小不同、组均值不同，减整批均值、沿错了维度、行列写反、交错分组的写法在这里组内和都不为 0
+@example(gr=(3, [1.0, 0.0, 0.0, 5.0, 2.0, 2.5, -1.0, 4.0, 0.5]), shift=10.0)
+@example(gr=(2, [1.0, 0.0, 3.0, 5.0]), shift=-7.5)
+@example(
+    gr=(2, [1.0, 0.0, 1.0, 3.0]), shift=2.0
+)  # 第 0 列整列相等：「全相等」沿错了维度时组内和不为 0
 def test_properties(mod, gr, shift):
     g, rewards = gr
     r = torch.tensor(rewards, dtype=torch.float64)
@@ -228,11 +293,18 @@ def test_non_contiguous_rewards(mod):
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
 
 
-@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.what[:12])
+def _diagnosis_cases():
+    """test_typical_mistakes_are_caught 依次用的输入：(inputs, 正确结果, 容差)。"""
+    for case, make in DIAGNOSIS_INPUTS.items():
+        inputs = make()
+        yield inputs, _want(**inputs), DIAGNOSIS_TOL.get(case, {})
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=MISTAKE_IDS)
 def test_each_typical_mistake_is_named(mistake):
-    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    inputs = DIAGNOSIS_INPUTS[SHOWN_BY[mistake]]()
-    assert_named(mistake, inputs, _want(**inputs), MISTAKES, where="输出", section=SPEC)
+    """把已知错误的实现按测试的顺序送进同一个检查：它第一次和正确结果不同的那组输入上，
+    失败信息的第一行必须只点名这个错误（学习者先看到的就是这一行）。"""
+    assert_named_first(mistake, _diagnosis_cases(), MISTAKES, where="输出", section=SPEC)
 
 
 def test_eps_in_sqrt_is_20_times_off_on_the_tiny_std_group():
@@ -264,9 +336,17 @@ def test_in_place_change_is_named(impl_name):
         fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入的正确结果上一条都不成立。"""
+    for make in DIAGNOSIS_INPUTS.values():
+        inputs = make()
+        want = _want(**inputs)
+        assert not [s.what for s in SYMPTOMS if s.fn(want, **inputs)], inputs
+
+
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for m in MISTAKES}
+        {m.section for m in MISTAKES + SYMPTOMS}
         | {SPEC, WHY, EXAMPLE, "L2.01「坑 3：ε 的大小」"}
         | hint_sections(CRASHES)
     )

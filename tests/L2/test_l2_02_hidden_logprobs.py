@@ -14,14 +14,15 @@ import pytest
 import torch
 from diagnose import (
     Mistake,
+    assert_named_first,
     assert_sections_exist,
     check,
-    diagnosis_line,
+    describe_mismatch,
     explained,
     guarded,
     hint_sections,
-    named,
     require_grad,
+    symptom,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -124,6 +125,44 @@ def _temperature_multiplied(hidden, lm_head_weight, tokens, temperature=1.0, chu
     return _plain(hidden, lm_head_weight, tokens, 1.0 / temperature)
 
 
+def _sign_flipped(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    logp, ent = _plain(hidden, lm_head_weight, tokens, temperature)
+    return -logp, ent
+
+
+def _logp_without_temperature(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0)[0], _plain(
+        hidden, lm_head_weight, tokens, temperature
+    )[1]
+
+
+# 下面几个只错了熵（part=1：fn 只算出熵）；logp 是对的
+def _entropy_without_temperature(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _plain(hidden, lm_head_weight, tokens, 1.0)[1]
+
+
+def _logits(hidden, lm_head_weight, tokens, temperature):
+    T, L = tokens.shape[1], hidden.shape[1]
+    z = hidden[:, L - T - 1 : L - 1].float() @ lm_head_weight.float().T / temperature
+    return z.reshape(-1, z.shape[-1])
+
+
+def _entropy_over_rows(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    """一块里沿 dim=0（不同位置之间）归一化：测试的输入只有一块（B·T <= chunk_rows）。"""
+    z = _logits(hidden, lm_head_weight, tokens, temperature)
+    if chunk_rows is not None and chunk_rows < z.shape[0]:
+        raise ValueError("不止一块：这个错误的结果和怎么分块有关")
+    logp = torch.log_softmax(z, dim=0)
+    return -(logp.exp() * logp).sum(-1).reshape(tokens.shape)
+
+
+def _entropy_in_bf16(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    if hidden.dtype != torch.bfloat16:
+        raise ValueError("只对 bf16 的输入适用")
+    logp = torch.log_softmax(_logits(hidden, lm_head_weight, tokens, temperature).bfloat16(), -1)
+    return (-(logp.exp() * logp).sum(-1)).float().reshape(tokens.shape)
+
+
 MISTAKES = [
     Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SPEC, _no_temperature),
     Mistake(
@@ -157,10 +196,67 @@ MISTAKES = [
         SPEC,
         _temperature_multiplied,
     ),
+    Mistake("logp 的符号反了：算成了 logsumexp − z[y]（log 概率应 ≤ 0）", WHY, _sign_flipped),
+    Mistake(
+        "算 logp 时没除以 temperature（熵那边除了）：两者要用同一个 z/τ",
+        WHY,
+        _logp_without_temperature,
+    ),
+    Mistake(
+        "算熵时没除以 temperature（logp 那边除了）：两者要用同一个 z/τ，熵记的是采样分布的熵",
+        WHY,
+        _entropy_without_temperature,
+        part=1,
+    ),
+    Mistake(
+        "熵的 softmax 沿错了维度（dim=0：在一块里的不同位置之间归一化）；应沿词表那一维（dim=-1）",
+        WHY,
+        _entropy_over_rows,
+        part=1,
+    ),
+    Mistake(
+        "熵是在 bf16 里算的（log_softmax 和求和都在 bf16 里）：这一块的 logits 从头到尾都用 float32",
+        WHY,
+        _entropy_in_bf16,
+        part=1,
+        rtol=0.0,
+        atol=0.1,  # bf16 的几种写法彼此差到 0.08（熵在 0–1 之间）
+    ),
 ]
 
 
-def _check(mod, where, **inputs):
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "logp 出现了正数：log p = z[y] − logsumexp(z) ≤ 0",
+        WHY,
+        lambda got, **kw: bool((got[0] > 1e-5).any()),
+    ),
+    symptom(
+        "熵出现了负数：H = −Σ p·log p ≥ 0", WHY, lambda got, **kw: bool((got[1] < -1e-4).any())
+    ),
+    symptom(
+        "logp 是 bf16：外层的 torch.autocast 把这一块的矩阵乘改回了 bf16；在函数里关掉 autocast（meta 设备除外）",
+        WHY,
+        lambda got, **kw: got[0].dtype == torch.bfloat16,
+    ),
+]
+
+
+def _wrong(got, **inputs):
+    return describe_mismatch(tuple(got), _plain(**inputs), **TOL) is not None
+
+
+# 同一组输入在 temperature = 1 时是对的、换一个温度就不对：错的一定是温度的用法
+TEMPERATURE_ONLY = symptom(
+    "temperature = 1 时是对的，换一个温度就不对：温度用错了——logits 先除以 τ（只除一次，不是乘），"
+    "logp 和熵都用同一个 z/τ 算",
+    WHY,
+    _wrong,
+)
+
+
+def _check(mod, where, extra=(), **inputs):
     got = mod.hidden_token_logprobs(**inputs)
     want = _plain(**inputs)
     check(
@@ -169,7 +265,7 @@ def _check(mod, where, **inputs):
         where=where,
         section=SECTION,
         inputs=inputs,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS + list(extra),
         names=NAMES,
         **TOL,
     )
@@ -191,13 +287,14 @@ def test_matches_plain_path_float32(mod):
 @pytest.mark.parametrize("temperature", [0.7, 1.5])
 def test_temperature(mod, temperature):
     hidden, weight, tokens = _case(seed=1)
+    at_one = dict(hidden=hidden, lm_head_weight=weight, tokens=tokens)
+    right_at_one = not _wrong(mod.hidden_token_logprobs(**at_one), **at_one)
     _check(
         mod,
         f"temperature={temperature} 时的输出",
-        hidden=hidden,
-        lm_head_weight=weight,
-        tokens=tokens,
+        extra=[TEMPERATURE_ONLY] if right_at_one else [],
         temperature=temperature,
+        **at_one,
     )
 
 
@@ -358,8 +455,11 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     )
 
 
-def test_memory_script_at_qwen3_shapes(impl_name, capsys, monkeypatch):
+def test_memory_script_at_qwen3_shapes(mod, impl_name, capsys, monkeypatch):
     # 脚本在 meta 设备上按 Qwen3-0.6B 的真实尺寸数：普通路径造出 (B,T,V)，第 6 节的写法最大只到 (V,H)
+    mod.hidden_token_logprobs(
+        *_case(b=1, l=3, t=2)
+    )  # 还是空桩时在这里停下（脚本会把空桩的异常接住）
     monkeypatch.setattr("sys.argv", ["hidden_memory.py", "--batch", "2", "--impl", impl_name])
     with explained("hidden_token_logprobs", WHY, CRASHES["hidden_token_logprobs"]):
         _memory_script().main()  # 在 meta 设备上调用你的函数（6.1 节）
@@ -389,7 +489,7 @@ def test_called_inside_autocast_still_float32(mod):
         where="autocast 里调用时的输出",
         section=SECTION,
         inputs=dict(hidden=hidden.bfloat16(), lm_head_weight=weight.bfloat16(), tokens=tokens),
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
         names=NAMES,
         **TOL,
     )
@@ -400,32 +500,29 @@ def test_called_inside_autocast_still_float32(mod):
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.fn.__name__)
 def test_each_typical_mistake_is_named(mistake):
-    """每个典型错误在某个测试用的输入上都被同一个 check 点名（CI 用 solutions 跑）。"""
+    """每个典型错误按这个文件里测试的顺序送进同一个 check：它第一次和正确结果不同的那组输入上，
+    第一行必须只点名它自己（CI 用 solutions 跑）。"""
+    hidden, weight, tokens = _case()
+    cases = [dict(hidden=hidden, lm_head_weight=weight, tokens=tokens)]  # test_matches_plain_path
     hidden, weight, tokens = _case(seed=1)
-    cases = [
-        dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (1.0, 0.7)
+    cases += [  # test_temperature
+        dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (0.7, 1.5)
     ]
-    h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)
+    h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)  # test_bf16_inputs_are_…
     cases.append(dict(hidden=h * 4, lm_head_weight=w * 4, tokens=t))
-    lines = []
-    for inputs in cases:
-        line = diagnosis_line(
-            mistake.fn(**inputs),
-            _plain(**inputs),
-            where="x",
-            section=SECTION,
-            inputs=inputs,
-            mistakes=MISTAKES,
-            names=NAMES,
-            **TOL,
-        )
-        if line is not None:
-            assert line == named(mistake), line
-            lines.append(line)
-    assert lines, f"没有任何一个输入能暴露「{mistake.what}」"
+    assert_named_first(
+        mistake,
+        [(inputs, _plain(**inputs), TOL) for inputs in cases],
+        MISTAKES,
+        where="x",
+        section=SECTION,
+        names=NAMES,
+    )
 
 
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for m in MISTAKES} | {SECTION, SPEC, WHY, HINTS} | hint_sections(CRASHES)
+        {m.section for m in MISTAKES + SYMPTOMS + [TEMPERATURE_ONLY]}
+        | {SECTION, SPEC, WHY, HINTS}
+        | hint_sections(CRASHES)
     )

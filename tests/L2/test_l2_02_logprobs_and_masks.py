@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from diagnose import (
-    assert_named,
+    assert_named_first,
     assert_sections_exist,
     check,
     expect_value_error,
@@ -22,8 +22,9 @@ from diagnose import (
     hint_sections,
     make_checker,
     require_grad,
+    symptom,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistakes_l2_02 import (
     BF16,
@@ -39,10 +40,10 @@ from mistakes_l2_02 import (
     LOGP_SPEC,
     MASK_SPEC,
     MEAN_SPEC,
+    MISTAKE_IDS,
     MISTAKES,
     PAD_IS_EOS,
     SHIFT,
-    SHOWN_BY,
     _logits,
     _peaked,
     _tokens,
@@ -125,7 +126,63 @@ SPEC = {
 }
 
 
-_check = make_checker(WANT, MISTAKES, SPEC, TOL)
+def _only_a_little_off(got, want, at_most):
+    err = (got.float() - want.float()).abs().max()
+    return got.shape == want.shape and 1e-4 < float(err) <= at_most
+
+
+def _first_eos_not_one(got, completion_ids, eos_token_ids):
+    first = _naive_mask(completion_ids, eos_token_ids)
+    is_last_one = (first == 1) & (torch.cat([first[:, 1:], torch.zeros_like(first[:, :1])], 1) == 0)
+    return bool((got.float()[is_last_one] != 1).any())
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = {
+    "token_logprobs": [
+        symptom(
+            "log 概率出现了正数：log p = x[y] − logsumexp(x) ≤ 0",
+            FORMULA,
+            lambda got, **kw: bool((got > 1e-6).any()),
+        ),
+        symptom(
+            "结果只差一点点（bf16 的误差量级）：log_softmax / logsumexp 要在 float32 里算，中间不要经过 bf16",
+            BF16,
+            lambda got, **kw: _only_a_little_off(got, _naive_logprobs(**kw), 0.3),
+        ),
+    ],
+    "token_entropy": [
+        symptom(
+            "熵出现了负数：H = −Σ p·log p ≥ 0",
+            ENTROPY_SPEC,
+            lambda got, **kw: bool((got < -1e-4).any()),
+        ),
+        symptom(
+            "熵超过了 log V（均匀分布的熵是上限）：求和是对词表那一维的，p 要归一化",
+            ENTROPY_SPEC,
+            lambda got, logits: bool((got > math.log(logits.shape[-1]) + 1e-4).any()),
+        ),
+        symptom(
+            "结果只差一点点（bf16 的误差量级）：熵要在 float32 里算，中间不要经过 bf16",
+            BF16,
+            lambda got, **kw: _only_a_little_off(got, _naive_entropy(**kw), 0.1),
+        ),
+    ],
+    "completion_mask": [
+        symptom(
+            "mask 在一行里出现了先 0 后 1：第一个 EOS 之后应全是 0",
+            MASK_SPEC,
+            lambda got, **kw: bool((got[:, 1:] > got[:, :-1]).any()),
+        ),
+        symptom(
+            "到第一个 EOS 为止（含 EOS）应全是 1：EOS 本身是 1，没有 EOS 的行（被截断）全是 1",
+            MASK_SPEC,
+            _first_eos_not_one,
+        ),
+    ],
+    "masked_mean": [],
+}
+_check = make_checker(WANT, {n: MISTAKES[n] + SYMPTOMS[n] for n in MISTAKES}, SPEC, TOL)
 
 
 def _run(mod, name, inputs, **kw):
@@ -133,7 +190,7 @@ def _run(mod, name, inputs, **kw):
 
 
 @pytest.mark.parametrize(
-    "name, case", [(n, c) for n, cases in DIAGNOSIS_INPUTS.items() for c in sorted(cases)]
+    "name, case", [(n, c) for n, cases in DIAGNOSIS_INPUTS.items() for c in cases]
 )
 def test_typical_mistakes_are_caught(mod, name, case):
     """这些输入让每种典型错误给出和参考答案不同、彼此也不同的结果。"""
@@ -346,6 +403,9 @@ def test_mask_empty_eos_list_raises(mod):
     ),
     st.one_of(st.integers(0, 5), st.lists(st.integers(0, 5), min_size=1, max_size=3)),
 )
+# 固定的例子：EOS 后还有 token、两个 EOS id 谁先出现都有、一行没有 EOS、EOS 在第 0 位
+@example(rows=[[5, 2, 7, 2], [1, 3, 2, 4], [4, 4, 4, 4], [2, 1, 1, 1]], eos=[2, 3])
+@example(rows=[[0, 1, 0], [1, 1, 1]], eos=0)
 def test_mask_matches_naive_loop(mod, rows, eos):
     _run(mod, "completion_mask", dict(completion_ids=torch.tensor(rows), eos_token_ids=eos))
 
@@ -413,6 +473,8 @@ def test_masked_mean_gradient_with_empty_slice(mod):
 
 @settings(max_examples=60, deadline=None)
 @given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000))
+# 固定的例子：种子 0 的 3×4 mask 有一行全 0、各行有效个数不同（分母、空行、按行平均、沿错了维度都看得出）
+@example(b=3, t=4, seed=0)
 def test_masked_mean_matches_naive(mod, b, t, seed):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(b, t, generator=g, dtype=torch.float64)
@@ -424,22 +486,32 @@ def test_masked_mean_matches_naive(mod, b, t, seed):
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
 
 ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
+ALL_IDS = [f"{n}-{i}" for n, ids in MISTAKE_IDS.items() for i in ids]
 
 
-@pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
+@pytest.mark.parametrize("name, mistake", ALL, ids=ALL_IDS)
 def test_each_typical_mistake_is_named(name, mistake):
-    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    fn_name, case = SHOWN_BY[mistake]
-    inputs = DIAGNOSIS_INPUTS[name][case]()
-    want = WANT[name](**inputs)
-    assert fn_name == name
-    assert_named(
-        mistake, inputs, want, MISTAKES[name], where="输出", section=SPEC[name], **TOL[name]
-    )
+    """把已知错误的实现按测试的顺序送进同一个检查：它第一次和正确结果不同的那组诊断输入上，
+    失败信息的第一行必须只点名这个错误（学习者先看到的就是这一行）。"""
+    cases = []
+    for make in DIAGNOSIS_INPUTS[name].values():
+        inputs = make()
+        cases.append((inputs, WANT[name](**inputs), TOL[name]))
+    assert_named_first(mistake, cases, MISTAKES[name], where="输出", section=SPEC[name])
+
+
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入的正确结果上一条都不成立。"""
+    for name, cases in DIAGNOSIS_INPUTS.items():
+        for make in cases.values():
+            inputs = make()
+            want = WANT[name](**inputs)
+            assert not [s.what for s in SYMPTOMS[name] if s.fn(want, **inputs)], name
 
 
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for _, m in ALL} | set(SPEC.values())
+    sections |= {m.section for ms in SYMPTOMS.values() for m in ms}
     assert_sections_exist(
         sections
         | {FORMULA, CHUNKS, EXAMPLE, SHIFT, BF16, PAD_IS_EOS, EMPTY_AND_NAN, HINTS, KEEP_INPUTS}

@@ -15,6 +15,7 @@ import pytest
 import torch
 from diagnose import (
     assert_named,
+    assert_named_first,
     assert_sections_exist,
     check,
     expect_value_error,
@@ -22,8 +23,9 @@ from diagnose import (
     hint_sections,
     make_checker,
     require_grad,
+    symptom,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistakes_l2_03 import (
     CLIP_HIGHER,
@@ -34,12 +36,13 @@ from mistakes_l2_03 import (
     EXAMPLE,
     FORMULA,
     HINTS,
+    MISTAKE_IDS,
     MISTAKES,
     NAMES,
     PG_SPEC,
     PITFALL_DETACH,
     RATIOS,
-    SHOWN_BY,
+    SHOWN_BY_LATER,
     TABLE,
     far_below_zero,
     grad_when_caller_forgets_detach,
@@ -92,7 +95,59 @@ WANT = {"policy_gradient_loss": _naive_pg, "clipped_surrogate_loss": _naive_clip
 SPEC = {"policy_gradient_loss": PG_SPEC, "clipped_surrogate_loss": CLIP_SPEC}
 
 
-_check = make_checker(WANT, MISTAKES, SPEC, names=NAMES)
+def _loss_sign_flipped(got, **inputs):
+    want = WANT["clipped_surrogate_loss"](**inputs)[0]
+    return float((got[0].detach().double() * want.double()).sum()) < 0
+
+
+def _wrong_inside_the_clip_range(got, logp, old_logp, advantages, eps_low=0.2, eps_high=None):
+    """ratio 在 [1 − eps_low, 1 + eps_high] 之内的 token：两支相等，loss 就是 −r·A。"""
+    eps_high = eps_low if eps_high is None else eps_high
+    r = torch.exp(logp.detach().double() - old_logp.double())
+    inside = (r > 1 - eps_low + 1e-9) & (r < 1 + eps_high - 1e-9)
+    plain = -r * advantages.double()[:, None]
+    diff = (got[0].detach().double() - plain).abs()[inside]
+    return bool((diff > 1e-6 * (1 + plain.abs()[inside])).any())
+
+
+def _flags_only(got, **inputs):
+    want = WANT["clipped_surrogate_loss"](**inputs)
+    loss_ok = torch.allclose(got[0].detach().double(), want[0].double(), rtol=1e-5, atol=1e-6)
+    return loss_ok and not torch.equal(got[1].bool(), want[1])
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = {
+    "policy_gradient_loss": [
+        symptom(
+            "符号反了：loss = −A·logp（最小化它 = 提高好回答的概率）",
+            PG_SPEC,
+            lambda got, logp, advantages: (
+                float((got.double() * _naive_pg(logp, advantages)).sum()) < 0
+            ),
+        )
+    ],
+    "clipped_surrogate_loss": [
+        symptom(
+            "loss 的符号反了：loss = −min(r·A, clip(r)·A)（我们最小化 loss）",
+            CLIP_SPEC,
+            _loss_sign_flipped,
+        ),
+        symptom(
+            "ratio 在 [1 − eps_low, 1 + eps_high] 之内的 token 上 loss 也不对：那里两支相等，loss 就是 −r·A；"
+            "检查 ratio = exp(logp − old_logp) 和 A 的广播",
+            CLIP_SPEC,
+            _wrong_inside_the_clip_range,
+        ),
+        symptom(
+            "loss 对了，clipped 标记不对：「被裁剪」是裁剪分支严格更小（A > 0 时 r > 1 + eps_high，"
+            "A < 0 时 r < 1 − eps_low；A = 0 从不算）",
+            CLIP_SPEC,
+            _flags_only,
+        ),
+    ],
+}
+_check = make_checker(WANT, {n: MISTAKES[n] + SYMPTOMS[n] for n in MISTAKES}, SPEC, names=NAMES)
 
 
 def _logp_for_ratios(ratios, rows=1):
@@ -299,6 +354,9 @@ def test_old_logp_must_be_detached(mod):
     st.floats(0.01, 0.5),
     st.floats(0.01, 0.5),
 )
+# 固定的例子：ratio 落在 [1 − eps_low, 1 + eps_high] 的两侧和里面，A 正负各一个，eps_low ≠ eps_high
+@example(log_ratios=[-0.7, -0.25, -0.05, 0.05, 0.22, 0.5], a=1.5, eps_low=0.2, eps_high=0.28)
+@example(log_ratios=[-0.7, -0.25, -0.05, 0.05, 0.22, 0.5], a=-1.5, eps_low=0.2, eps_high=0.28)
 def test_clip_mask_and_loss_property(mod, log_ratios, a, eps_low, eps_high):
     """对任意 ratio / advantage：clipped 恰好是「A>0 且 r>1+eps_high」或「A<0 且 r<1-eps_low」，
     loss 在这些位置等于 -clip(r)·A、其余位置等于 -r·A；被裁剪处梯度为 0。"""
@@ -393,20 +451,17 @@ def test_course_script_clips_only_after_the_first_update(tmp_path, monkeypatch):
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
 
 ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
+ALL_IDS = [f"{n}-{i}" for n, ids in MISTAKE_IDS.items() for i in ids]
 
 
-@pytest.mark.parametrize("name, mistake", ALL, ids=[f"{n}-{m.what[:10]}" for n, m in ALL])
+@pytest.mark.parametrize("name, mistake", ALL, ids=ALL_IDS)
 def test_each_typical_mistake_is_named(name, mistake):
-    """把已知错误的实现送进同一个检查：失败信息的第一行必须点名这个错误。"""
-    inputs = SHOWN_BY.get(mistake, DIAGNOSIS_INPUTS[name])()
-    assert_named(
-        mistake,
-        inputs,
-        WANT[name](**inputs),
-        MISTAKES[name],
-        where="输出",
-        section=SPEC[name],
-        names=NAMES.get(name),
+    """把已知错误的实现按测试的顺序送进同一个检查：它第一次和正确结果不同的那组输入上，
+    失败信息的第一行必须只点名这个错误（学习者先看到的就是这一行）。"""
+    makers = [DIAGNOSIS_INPUTS[name]] + ([far_below_zero] if name in SHOWN_BY_LATER else [])
+    cases = [(inputs, WANT[name](**inputs), {}) for inputs in (make() for make in makers)]
+    assert_named_first(
+        mistake, cases, MISTAKES[name], where="输出", section=SPEC[name], names=NAMES.get(name)
     )
 
 
@@ -422,9 +477,18 @@ def test_detaching_inside_is_named():
     )
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入和 log 概率很低的输入的正确结果上一条都不成立。"""
+    for name, make in DIAGNOSIS_INPUTS.items():
+        for inputs in (make(), far_below_zero()) if name in SHOWN_BY_LATER else (make(),):
+            want = WANT[name](**inputs)
+            assert not [s.what for s in SYMPTOMS[name] if s.fn(want, **inputs)], name
+
+
 def test_diagnoses_point_at_real_sections():
     assert_sections_exist(
-        {m.section for _, m in ALL}
+        {m.section for ms in SYMPTOMS.values() for m in ms}
+        | {m.section for _, m in ALL}
         | set(SPEC.values())
         | {
             FORMULA,

@@ -18,8 +18,9 @@ from diagnose import (
     guarded,
     hint_sections,
     looks_like,
+    symptom,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, named
 
@@ -83,6 +84,13 @@ K3_PROB_SPACE = Mistake(
     ),
 )
 K3_MISTAKES.append(K3_PROB_SPACE)
+K3_MISTAKES.append(
+    Mistake(
+        "k3 整体的符号反了（算成了 log r − (r − 1)，它 ≤ 0）：k3 = (r − 1) − log r ≥ 0",
+        SPEC,
+        lambda logp, ref_logp: (ref_logp - logp) - torch.expm1(ref_logp - logp),
+    )
+)
 NEGATIVE_K3 = (
     "k3 按 e^(log r) − log r − 1 的字面顺序算了（log r 很小时 e^x 舍入成 1 或只差一个 ulp，"
     "结果成了 −1e-16 这样的负数，而 k3 要精确 >= 0）"
@@ -116,13 +124,52 @@ def mod(impl):
     return guarded(impl("l2_04_kl"), SECTIONS, CRASHES, keep_inputs=SECTIONS)
 
 
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+_ZERO_AT_EQUAL = symptom(
+    "logp == ref_logp 的位置 k 应恰好为 0（两个分布在这里一样）：检查公式里的常数项",
+    SPEC,
+    lambda got, logp, ref_logp: bool((got[logp == ref_logp] != 0).any()),
+)
+K_SYMPTOMS = {
+    "kl_k1": [
+        symptom(
+            "k1 的方向（符号）反了：k1 = logp − ref_logp = log(π/π_ref)",
+            PITFALL_DIRECTION,
+            lambda got, logp, ref_logp: (
+                float((got.double() * (logp - ref_logp).double()).sum()) < 0
+            ),
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+    "kl_k2": [
+        symptom(
+            "k2 出现了负数：k2 = ½·(logp − ref_logp)² ≥ 0",
+            FORMULA,
+            lambda got, **kw: bool((got < 0).any()),
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+    "kl_k3": [
+        symptom(
+            "k3 出现了负数：k3 = (r − 1) − log r ≥ 0", SPEC, lambda got, **kw: bool((got < 0).any())
+        ),
+        _ZERO_AT_EQUAL,
+    ],
+}
+
+
 @pytest.mark.parametrize("name", ["kl_k1", "kl_k2", "kl_k3"])
 def test_values_and_direction(mod, name):
     # 第 0 个 token：logp = −1，ref_logp = −2，当前策略比参考更偏爱它；第 2 个反过来；第 1 个两者相同。
     # k3 方向写反（r = π/π_ref）时第 0 个会得到 e − 2 ≈ 0.718，而不是 e^{-1} ≈ 0.368
     got = getattr(mod, name)(**PROBE)
     check(
-        got, WANT[name], where=f"{name} 的输出", section=SPEC, inputs=PROBE, mistakes=MISTAKES[name]
+        got,
+        WANT[name],
+        where=f"{name} 的输出",
+        section=SPEC,
+        inputs=PROBE,
+        mistakes=MISTAKES[name] + K_SYMPTOMS[name],
     )
 
 
@@ -206,6 +253,12 @@ def test_the_literal_formula_really_goes_negative():
 
 @settings(max_examples=200, deadline=None, report_multiple_bugs=False)
 @given(st.floats(-40, 0), st.floats(-40, 0))
+# 固定的例子：两个方向各一个（k3 的符号、k2 忘了平方都在这里出负数），两者相等，以及 log r = 1e-16
+# （按字面顺序写的 e^x − x − 1 在这里是负数）
+@example(lp=-1.0, rp=-2.0)
+@example(lp=-3.0, rp=-1.0)
+@example(lp=-0.5, rp=-0.5)
+@example(lp=-0.001, rp=-0.001 + 1e-16)
 def test_k3_and_k2_nonnegative(mod, lp, rp):
     logp, ref = torch.tensor([lp], dtype=torch.float64), torch.tensor([rp], dtype=torch.float64)
     k3 = mod.kl_k3(logp, ref).item()
@@ -387,28 +440,36 @@ def _naive_stats(logp, ref_logp, estimator):
 
 def _stats_variant(logp, ref_logp, estimator, *, bug):
     """改一处的 kl_estimator_stats：典型错误的输出。"""
-    lp, rp = logp.double(), ref_logp.double()
+    dtype = torch.float32 if bug == "float32" else torch.float64
+    lp, rp = logp.to(dtype), ref_logp.to(dtype)
     uniform = torch.full_like(lp, 1 / lp.numel())
     p = {"weight_ref": rp.exp(), "weight_ref_all": rp.exp(), "uniform": uniform}.get(bug, lp.exp())
-    k = estimator(logp, ref_logp).double()
+    swapped = bug == "estimator_swapped"
+    k = (estimator(ref_logp, logp) if swapped else estimator(logp, ref_logp)).to(dtype)
     if bug == "kl_reversed":
         kl = (rp.exp() * (rp - lp)).sum()
+    elif bug == "kl_sign":
+        kl = (p * (rp - lp)).sum()
     else:  # 只有 weight_ref_all、uniform 连精确 KL 也换了权重
         kl = ((p if bug in ("weight_ref_all", "uniform") else lp.exp()) * (lp - rp)).sum()
     mean = (p * k).sum()
-    var = k.var() if bug == "var_unweighted" else (p * (k - mean) ** 2).sum()
+    center = kl if bug == "var_about_kl" else mean
+    var = k.var() if bug == "var_unweighted" else (p * (k - center) ** 2).sum()
+    negative = k <= 0 if bug == "tie_negative" else k < 0
     out = {
         "kl": kl.item(),
         "mean": mean.item(),
         "bias": (kl - mean if bug == "bias_sign" else mean - kl).item(),
         "var": math.sqrt(var.item()) if bug == "std_not_var" else var.item(),
-        "neg_frac": (k < 0).double().mean().item() if bug == "neg_count" else p[k < 0].sum().item(),
+        "neg_frac": negative.to(dtype).mean().item()
+        if bug == "neg_count"
+        else p[negative].sum().item(),
     }
     return out
 
 
-def _stats_mistake(what, bug):
-    return Mistake(what, STATS, lambda **kw: _stats_variant(**kw, bug=bug))
+def _stats_mistake(what, bug, **tol):
+    return Mistake(what, STATS, lambda **kw: _stats_variant(**kw, bug=bug), **tol)
 
 
 _WEIGHT_REF = "期望按 π_ref 加权了（样本是从当前策略 π 采的）"
@@ -428,6 +489,27 @@ STATS_MISTAKES = [
     _stats_mistake(
         "neg_frac 数的是 k < 0 的类别个数占比，不是采一个样本时 k < 0 的概率", "neg_count"
     ),
+    _stats_mistake(
+        "调用 estimator 时两个参数的位置反了（estimator(ref_logp, logp)）：它的签名是 (logp, ref_logp)",
+        "estimator_swapped",
+    ),
+    _stats_mistake("精确 KL 的符号反了（算成了 Σ π·(ref_logp − logp)）", "kl_sign"),
+    _stats_mistake(
+        "方差是绕着 kl 算的（Σ π·(k − kl)²）：一个样本的方差绕的是这个估计量自己的期望 mean",
+        "var_about_kl",
+    ),
+    _stats_mistake(
+        "neg_frac 把 k = 0 的类别也算成了负的（用了 k <= 0）：k 恰好为 0 的样本不是负的，规格是 k < 0",
+        "tie_negative",
+    ),
+    # float32 的几种写法舍入不同：和错误版只在 float32 的误差以内一致
+    _stats_mistake(
+        "统计量是在 float32 里算的：规格要全部在 float64 里算（输入是 float32 时先 .double()，"
+        "estimator 的输出也要 .double()）",
+        "float32",
+        rtol=1e-5,
+        atol=1e-7,
+    ),
 ]
 STATS_BUGS = [
     "weight_ref",
@@ -438,6 +520,11 @@ STATS_BUGS = [
     "var_unweighted",
     "std_not_var",
     "neg_count",
+    "estimator_swapped",
+    "kl_sign",
+    "var_about_kl",
+    "tie_negative",
+    "float32",
 ]
 
 
@@ -445,6 +532,23 @@ def _lesson_example():
     """3.4 节的例子：π = [0.8, 0.2]，π_ref = [0.6, 0.4]（float64）。"""
     logp = torch.log(torch.tensor([0.8, 0.2], dtype=torch.float64))
     return dict(logp=logp, ref_logp=torch.log(torch.tensor([0.6, 0.4], dtype=torch.float64)))
+
+
+def _tie_example(dtype=torch.float64):
+    """π = [0.5, 0.3, 0.2]，π_ref = [0.5, 0.2, 0.3]：类别 0 上两个 log 概率逐位相同，k1 = k2 = k3 = 0 恰好成立。"""
+    logp = torch.log(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)).to(dtype)
+    ref = torch.log(torch.tensor([0.5, 0.2, 0.3], dtype=torch.float64)).to(dtype)
+    return dict(logp=logp, ref_logp=ref)
+
+
+def _float32_example():
+    """6 个类别的玩具分布（distance=1.5）存成 float32：期望值用这些 float32 的数本身在 float64 里算。"""
+    logp, ref, _ = _toy(1.5)
+    return dict(logp=logp.float(), ref_logp=ref.float())
+
+
+# kl_estimator_stats 的测试依次用的例子（test_each_stats_mistake_is_named 按这个顺序检查）
+STATS_PROBES = [_lesson_example, _tie_example, _float32_example]
 
 
 def _check_stats(mod, inputs, where, section=STATS):
@@ -481,6 +585,21 @@ def test_stats_worked_example(mod, name):
     assert {
         k: round(got[k], 4) + 0.0 for k in KEYS
     } == lesson  # 课文和代码一致（+0.0 把 −0.0 变成 0.0）
+
+
+@pytest.mark.parametrize("name", ["k1", "k2", "k3"])
+def test_stats_when_a_sample_is_exactly_zero(mod, name):
+    """类别 0 上 π = π_ref：k 恰好为 0，不算负的（neg_frac 是 P(k < 0)，不是 P(k <= 0)）。"""
+    inputs = {**_tie_example(), "estimator": REF_K[name]}
+    got = _check_stats(mod, inputs, f"类别 0 上 π = π_ref（k = 0）时 {name} 的统计量")
+    assert round(got["neg_frac"], 12) == (0.2 if name == "k1" else 0.0)
+
+
+@pytest.mark.parametrize("name", ["k1", "k3"])
+def test_stats_float32_input_in_float64(mod, name):
+    """输入是 float32：统计量照样在 float64 里算，和「这些 float32 的数」的逐类别循环比到 1e-9（在 float32 里算差 1e-8 量级）。"""
+    inputs = {**_float32_example(), "estimator": REF_K[name]}
+    _check_stats(mod, inputs, f"float32 输入时 {name} 的统计量（应在 float64 里算）")
 
 
 @pytest.mark.parametrize("name", sorted(REF_K))
@@ -581,12 +700,12 @@ def test_k3_in_probability_space_is_named():
 
 @pytest.mark.parametrize("i", range(len(STATS_MISTAKES)), ids=STATS_BUGS)
 def test_each_stats_mistake_is_named(i):
-    """每个典型错误至少在一个例子上被点名，而且任何例子上都不会得到一句泛泛的「不对」。"""
+    """按测试的顺序（3.4 节的例子、k = 0 的例子、float32 的输入，每个都是 k1/k2/k3）：每个典型错误在它第一次
+    和正确结果不同的地方只点名它自己，后面的例子上也只会被点名、不会得到一句泛泛的「不对」。"""
     m, lines = STATS_MISTAKES[i], []
-    probes = [_lesson_example(), dict(zip(("logp", "ref_logp"), _toy(0.3)[:2]))]
-    for probe in probes:
-        for name in ("k1", "k2", "k3"):
-            inputs = {**probe, "estimator": REF_K[name]}
+    for make, names in zip(STATS_PROBES, (("k1", "k2", "k3"), ("k1", "k2", "k3"), ("k1", "k3"))):
+        for name in names:
+            inputs = {**make(), "estimator": REF_K[name]}
             line = diagnosis_line(
                 m.fn(**inputs),
                 _naive_stats(**inputs),
@@ -598,14 +717,22 @@ def test_each_stats_mistake_is_named(i):
                 atol=1e-12,
             )
             assert line is None or line.startswith("看起来是"), line
-            lines.append(line)
-    assert named(m) in lines, f"没有任何一个例子能点名「{m.what}」：{lines}"
+            if line is not None:
+                lines.append(line)
+    assert lines, f"没有任何一个例子能暴露「{m.what}」"
+    assert lines[0] == named(m), f"第一次暴露「{m.what}」时，第一行是：{lines[0]}"
+
+
+def test_each_symptom_is_absent_from_the_right_answer():
+    for name, symptoms in K_SYMPTOMS.items():
+        assert not [s.what for s in symptoms if s.fn(WANT[name], **PROBE)], name
 
 
 def test_diagnoses_point_at_real_sections():
     sections = {m.section for ms in MISTAKES.values() for m in ms} | {
         m.section for m in STATS_MISTAKES
     }
+    sections |= {m.section for ms in K_SYMPTOMS.values() for m in ms}
     assert_sections_exist(
         sections | {SPEC, HINTS, STATS, FORMULA.split("的表")[0]} | hint_sections(CRASHES)
     )

@@ -9,8 +9,8 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections
-from hypothesis import given, settings
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, symptom
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
 
@@ -81,29 +81,41 @@ def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
         "top_p_first": temperature != 1.0,
         "bf16_softmax": logits.dtype in (torch.bfloat16, torch.float16),
         "temp_mul": temperature != 1.0,
+        "top_p1_raw": temperature != 1.0 and top_p >= 1.0,
+        "raw_return": temperature != 1.0,
+        "temp_twice": temperature != 1.0,
     }
-    if not applies.get(bug, True) or (top_p >= 1.0 and bug not in (None, "temp_mul")):
+    whole_range = (None, "temp_mul", "top_p1_raw")  # top_p = 1 时还谈得上的错误
+    if not applies.get(bug, True) or (top_p >= 1.0 and bug not in whole_range):
         raise NotApplicable(bug)
     if bug == "temp_mul":  # 乘了 temperature（其余照规格）
         return _variant(logits * temperature * temperature, temperature, top_p)
-    if top_p >= 1.0:
-        return logits / temperature
+    if top_p >= 1.0:  # top_p1_raw：这一支忘了除以 temperature
+        return logits if bug == "top_p1_raw" else logits / temperature
     z = logits if bug == "top_p_first" else logits / temperature
     if bug == "unsorted":  # 在原词表顺序上做前缀和
         p = z.float().softmax(-1)
         remove = p.cumsum(-1) - p >= top_p
     else:
         s, idx = z.sort(dim=-1, descending=True)
-        p = (s if bug == "bf16_softmax" else s.float()).softmax(-1)
-        cum = p.cumsum(-1)
+        p = (s if bug == "bf16_softmax" else s.float()).softmax(0 if bug == "softmax_dim0" else -1)
+        cum = p.cumsum(0 if bug == "cumsum_dim0" else -1)
         remove_sorted = {
             "keep_le": cum > top_p,  # 只留累计概率 <= top_p 的：漏掉跨过阈值的那一个
             "gt": cum - p > top_p,  # 恰好达到 top_p 时多留一个
         }.get(bug, cum - p >= top_p)
         if bug == "no_scatter":  # 排序后的删除标记直接用在原词表位置上
             remove = remove_sorted
+        elif bug == "gather_back":  # 用 gather 放回：方向反了（那是 scatter 的逆）
+            remove = remove_sorted.gather(-1, idx)
         else:
             remove = torch.zeros_like(remove_sorted).scatter(-1, idx, remove_sorted)
+    if bug == "raw_return":  # nucleus 在除以温度之后选的，返回的却是原来的 logits
+        return logits.masked_fill(remove, float("-inf"))
+    if bug == "temp_twice":  # top_p < 1 那一支返回前又除了一次 temperature
+        return (z / temperature).masked_fill(remove, float("-inf"))
+    if bug == "keep_removed":  # masked_fill 的条件取反了：删掉的是 nucleus，留下的是该删的
+        remove = ~remove
     out = z.masked_fill(remove, 0.0 if bug == "fill_zero" else float("-inf"))
     return out / temperature if bug == "top_p_first" else out
 
@@ -139,8 +151,99 @@ MISTAKES = [
     ),
     _mistake("在 bf16 里算了 softmax 和前缀和", PITFALL.format(4), "bf16_softmax"),
     _mistake("把删掉的位置填成了 0 而不是 -inf", PITFALL.format(8), "fill_zero"),
+    _mistake(
+        "用 gather 把排序后的删除标记放回原词表位置：方向反了（gather 按 sorted_idx 取，要 scatter 按它放）",
+        PITFALL.format(7),
+        "gather_back",
+    ),
+    _mistake(
+        "softmax 沿错了维度（dim=0：在不同行之间归一化）；每行是一个序列的分布，应沿 dim=-1",
+        SPEC,
+        "softmax_dim0",
+    ),
+    _mistake(
+        "前缀和沿错了维度（cumsum(dim=0)：在不同行之间累加）；应沿每行的词表那一维（dim=-1）",
+        PITFALL.format(7),
+        "cumsum_dim0",
+    ),
+    _mistake(
+        "top_p = 1 那一支直接返回了 logits，忘了除以 temperature（两条路都要先除以温度）",
+        SPEC,
+        "top_p1_raw",
+    ),
+    _mistake(
+        "nucleus 是在除以温度之后选的，返回的却是没除以温度的 logits：保留下来的值也要是 logits / temperature",
+        SPEC,
+        "raw_return",
+    ),
+    _mistake(
+        "top_p < 1 那一支除了两次 temperature（nucleus 对，返回的值却是 logits / temperature²）",
+        SPEC,
+        "temp_twice",
+    ),
+    _mistake(
+        "masked_fill 的条件反了：nucleus 里的 token 被填成了 -inf，该删的反而留下了",
+        SPEC,
+        "keep_removed",
+    ),
 ]
-FILL_ZERO = MISTAKES[-1]
+FILL_ZERO = MISTAKES[7]
+
+
+def _scaled(logits, temperature=1.0, **_):
+    return logits.double() / temperature
+
+
+def _not_a_top_prefix(got, logits, temperature=1.0, **_):
+    """某一行留下的不全是概率最大的那几个：留下的里最小的 < 删掉的里最大的。"""
+    z, kept = _scaled(logits, temperature), torch.isfinite(got)
+    return any(
+        kept[b].any() and (~kept[b]).any() and z[b][kept[b]].min() < z[b][~kept[b]].max()
+        for b in range(z.shape[0])
+    )
+
+
+def _wrong_count(got, logits, temperature=1.0, top_p=1.0):
+    want = _variant(logits, temperature, top_p)
+    return bool((torch.isfinite(got).sum(-1) != torch.isfinite(want).sum(-1)).any())
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "有的行一个 token 都没留下（整行 -inf，softmax 之后是 NaN）：概率最大的那个永远保留",
+        PITFALL.format(2),
+        lambda got, **kw: bool((~torch.isfinite(got)).all(-1).any()),
+    ),
+    symptom(
+        "输出里一个 -inf 都没有：删掉的位置要填 -inf（填 0 的 token 照样会被采到）",
+        PITFALL.format(8),
+        lambda got, **kw: (
+            not bool(torch.isinf(got).any()) and bool(torch.isinf(_variant(**kw)).any())
+        ),
+    ),
+    symptom(
+        "留下来的值不是 logits / temperature：检查温度（除以它，只除一次，两条路都要除）",
+        SPEC,
+        lambda got, logits, temperature=1.0, **kw: bool(
+            (
+                (got.double() - _scaled(logits, temperature)).abs()[torch.isfinite(got)]
+                > 1e-5 * (1 + _scaled(logits, temperature).abs()[torch.isfinite(got)])
+            ).any()
+        ),
+    ),
+    symptom(
+        "留下的不是概率最大的那几个：前缀和要在每行排好序的概率上算（sort、softmax、cumsum 都沿 dim=-1），"
+        "删除标记再 scatter 回原词表位置",
+        PITFALL.format(7),
+        _not_a_top_prefix,
+    ),
+    symptom(
+        "留下的是概率最大的那几个，但个数不对：「排在我前面的累计概率 < top_p」的才留（恰好等于 top_p 时不再多留）",
+        PITFALL.format(2),
+        _wrong_count,
+    ),
+]
 BUGS = [
     "temp_mul",
     "top_p_first",
@@ -150,6 +253,13 @@ BUGS = [
     "no_scatter",
     "bf16_softmax",
     "fill_zero",
+    "gather_back",
+    "softmax_dim0",
+    "cumsum_dim0",
+    "top_p1_raw",
+    "raw_return",
+    "temp_twice",
+    "keep_removed",
 ]
 COUNT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)).sum(-1))
 KEPT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)))
@@ -175,6 +285,48 @@ def _check_counts(got_out, want_counts, inputs, what):
         section=PITFALL.format(2),
         inputs=inputs,
         mistakes=COUNT_MISTAKES,
+    )
+
+
+# 手算：logits / 0.5 = [2, 8, 4, 6, −2]，softmax ≈ [0.0021, 0.8650, 0.0158, 0.1171, 0.00004]；
+# 从大到小累计 0.8650 < 0.9，再加 0.1171 = 0.9821 >= 0.9：只留原位置 1 和 3
+REMOVED_PROBE = dict(logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0]]), temperature=0.5, top_p=0.9)
+REMOVED_WANT = torch.tensor([[-math.inf, 8.0, -math.inf, 6.0, -math.inf]])
+
+# 诊断输入，按这个顺序跑（test_each_known_mistake_is_named 照同样的顺序检查）：先是三行的例子（行与行的分布不同，
+# 沿错了维度的 softmax / cumsum 分得开），再是 3.2 节的手算例子，最后是 top_p = 1、temperature = 2
+DIAGNOSIS_PROBES = {
+    "three_rows": dict(
+        logits=torch.tensor(
+            [
+                [2.0, -1.0, 0.5, 3.0, 1.0, -2.0],
+                [0.0, 1.5, -0.5, 1.0, 2.5, 0.2],
+                [1.0, 0.8, 3.5, -1.5, 0.3, 2.0],
+            ]
+        ),
+        temperature=0.7,
+        top_p=0.8,
+    ),
+    "lesson": REMOVED_PROBE,
+    "top_p_one": dict(
+        logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0], [0.5, -0.5, 2.0, 0.0, 1.0]]),
+        temperature=2.0,
+        top_p=1.0,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", list(DIAGNOSIS_PROBES))
+def test_typical_mistakes_are_caught(mod, case):
+    """这几组输入上，每个典型错误都给出和正确结果不同、彼此也不同的输出（没有并列、不压在阈值上）。"""
+    probe = DIAGNOSIS_PROBES[case]
+    check(
+        mod.process_logits(**probe),
+        _variant(**probe),
+        where=f"诊断输入「{case}」（temperature={probe['temperature']}、top_p={probe['top_p']}）上的输出",
+        section=SPEC,
+        inputs=probe,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
@@ -218,12 +370,6 @@ def test_threshold_just_below_and_above(mod, top_p, n_kept):
     assert _kept(out)[0, 1], f"概率最大的 token 永远保留。回看 {SPEC}"
 
 
-# 手算：logits / 0.5 = [2, 8, 4, 6, −2]，softmax ≈ [0.0021, 0.8650, 0.0158, 0.1171, 0.00004]；
-# 从大到小累计 0.8650 < 0.9，再加 0.1171 = 0.9821 >= 0.9：只留原位置 1 和 3
-REMOVED_PROBE = dict(logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0]]), temperature=0.5, top_p=0.9)
-REMOVED_WANT = torch.tensor([[-math.inf, 8.0, -math.inf, 6.0, -math.inf]])
-
-
 def test_removed_positions_are_minus_inf_and_kept_are_untouched(mod):
     out = mod.process_logits(**REMOVED_PROBE)
     check(
@@ -232,12 +378,15 @@ def test_removed_positions_are_minus_inf_and_kept_are_untouched(mod):
         where="logits=[1, 4, 2, 3, −1]、temperature=0.5、top_p=0.9 的输出",
         section=SPEC,
         inputs=REMOVED_PROBE,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
 @settings(max_examples=60, deadline=None, report_multiple_bugs=False)
 @given(st.integers(0, 10_000), st.floats(0.05, 0.99), st.floats(0.3, 3.0))
+# 固定的例子：温度 ≠ 1（先 top-p 后温度、乘了温度看得出），nucleus 有好几个 token
+@example(seed=0, top_p=0.8, temperature=0.7)
+@example(seed=1, top_p=0.6, temperature=2.0)
 def test_matches_naive_nucleus(mod, seed, top_p, temperature):
     logits = (
         torch.randn(
@@ -382,10 +531,10 @@ def test_variant_without_bug_is_the_naive_nucleus():
     assert torch.equal(_kept(_variant(**BF16_PROBE))[rows], want[rows])
 
 
-# 诊断本身：每个典型错误至少在一个例子上被同一个 check 点名（CI 用 solutions 跑）
+# 诊断本身：每个典型错误按测试的顺序，第一次和正确结果不同的那个例子上被同一个 check 只点名它自己（CI 用 solutions 跑）
 PROBES = [
     # (例子, 正确结果, 看输出的哪一部分)
-    (REMOVED_PROBE, REMOVED_WANT, MISTAKES, None),
+    *((probe, _variant(**probe), MISTAKES, None) for probe in DIAGNOSIS_PROBES.values()),
     (
         dict(logits=torch.ones(2, 4), temperature=1.0, top_p=0.5),
         torch.full((2,), 2),
@@ -398,7 +547,7 @@ PROBES = [
 
 @pytest.mark.parametrize("i", range(len(MISTAKES)), ids=BUGS)
 def test_each_known_mistake_is_named(i):
-    n = 0
+    lines = []
     for probe, want, mistakes, rows in PROBES:
         m = mistakes[i]
         try:
@@ -411,13 +560,23 @@ def test_each_known_mistake_is_named(i):
         if torch.equal(wrong, want):
             continue  # 这个例子上看不出这个错误
         line = diagnosis_line(wrong, want, where="x", section=SPEC, inputs=probe, mistakes=mistakes)
-        assert line == named(m), line
-        n += 1
-    assert n > 0, f"没有任何一个例子能暴露 {BUGS[i]}"
+        assert line is not None and line.startswith("看起来是"), line
+        lines.append(line)
+    assert lines, f"没有任何一个例子能暴露 {BUGS[i]}"
+    assert lines[0] == named(MISTAKES[i]), f"第一次暴露 {BUGS[i]} 时，第一行是：{lines[0]}"
+
+
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：诊断输入和手算例子的正确结果上一条都不成立。"""
+    for probe in DIAGNOSIS_PROBES.values():
+        want = _variant(**probe)
+        assert not [s.what for s in SYMPTOMS if s.fn(want, **probe)], probe
 
 
 def test_diagnoses_point_at_real_sections():
     sections = (
-        {m.section for m in MISTAKES} | {SPEC, HINTS} | {PITFALL.format(i) for i in (2, 4, 7, 8)}
+        {m.section for m in MISTAKES + SYMPTOMS}
+        | {SPEC, HINTS}
+        | {PITFALL.format(i) for i in (2, 4, 7, 8)}
     )
     assert_sections_exist(sections | {ORDER.split("（")[0]} | hint_sections(CRASHES))

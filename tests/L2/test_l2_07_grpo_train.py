@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections
-from hypothesis import given, settings
+from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, named_all
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
 
@@ -50,6 +50,10 @@ def _variant(mb_mask, batch_mask, aggregation, *, bug):
         return float("nan")  # Σmb / Σbatch = 0 / 0
     if bug == "plain_sum":
         return 1.0
+    if (
+        bug == "shape1" and aggregation != "token_mean"
+    ):  # mb_mask.shape[1] / batch_mask.shape[1] = T / T
+        return mb_mask.shape[1] / batch_mask.shape[1]
     if bug == "inverted" and aggregation == "token_mean":
         mine = float(mb_mask.sum())
         return total / mine if mine > 0 else 0.0
@@ -68,10 +72,15 @@ MISTAKES = [
     _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
     _mistake("份额倒过来了（整批 ÷ 这一份：所有份的 w 加起来不是 1）", "inverted"),
+    _mistake("行数用了 .shape[1]（那是 T：两个 mask 的 T 一样，比值恒为 1）", "shape1"),
 ]
-BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted"]
+BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted", "shape1"]
 ROWS_BY_TOKENS = MISTAKES[1]
 NO_GUARD = MISTAKES[2]
+PLAIN_SUM = MISTAKES[3]
+# 任何输入上都分不开的一对：sequence_mean / constant 时 shape[1] 的比值恒为 1，和「直接相加」一样；
+# 诊断把两者都说出来（token_mean 时 shape[1] 的写法不出错，「直接相加」只在那里单独露馅）
+SAME_AS = {"shape1": [PLAIN_SUM, MISTAKES[5]]}
 
 
 def _weight(mod, mb_mask, batch_mask, aggregation):
@@ -121,32 +130,6 @@ def _mask(lengths, T):
     return (torch.arange(T)[None, :] < torch.tensor(lengths)[:, None]).double()
 
 
-@pytest.mark.parametrize("aggregation", ["sequence_mean", "token_mean", "constant"])
-@settings(max_examples=30, deadline=None, report_multiple_bugs=False)
-@given(data=st.data())
-def test_weighted_microbatches_equal_full_batch(mod, aggregation, data):
-    n_mb = data.draw(st.integers(1, 4))
-    m = data.draw(st.integers(1, 4))
-    T = data.draw(st.integers(1, 7))
-    lengths = data.draw(st.lists(st.integers(0, T), min_size=n_mb * m, max_size=n_mb * m))
-    g = torch.Generator().manual_seed(data.draw(st.integers(0, 10_000)))
-    per_token = torch.randn(n_mb * m, T, generator=g, dtype=torch.float64)
-    mask = _mask(lengths, T)
-    kw = dict(per_token=per_token, mask=mask, m=m, aggregation=aggregation, max_len=T + 2)
-    full = _aggregate(per_token, mask, aggregation, max_len=T + 2)
-    acc = _accumulate(lambda **w: _weight(mod, **w), **kw)
-    check(
-        acc,
-        full,
-        where=f"{aggregation}、每份 {m} 行时按权重累加的 loss（应等于整批一次算的 loss）",
-        section=SECTION,
-        inputs=kw,
-        mistakes=derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k)),
-        rtol=1e-7,
-        atol=1e-7,
-    )
-
-
 CONCRETE_MASK = _mask([3, 1, 0, 4], 4)  # 4 行，共 8 个有效 token
 CONCRETE = [
     # (micro-batch 的行, aggregation, 正确的权重)
@@ -169,6 +152,45 @@ def test_concrete_values(mod, rows, aggregation, want):
         section=SECTION,
         inputs=kw,
         mistakes=MISTAKES,
+    )
+
+
+# token_mean 先跑：「直接相加」在 sequence_mean / constant 上和「行数用了 shape[1]」分不开，在 token_mean 上分得开
+AGG_ORDER = ["token_mean", "sequence_mean", "constant"]
+
+
+@st.composite
+def _batches(draw):
+    """(每份行数 m, T, 每行的有效长度, 造逐 token 损失的种子)；一共 n_mb 份。"""
+    n_mb, m, T = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 7))
+    lengths = draw(st.lists(st.integers(0, T), min_size=n_mb * m, max_size=n_mb * m))
+    return m, T, lengths, draw(st.integers(0, 10_000))
+
+
+@pytest.mark.parametrize("aggregation", AGG_ORDER)
+@settings(max_examples=30, deadline=None, report_multiple_bugs=False)
+@given(batch=_batches())
+# 固定的例子先跑：每个典型错误在这里都给出和正确结果、和别的错误都不同的数（test_examples_tell_the_mistakes_apart），
+# 不靠随机抽到（hypothesis 缩小后的两行例子上，「直接相加」和「按 token 数分摊」给出同一个数）
+@example(batch=(2, 4, [3, 1, 0, 4, 2, 0], 0))
+@example(batch=(1, 5, [0, 0, 0], 1))
+def test_weighted_microbatches_equal_full_batch(mod, aggregation, batch):
+    m, T, lengths, seed = batch
+    g = torch.Generator().manual_seed(seed)
+    per_token = torch.randn(len(lengths), T, generator=g, dtype=torch.float64)
+    mask = _mask(lengths, T)
+    kw = dict(per_token=per_token, mask=mask, m=m, aggregation=aggregation, max_len=T + 2)
+    full = _aggregate(per_token, mask, aggregation, max_len=T + 2)
+    acc = _accumulate(lambda **w: _weight(mod, **w), **kw)
+    check(
+        acc,
+        full,
+        where=f"{aggregation}、每份 {m} 行时按权重累加的 loss（应等于整批一次算的 loss）",
+        section=SECTION,
+        inputs=kw,
+        mistakes=derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k)),
+        rtol=1e-7,
+        atol=1e-7,
     )
 
 
@@ -232,10 +254,33 @@ PROBES.append(
 WANTS = [w for _, _, w in CONCRETE] + [0.0]
 
 
+# 固定的例子（上面 @example 里的），按测试运行的顺序
+EXAMPLES = [(2, 4, [3, 1, 0, 4, 2, 0], 0), (1, 5, [0, 0, 0], 1)]
+
+
+def _example_cases():
+    """(inputs, 正确结果)：test_weighted_microbatches_equal_full_batch 在固定例子上依次看到的。"""
+    for aggregation in AGG_ORDER:
+        for m, T, lengths, seed in EXAMPLES:
+            g = torch.Generator().manual_seed(seed)
+            per_token = torch.randn(len(lengths), T, generator=g, dtype=torch.float64)
+            mask = _mask(lengths, T)
+            kw = dict(per_token=per_token, mask=mask, m=m, aggregation=aggregation, max_len=T + 2)
+            yield kw, _aggregate(per_token, mask, aggregation, max_len=T + 2)
+
+
+ACCUMULATED = derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k))
+
+
+def _expected_line(i):
+    return named_all(SAME_AS[BUGS[i]]) if BUGS[i] in SAME_AS else named(MISTAKES[i])
+
+
 @pytest.mark.parametrize("i", range(len(MISTAKES)), ids=BUGS)
 def test_each_known_mistake_is_named(i):
-    """诊断本身：每个典型错误在能暴露它的每个例子上都被同一个 check 点名（CI 用 solutions 跑）。"""
-    m, n = MISTAKES[i], 0
+    """诊断本身，按测试运行的顺序（先 test_concrete_values、整批全 0 的例子，再是累加测试的固定例子）：
+    每个典型错误第一次和正确结果不同的地方，第一行只点名它自己（和它分不开的那一个除外，SAME_AS）。"""
+    m, lines = MISTAKES[i], []
     for probe, want in zip(PROBES, WANTS):
         try:
             wrong = m.fn(**probe)
@@ -245,35 +290,35 @@ def test_each_known_mistake_is_named(i):
             wrong, want, where="x", section=SECTION, inputs=probe, mistakes=MISTAKES
         )
         if line is not None:
-            assert line == named(m), line
-            n += 1
-    assert n > 0, f"没有任何一个例子能暴露 {BUGS[i]}"
-    # 累加的那条路径上也认得出来
-    T, per_token = (
-        4,
-        torch.randn(4, 4, generator=torch.Generator().manual_seed(0), dtype=torch.float64),
-    )
-    for aggregation in ("sequence_mean", "token_mean", "constant"):
-        kw = dict(
-            per_token=per_token, mask=CONCRETE_MASK, m=2, aggregation=aggregation, max_len=T + 2
-        )
+            lines.append(line)
+    assert lines, f"没有任何一个例子能暴露 {BUGS[i]}"
+    assert lines[0] == _expected_line(i), lines[0]
+
+
+@pytest.mark.parametrize("i", range(len(MISTAKES)), ids=BUGS)
+def test_examples_tell_the_mistakes_apart(i):
+    """累加那条测试的固定例子（@example）上：每个典型错误都露馅，第一次露馅时只点名它自己。"""
+    lines = []
+    for kw, full in _example_cases():
         try:
-            wrong = _accumulate(m.fn, **kw)
+            wrong = ACCUMULATED[i].fn(**kw)
         except NotApplicable:
             continue
-        full = _aggregate(per_token, CONCRETE_MASK, aggregation, T + 2)
-        mistakes = derived(MISTAKES, lambda bad: lambda **k: _accumulate(bad, **k))
         line = diagnosis_line(
             wrong,
             full,
             where="x",
             section=SECTION,
             inputs=kw,
-            mistakes=mistakes,
+            mistakes=ACCUMULATED,
             rtol=1e-7,
             atol=1e-7,
         )
-        assert line in (None, named(m)), line
+        assert line is None or line.startswith("看起来是"), line
+        if line is not None:
+            lines.append(line)
+    assert lines, f"固定例子上看不出 {BUGS[i]}"
+    assert lines[0] == _expected_line(i), lines[0]
 
 
 def test_diagnoses_point_at_real_sections():

@@ -8,14 +8,14 @@ import pytest
 import torch
 from diagnose import (
     Mistake,
+    assert_named_first,
     assert_sections_exist,
     check,
-    describe_mismatch,
     guarded,
     hint_sections,
-    which_mistake,
+    symptom,
 )
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 SECTION = "L2.09「2. 公式」"
@@ -66,13 +66,34 @@ def _spec_variant(
     pad_one=False,
     seq_dim0=False,
     cap_each=False,
+    where_swapped=False,
+    floor=None,
+    fixed_cap=None,
+    fixed_level=None,
+    pad_by_multiply=False,
+    ratio_where_swapped=False,
 ):
     """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
 
     def fn(logp_train, logp_rollout, mask, cap=2.0, level="token"):
+        if fixed_cap is not None and cap is not None:  # 没用参数 cap：写死了一个数
+            cap = fixed_cap
+        level = fixed_level or level
+        if floor == "cap" and cap is not None:  # 把 cap 当成了下限：clamp(min=cap)
+            w = torch.exp(_ok_log_ratio(logp_train.detach(), logp_rollout.detach(), mask))
+            if level == "sequence":
+                w = torch.exp(_seq_sum(_ok_log_ratio(logp_train, logp_rollout, mask), mask))
+            return _where_valid(w.clamp(min=cap), mask).to(logp_train.dtype)
+        if floor == "inverse_cap" and cap is not None:  # 上下都截：[1/cap, cap]
+            out = _spec_variant()(logp_train, logp_rollout, mask, cap, level)
+            return _where_valid(out.clamp(min=1 / cap), mask).to(logp_train.dtype)
         lt, lr = logp_train.detach(), logp_rollout.detach()
         lt, lr = (lr, lt) if invert else (lt, lr)
         log_ratio = (lt - lr) if keep_padding else _ok_log_ratio(lt, lr, mask)
+        if pad_by_multiply:  # padding 靠乘 mask 挡：NaN·0 = NaN
+            log_ratio = (lt - lr) * mask
+        if ratio_where_swapped:  # where(valid, 0, lt − lr)：有效 token 的 log 比值成了 0
+            log_ratio = torch.where(mask != 0, 0.0, lt - lr)
         if level == "sequence" and cap_each and cap is not None:  # 先逐 token 截断，再连乘
             capped = torch.where(mask != 0, torch.exp(log_ratio).clamp(max=cap), 1.0)
             return _finish(
@@ -87,7 +108,7 @@ def _spec_variant(
             elif seq_mean:
                 n = mask.sum(1, keepdim=True).clamp(min=1)
                 log_ratio = (_seq_sum(log_ratio, mask) / n).expand_as(log_ratio)
-            elif keep_padding:
+            elif keep_padding or pad_by_multiply:
                 log_ratio = log_ratio.sum(1, keepdim=True).expand_as(log_ratio)
             else:
                 log_ratio = _seq_sum(log_ratio, mask)
@@ -99,6 +120,10 @@ def _spec_variant(
             out = torch.exp(log_ratio).clamp(max=cap) if cap is not None else torch.exp(log_ratio)
         if pad_one:
             out = torch.where(mask != 0, out, 1.0).to(logp_train.dtype)
+        if where_swapped:  # torch.where(valid, 0, weights)：有效 token 得 0，padding 上反而有权重
+            w = torch.exp(log_ratio)
+            w = w if cap is None else w.clamp(max=cap)
+            out = torch.where(mask != 0, 0.0, w).to(logp_train.dtype)
         return out
 
     return fn
@@ -140,6 +165,108 @@ MISTAKES = [
         "L2.09「4. 坑」坑 2",
         _spec_variant(cap_each=True),
     ),
+    Mistake(
+        "torch.where 的两个分支写反了：有效 token 的权重成了 0，padding 上反而有权重",
+        "L2.09「2. 公式」",
+        _spec_variant(where_swapped=True),
+    ),
+    Mistake(
+        "把 cap 当成了下限（clamp(min=cap)）：截断是「不超过 cap」，应是 clamp(max=cap)",
+        "L2.09「4. 坑」坑 2",
+        _spec_variant(floor="cap"),
+    ),
+    Mistake(
+        "除了上限 cap，还加了下限 1/cap：规格只截断上面，比值小于 1 的权重原样保留",
+        "L2.09「2. 公式」",
+        _spec_variant(floor="inverse_cap"),
+    ),
+    Mistake(
+        "没用参数 cap（写死了 2.0）：截断上限要用调用方传进来的 cap",
+        "L2.09「2. 公式」",
+        _spec_variant(fixed_cap=2.0),
+    ),
+    Mistake(
+        'level 没起作用：level="sequence" 也按 token 级算了（整行应是同一个权重）',
+        "L2.09「2. 公式」",
+        _spec_variant(fixed_level="token"),
+    ),
+    Mistake(
+        "算 log 比值时 torch.where 的两个分支写反了：有效 token 的 log 比值成了 0（权重全是 1），"
+        "应是 where(mask != 0, logp_train − logp_rollout, 0)",
+        "L2.09「2. 公式」",
+        _spec_variant(ratio_where_swapped=True),
+    ),
+    Mistake(
+        "padding 上的 log 比值是乘 mask 挡掉的：那里的 logp 可以是 NaN，0 × NaN = NaN 进了整行的求和；"
+        "要用 torch.where 选掉",
+        "L2.09「4. 坑」坑 4",
+        _spec_variant(pad_by_multiply=True),
+    ),
+]
+
+
+def _valid_rows(got, mask):
+    return [got[b, mask[b] != 0] for b in range(got.shape[0]) if (mask[b] != 0).any()]
+
+
+# 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
+SYMPTOMS = [
+    symptom(
+        "有效 token 的权重里有 NaN：padding 上的 NaN（或 inf）漏了进来；padding 要用 torch.where 选掉，乘 0 救不了 NaN",
+        "L2.09「4. 坑」坑 4",
+        lambda got, mask, **kw: bool(torch.isnan(got[mask != 0]).any()),
+    ),
+    symptom(
+        "padding 处的权重不是 0（规格：padding 处是 0）",
+        "L2.09「2. 公式」",
+        lambda got, mask, **kw: bool((got[mask == 0] != 0).any()),
+    ),
+    symptom(
+        "截断漏了：有权重超过了 cap（token 级、sequence 级都要在 exp 之后截到 cap 以下）",
+        "L2.09「4. 坑」坑 2",
+        lambda got, mask, cap=2.0, **kw: cap is not None and bool((got[mask != 0] > cap).any()),
+    ),
+    symptom(
+        "比值小于 1 的权重被抬高了：规格只截断上面（不超过 cap），没有下限",
+        "L2.09「2. 公式」",
+        lambda got, **kw: bool(
+            ((got > (want := _spec_variant()(**kw)) + 1e-9) & (want < 1) & (kw["mask"] != 0)).any()
+        ),
+    ),
+    symptom(
+        "sequence 级同一行的权重不一样：整条回答只有一个比值（log 比值按行求和再 exp），整行都用它",
+        "L2.09「4. 坑」坑 3",
+        lambda got, mask, level="token", **kw: (
+            level == "sequence"
+            and any(bool((row != row[0]).any()) for row in _valid_rows(got, mask))
+        ),
+    ),
+    symptom(
+        "sequence 级每一行的权重都一样：求和的范围不对，每条回答只加它自己那一行的有效 token",
+        "L2.09「4. 坑」坑 3",
+        lambda got, mask, level="token", **kw: (
+            level == "sequence"
+            and len(rows := _valid_rows(got, mask)) > 1
+            and all(torch.equal(r[:1], rows[0][:1]) for r in rows)
+        ),
+    ),
+]
+
+MISTAKE_IDS = [
+    "inverted",
+    "cap_log",
+    "seq_mean",
+    "keep_padding",
+    "pad_one",
+    "seq_dim0",
+    "cap_each",
+    "where_swapped",
+    "cap_as_floor",
+    "inverse_cap_floor",
+    "cap_fixed",
+    "level_ignored",
+    "ratio_where_swapped",
+    "pad_by_multiply",
 ]
 
 
@@ -160,13 +287,24 @@ def _case(level, cap=2.0, seed=4, pad_value=-7.0):
 
 
 # ---------------------------------------------------------------- 典型错误的诊断 -----------------------------------------
-@pytest.mark.parametrize("level", ["token", "sequence"])
-@pytest.mark.parametrize("cap", [2.0, 3.0])
-def test_matches_reference_with_diagnosis(mod, level, cap):
-    inputs = _case(level, cap=cap)
+# (level, cap, padding 上的值)，按这个顺序跑（test_each_mistake_is_recognised 照同样的顺序检查）；
+# 最后一组 padding 上是 NaN（vLLM 打不了分的 token）
+DIAGNOSIS_CASES = [
+    ("token", 2.0, -7.0),
+    ("sequence", 2.0, -7.0),
+    ("token", 3.0, -7.0),
+    ("sequence", 3.0, -7.0),
+    ("sequence", 2.0, math.nan),
+]
+
+
+@pytest.mark.parametrize("level,cap,pad", DIAGNOSIS_CASES)
+def test_matches_reference_with_diagnosis(mod, level, cap, pad):
+    inputs = _case(level, cap=cap, pad_value=pad)
     want = _spec_variant()(**inputs)
     got = mod.tis_weights(**inputs)
-    check(got, want, inputs=inputs, mistakes=MISTAKES, where=f"{level} 级权重", section=SECTION)
+    where = f"{level} 级权重（cap={cap}，padding 上是 {pad}）"
+    check(got, want, inputs=inputs, mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)
 
 
 # ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
@@ -185,7 +323,7 @@ def test_worked_example_from_the_lesson(mod):
         where="token 级权重",
         section=SECTION,
         inputs={**inputs, "level": "token"},
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
     seq = mod.tis_weights(**inputs, level="sequence")
     want_seq = torch.tensor([[math.exp(-0.8)] * 3 + [0.0]], dtype=torch.float64)
@@ -195,7 +333,7 @@ def test_worked_example_from_the_lesson(mod):
         where="sequence 级权重",
         section=SECTION,
         inputs={**inputs, "level": "sequence"},
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
     # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
     lr2 = lr.clone()
@@ -208,22 +346,19 @@ def test_worked_example_from_the_lesson(mod):
         where="第 0 个 token 的比值 e^1.5 ≈ 4.48 时的 token 级权重（应被截断到 cap=2）",
         section="L2.09「3. 手算一遍」",
         inputs=inputs2,
-        mistakes=MISTAKES,
+        mistakes=MISTAKES + SYMPTOMS,
     )
 
 
-def test_each_mistake_is_recognised():
-    """诊断表本身要灵（与被测实现无关）：每个典型错误在测试输入上都和正确答案不同，且被认成它自己。"""
-    for level in ("token", "sequence"):
-        inputs = _case(level)
-        want = _spec_variant()(**inputs)
-        for m in MISTAKES:
-            wrong = m.fn(**inputs)
-            if describe_mismatch(wrong, want) is None:
-                # 只在 sequence 级才显形的错误（平均 vs 求和）在 token 级和正确答案一样，这是对的
-                assert level == "token" and "sequence" in m.what, m.what
-                continue
-            assert which_mistake(wrong, inputs, MISTAKES) is m, f"{level}: {m.what} 被认错了"
+@pytest.mark.parametrize("mistake", MISTAKES, ids=MISTAKE_IDS)
+def test_each_mistake_is_recognised(mistake):
+    """诊断表本身要灵（与被测实现无关）：按诊断测试的顺序，每个典型错误第一次和正确答案不同的那组输入上，
+    第一行只点名它自己。"""
+    cases = []
+    for level, cap, pad in DIAGNOSIS_CASES:
+        inputs = _case(level, cap=cap, pad_value=pad)
+        cases.append((inputs, _spec_variant()(**inputs), {}))
+    assert_named_first(mistake, cases, MISTAKES, where="x", section=SECTION)
 
 
 # ---------------------------------------------------------------- 性质 -------------------------------------------------
@@ -246,6 +381,10 @@ def test_padding_values_never_matter(mod):
     st.integers(0, 2**16),
     st.sampled_from([None, 1.5, 2.0, 5.0]),
 )
+# 固定的例子（种子 1：长度 3、2、3，有 padding；有效 token 的比值有在 1.5 和 2 之间的、也有 2.88 的）：
+# 截断、padding、整行同一个值都查得到；cap=None 时 sequence 级要等于 token 级的连乘
+@example(B=3, T=5, seed=1, cap=1.5)
+@example(B=3, T=5, seed=1, cap=None)
 def test_properties(mod, B, T, seed, cap):
     g = torch.Generator().manual_seed(seed)
     lr = -torch.rand(B, T, generator=g, dtype=torch.float64) * 3
@@ -334,6 +473,15 @@ def _expect_value_error(call, what, needle):
         )
 
 
+def test_each_symptom_is_absent_from_the_right_answer():
+    """症状只在错的输出上成立：在诊断输入的正确结果上一条都不成立。"""
+    for level, cap, pad in DIAGNOSIS_CASES:
+        inputs = _case(level, cap=cap, pad_value=pad)
+        want = _spec_variant()(**inputs)
+        held = [s.what for s in SYMPTOMS if s.fn(want, **inputs)]
+        assert not held, (level, cap, pad, held)
+
+
 def test_diagnoses_point_at_real_sections():
-    sections = {m.section for m in MISTAKES} | {SECTION, "L2.09「3. 手算一遍」"}
+    sections = {m.section for m in MISTAKES + SYMPTOMS} | {SECTION, "L2.09「3. 手算一遍」"}
     assert_sections_exist(sections | hint_sections(CRASHES))
