@@ -204,3 +204,31 @@ def test_failure_labs_tables():
         f"训练后 **{f['accuracy']:.2f}**；同一批题上的格式率：0.90 → **{f['format_rate']:.2f}**",
         "第 2 节",
     )
+
+
+def test_low_temperature_lab_table():
+    """第 4 节的表和第 41–100 步的平均：tiny_runs/labs/lab-temp 和 lab-temp-control。"""
+    labs = RUNS / "labs"
+    load = lambda name: {
+        r["step"]: r
+        for r in map(json.loads, (labs / name / "metrics.jsonl").read_text().splitlines())
+    }
+    t, c = load("lab-temp"), load("lab-temp-control")
+    for step in (1, 10, 30, 60, 100):
+        cells = []
+        for r in (t[step], c[step]):
+            held = f"{r['eval_accuracy']:.3f}"
+            held = f"**{held}**" if step == 100 else held
+            cells += [
+                f"{r['accuracy']:.2f}",
+                held,
+                f"{r['entropy']:.3f}",
+                f"{r['zero_std_frac']:.2f}",
+            ]
+        _in_lesson(f"| {step} | " + " | ".join(cells) + " |", "第 4 节的表")
+    late = lambda r, k: statistics.fmean(r[s][k] for s in range(41, 101))
+    _in_lesson(
+        f"温度 0.3 时组内全相同的比例 {late(t, 'zero_std_frac'):.2f}、熵 {late(t, 'entropy'):.3f}；"
+        f"温度 1.0 时 {late(c, 'zero_std_frac'):.2f}、{late(c, 'entropy'):.3f}",
+        "第 4 节",
+    )
