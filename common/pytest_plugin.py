@@ -43,7 +43,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "no_grad",
         (RuntimeError,),
         r"does not require grad and does not have a grad_fn",
-        "结果没有梯度（grad_fn 为空）：计算图被切断了——torch.no_grad()、.detach()、.item()/.tolist()，"
+        "结果没有梯度（grad_fn 为空）：计算图被切断了——用了 torch.no_grad()、.detach()、.item()/.tolist()，"
         "或用 torch.tensor(...) 把结果重新包了一层",
     ),
     (
@@ -51,7 +51,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         (RuntimeError,),
         r"leaf Variable that requires grad is being used in an in-place operation"
         r"|modified by an inplace operation",
-        "原地修改了 autograd 还要用的张量（+=、-=、masked_fill_、x[...] = ... 之类）：改成返回新张量的写法",
+        "原地修改了反向传播会用到的张量（+=、-=、masked_fill_、x[...] = ... 之类）",
     ),
     (
         "backward_twice",
@@ -64,8 +64,8 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         (RuntimeError,),
         r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\) at non-singleton "
         r"dimension (\d+)",
-        "两个张量的形状对不上、广播失败（第 {2} 维一边是 {0}、一边是 {1}）：检查 keepdim=True、"
-        "[:, None] 这类补维度的地方",
+        "两个张量的形状对不上、广播失败（第 {2} 维一边是 {0}、一边是 {1}）：多半是有个张量少了一维"
+        "（归约之后那一维没了，或该补的维度没补）",
     ),
     (
         "reshape",
@@ -77,7 +77,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "matmul",
         (RuntimeError,),
         r"mat1 and mat2 shapes cannot be multiplied \((\w+) and (\w+)\)",
-        "矩阵乘的形状对不上（{0} 乘 {1}，中间两维要相等）：是不是少了一个 .T",
+        "矩阵乘的形状对不上（{0} 乘 {1}，中间两维不相等）：多半是乘的方向反了，或少了 / 多了一次转置",
     ),
     (
         "dim_range",
@@ -89,15 +89,14 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "view",
         (RuntimeError,),
         r"view size is not compatible with input tensor's size and stride",
-        "view 要求张量在内存里连续（切片出来的张量常常不是）：改用 reshape",
+        "对内存里不连续的张量（切片、转置出来的常常是）用了 view：view 要求张量在内存里连续",
     ),
     (
         "gather",
         (RuntimeError,),
         r"Index tensor must have the same number of dimensions as input tensor"
         r"|Size does not match at dimension \d+ expected index",
-        "gather 的索引和输入的形状对不上：索引要和输入一样多维（先 unsqueeze(-1) 成 (…, 1)，取完再 "
-        "squeeze(-1)），除了被 gather 的那一维，其余各维要一样大",
+        "gather 的索引和输入的形状对不上：索引的维数和输入不同，或除了被 gather 的那一维，其余各维大小不同",
     ),
     (
         "index",
@@ -110,7 +109,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         (RuntimeError, NotImplementedError),
         r"could not infer output dtype\. Input dtype must be either a floating point"
         r"|only support floating point and complex dtypes|not implemented for '(Long|Int|Bool)'",
-        "整数（或 bool）张量不能直接做这个运算（mean、std、softmax 之类）：先 .float()",
+        "整数（或 bool）张量直接做了只对浮点定义的运算（mean、std、softmax 之类）",
     ),
     (
         "dtype",
@@ -129,19 +128,19 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "meta_value",
         (RuntimeError, NotImplementedError),
         r"cannot be called on meta tensors|Cannot copy out of meta tensor",
-        "meta 设备上的张量只有形状、没有数值：函数里不要用 .item()、.tolist()、float(...) 去读数值",
+        "meta 设备上的张量只有形状、没有数值：函数里读了张量的数值（.item()、.tolist()、float(...) 之类）",
     ),
     (
         "device",
         (RuntimeError,),
         r"Expected all tensors to be on the same device|is not on the expected device",
-        "张量不在同一个 device 上：新建张量时传 device=输入.device",
+        "张量不在同一个 device 上：多半是函数里新建的张量留在了默认的 CPU 上，没跟着输入",
     ),
     (
         "bool_ambiguous",
         (RuntimeError,),
         r"Boolean value of Tensor with more than one value is ambiguous",
-        "对多个元素的张量用了 Python 的 if / and / or / not：逐元素的条件用 torch.where、&、|、~",
+        "对多个元素的张量用了 Python 的 if / and / or / not（它们只认一个真假值，逐元素的条件不是）",
     ),
     (
         "empty_cat",
@@ -159,7 +158,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "none",
         (TypeError, AttributeError),
         r"'NoneType'|NoneType",
-        "有个值是 None：可选参数（默认 None）要先换成规格说的默认值；自己写的函数别忘了 return",
+        "有个值是 None：可选参数（默认 None）没按规格说的意思处理，或自己写的函数忘了 return",
     ),
     (
         "bad_args",
@@ -177,7 +176,7 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "not_tensor",
         (AttributeError,),
         r"'(float|int|list|tuple|bool)' object has no attribute",
-        "得到的是 Python 的 {0}，不是张量：该返回张量的地方别用 .item()、.tolist()、float(...)",
+        "得到的是 Python 的 {0}，不是张量：多半是用了 .item()、.tolist()、float(...) 把张量变成了 Python 数",
     ),
     (
         "value_error",

@@ -532,7 +532,7 @@ def require_grad(out: Any, name: str, section: str) -> None:
     if isinstance(out, torch.Tensor) and not out.requires_grad:
         pytest.fail(
             f"{name} 的输出不带梯度（requires_grad=False）：计算图在函数里被切断了——"
-            "torch.no_grad()、.detach()、.item()/.tolist()，或用 torch.tensor(...) 把结果重新包了一层。"
+            "用了 torch.no_grad()、.detach()、.item()/.tolist()，或用 torch.tensor(...) 把结果重新包了一层。"
             f"回看 {section}。",
             pytrace=False,
         )

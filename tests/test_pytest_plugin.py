@@ -113,8 +113,8 @@ FIRST_LINES = {
     # 两种不同的失败（BaseExceptionGroup）：讲带中文诊断的那一种，不是「抛出 BaseExceptionGroup」
     "test_hypothesis_two_failures": "x=4 太大",
     "test_torch_not_implemented_is_not_a_stub": (
-        "运行出错：测试在 test_demo.py:58 抛出 NotImplementedError：整数（或 bool）张量不能直接做这个运算"
-        "（mean、std、softmax 之类）：先 .float()。"
+        "运行出错：测试在 test_demo.py:58 抛出 NotImplementedError：整数（或 bool）张量直接做了只对浮点定义的运算"
+        "（mean、std、softmax 之类）。"
     ),
     "test_hint_attached_by_a_test": "f() 抛了 RuntimeError：形状不对。回看 L2.01「3.1」。",
     "test_error_inside_learner_code": (

@@ -107,7 +107,7 @@ EPS_NUMERATOR = Mistake(
 )
 NO_FLAT_RULE = Mistake(
     "没有把「组内 reward 全相等」的组置为 0（浮点里 r − 均值 不一定恰好是 0，再除以很小的 std + eps 就放大了）；"
-    "如果你是用「std 小于某个阈值」来判断的：全相等的组在浮点里算出的 std 也不一定小于它，要用 == 判断",
+    "如果你用了「std 小于某个阈值」来判断：全相等的组在浮点里算出的 std 也不一定小于它（规格用 == 判断）",
     WHY,
     _variant(flat_rule=False),
 )
@@ -128,7 +128,7 @@ BATCH_STD_OF_CENTERED = Mistake(
     _variant(batch_std_of_centered=True),
 )
 STD_DIM0 = Mistake(
-    "std 沿错了维度（dim=0：在不同题的第 j 条回答之间求 std）；每道题一行，应沿 dim=1",
+    "std 沿错了维度（dim=0：在不同题的第 j 条回答之间求了 std，而每道题是一行）",
     WHY,
     _variant(std_dim=0),
 )
@@ -138,7 +138,7 @@ STD_WHOLE_TABLE = Mistake(
     _variant(std_dim=None),
 )
 MEAN_DIM0 = Mistake(
-    "均值沿错了维度（dim=0：在不同题的第 j 条回答之间求平均）；每道题一行，应沿 dim=1",
+    "均值沿错了维度（dim=0：在不同题的第 j 条回答之间求了平均，而每道题是一行）",
     WHY,
     _variant(mean_dim=0),
 )
@@ -155,12 +155,12 @@ WHERE_SWAPPED = Mistake(
     _variant(where_swapped=True),
 )
 FLAT_DIM0 = Mistake(
-    "「全相等」沿错了维度（dim=0：判断的是每一列，即不同题的第 j 条回答是否相等）；每道题一行，应沿 dim=1",
+    "「全相等」沿错了维度（dim=0：判断的是每一列，即不同题的第 j 条回答是否相等，而每道题是一行）",
     WHY,
     _variant(flat_dim0=True),
 )
 FLAT_TOLERANCE = Mistake(
-    "用容差判断「组内全相等」（std < 阈值、isclose 之类）：reward 只差一点点、std 很小但不为 0 的组也被置成了 0；"
+    "用了容差判断「组内全相等」（std < 阈值、isclose 之类）：reward 只差一点点、std 很小但不为 0 的组也被置成了 0；"
     "规格用 == 判断，这种组照常除以 std + eps",
     SPEC,
     _variant(flat_tol=True),
@@ -280,16 +280,16 @@ assert len(MISTAKE_IDS) == len(MISTAKES)
 CRASHES = {
     "group_advantages": {
         "int_dtype": (
-            "整数 reward（int64）不能直接求 mean / std：先转成 float32（规格：整数 reward 先转成 float32）",
+            "整数 reward（int64）直接求了 mean / std（规格：整数 reward 先转成 float32）",
             SPEC,
         ),
         "broadcast": (
-            "每组的均值、std 要 keepdim=True：(P, 1) 才能和 (P, G) 相减、相除",
+            "每组的均值或 std 少了一维：(P,) 和 (P, G) 的表相减、相除时广播失败",
             "L2.01「3.4 提示」",
         ),
-        "reshape": "N 个 reward 排不成 (P, G)：用 reshape(-1, group_size)，并先检查 N 能被 G 整除",
-        "view": "切片出来的 rewards 在内存里不连续，view 不行：用 reshape",
-        "dim_range": "rewards 是一维的 (N,)：先 reshape 成 (P, G)，再沿 dim=1 求均值和 std",
-        "bool_ambiguous": "「整行相等」要用张量运算（== 再沿 dim=1 的 all），不能用 Python 的 if 判断张量",
+        "reshape": "N 个 reward 排不成要的形状：目标形状写错了，或 N 不能被 G 整除却没有先抛 ValueError",
+        "view": "对内存里不连续的 rewards（比如切片出来的）用了 view",
+        "dim_range": "在一维的 rewards (N,) 上沿 dim=1 求了均值或 std：它还不是 (P, G) 的表",
+        "bool_ambiguous": "用 Python 的 if / and / or 判断了多个元素的张量（多半是在判断「整行相等」）",
     }
 }

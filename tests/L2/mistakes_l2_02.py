@@ -48,7 +48,7 @@ LOGP_MISTAKES = [
         lambda logits, tokens: _pick(logits.float(), tokens),
     ),
     Mistake(
-        "log_softmax 沿错了维度（沿 T 而不是词表 V，应为 dim=-1）",
+        "log_softmax 沿错了维度（沿了 T，不是词表 V 那一维）",
         FORMULA,
         lambda logits, tokens: _pick(torch.log_softmax(logits.float(), dim=1), tokens),
     ),
@@ -63,8 +63,7 @@ LOGP_MISTAKES = [
         lambda logits, tokens: _pick(torch.log_softmax(logits[:, :-1].float(), -1), tokens[:, 1:]),
     ),
     Mistake(
-        "在 bf16 里算了 log_softmax（或 logsumexp）、最后才转 float32：15 万项的求和在 bf16 里误差很大；"
-        "每块先 .float() 再算",
+        "在 bf16 里算了 log_softmax（或 logsumexp）、最后才转 float32：15 万项的求和在 bf16 里误差很大",
         BF16,
         lambda logits, tokens: (
             _low_precision_only(logits),
@@ -73,8 +72,7 @@ LOGP_MISTAKES = [
         **BF16_TOL,
     ),
     Mistake(
-        "展平成 (B·T, V) 的块里 log_softmax 沿错了维度（dim=0：在块里不同位置之间归一化）；"
-        "应沿词表那一维（dim=-1）",
+        "展平成 (B·T, V) 的块里 log_softmax 沿错了维度（dim=0：在块里不同位置之间归一化了，不是在词表上）",
         FORMULA,
         lambda logits, tokens: _pick(
             torch.log_softmax(logits.float().reshape(-1, logits.shape[-1]), dim=0),
@@ -82,7 +80,7 @@ LOGP_MISTAKES = [
         ).reshape(tokens.shape),
     ),
     Mistake(
-        "符号反了：算成了 logsumexp − x[y]（log 概率应 ≤ 0：x[y] − logsumexp）",
+        "符号反了：算成了 logsumexp − x[y]（log 概率 ≤ 0）",
         FORMULA,
         lambda logits, tokens: -_pick(torch.log_softmax(logits.float(), dim=-1), tokens),
     ),
@@ -119,7 +117,7 @@ ENTROPY_MISTAKES = [
         lambda logits: _entropy(logits, sign=1.0),
     ),
     Mistake(
-        "softmax 沿错了维度（沿 T 而不是词表 V，应为 dim=-1）",
+        "softmax 沿错了维度（沿了 T，不是词表 V 那一维）",
         ENTROPY_SPEC,
         lambda logits: _entropy(logits, dim=1),
     ),
@@ -135,19 +133,19 @@ ENTROPY_MISTAKES = [
     ),
     Mistake(
         "log p 是对 softmax 的结果取 log 得到的：分布很尖时小概率下溢成 0，log 0 = −inf，"
-        "0·(−inf) = NaN；log p 要直接用 log_softmax 算",
+        "0·(−inf) = NaN",
         ENTROPY_SPEC,
         lambda logits: _entropy(logits, log_of_p=True),
     ),
     Mistake(
-        "展平成 (B·T, V) 的块里 softmax 沿错了维度（dim=0：在块里不同位置之间归一化）；应沿词表那一维（dim=-1）",
+        "展平成 (B·T, V) 的块里 softmax 沿错了维度（dim=0：在块里不同位置之间归一化了，不是在词表上）",
         ENTROPY_SPEC,
         lambda logits: _entropy(logits.reshape(-1, logits.shape[-1]), dim=0).reshape(
             logits.shape[:-1]
         ),
     ),
     Mistake(
-        "在 bf16 里算了熵（log_softmax 和求和都在 bf16 里，最后才转 float32）：每块先 .float() 再算",
+        "熵是在 bf16 里算的（log_softmax 和求和都在 bf16 里，最后才转 float32）",
         BF16,
         lambda logits: (_low_precision_only(logits), _entropy_low_precision(logits))[1],
         **BF16_TOL,
@@ -197,7 +195,7 @@ MASK_MISTAKES = [
         ),
     ),
     Mistake(
-        "用 argmax 找第一个 EOS：没有 EOS 的行 argmax 也返回 0，被截断的回答只剩第 0 个 token",
+        "用了 argmax 找第一个 EOS：没有 EOS 的行 argmax 也返回 0，被截断的回答只剩第 0 个 token",
         MASK_SPEC,
         _mask_by_argmax,
     ),
@@ -216,7 +214,7 @@ MASK_MISTAKES = [
         ),
     ),
     Mistake(
-        "cumsum 沿错了维度（dim=0：数的是同一位置上、前面几行出现过几个 EOS）；每条回答一行，应沿 dim=1",
+        "cumsum 沿错了维度（dim=0：数的是同一位置上、前面几行出现过几个 EOS，而每条回答是一行）",
         MASK_SPEC,
         lambda completion_ids, eos_token_ids: (
             _eos_flags(completion_ids, eos_token_ids).long().cumsum(dim=0)
@@ -274,13 +272,13 @@ MEAN_MISTAKES = [
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, zero_first=False),
     ),
     Mistake(
-        "dim=None 时先按行平均、再对行平均；应把所有被选中的元素放在一起平均",
+        "dim=None 时算成了每行平均值的平均（规格：所有被选中的元素一起平均）",
         EXAMPLE,
         _mean_of_row_means,
     ),
     Mistake(
-        "分母用 clamp(min=1) 挡 0：mask 是小数权重、一行的和小于 1 时分母被改成了 1；"
-        "规格允许非负权重的 mask，和为 0 的切片要单独处理",
+        "分母用了 clamp(min=1) 挡 0：mask 是小数权重、一行的和小于 1 时分母被改成了 1"
+        "（规格允许非负权重的 mask）",
         EMPTY_AND_NAN,
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, guard="clamp"),
     ),
@@ -290,12 +288,12 @@ MEAN_MISTAKES = [
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, where_swapped=True),
     ),
     Mistake(
-        "dim=k 时分母没沿 dim 求和（除以了整个 mask 的和）：分子、分母都要沿同一维求和",
+        "dim=k 时分母没沿 dim 求和（除以了整个 mask 的和）",
         MEAN_SPEC,
         lambda x, mask, dim=None: _masked_mean(x, mask, dim, denominator="all"),
     ),
     Mistake(
-        "忽略了 dim：dim=k 时也对全部元素求了一个平均（应沿第 k 维求，返回去掉那一维的张量）",
+        "忽略了 dim：dim=k 时也对全部元素求了一个平均（规格：沿第 k 维平均，返回去掉那一维的张量）",
         MEAN_SPEC,
         lambda x, mask, dim=None: _masked_mean(x, mask),
     ),
@@ -403,55 +401,54 @@ MISTAKE_IDS = {
 assert all(len(MISTAKE_IDS[n]) == len(ms) for n, ms in MISTAKES.items())
 
 # 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
-_FLOAT_FIRST = "log_softmax / logsumexp 要在浮点上算：每块先 .float()"
+_FLOAT_FIRST = "在整数张量上做了 log_softmax / logsumexp / softmax（它们只对浮点有定义）"
 _EMPTY = (
-    "B·T = 0 时一块也没有，torch.cat 拿到空列表会报错：直接返回 (B, T) 的空 float32 张量",
+    "B·T = 0 时一块也没有，torch.cat 拿到了空列表（规格：这时返回 (B, T) 的空 float32 张量）",
     LOGP_SPEC,
 )
 _META = (
     "logprob_memory.py（和测试）在 meta 设备上调用它，meta 张量只有形状、没有数值："
-    "函数里不要用 .item()、.tolist()、float(...)，新建张量要放在输入的 device 上",
+    "函数里读了张量的数值（.item()、.tolist()、float(...) 之类），或新建的张量没放在输入的 device 上",
     CHUNKS,
 )
 CRASHES = {
     "token_logprobs": {
         "gather": (
-            "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)；"
-            "索引的其余各维要和这一块 logits 一样",
+            "gather 的索引和这一块 logits 的形状对不上（索引少了一维，或除了词表那一维，其余各维大小不同）",
             HINTS,
         ),
-        "index": "tokens 里的 id 没有落在 [0, V) 里，或者 gather 沿错了维度（应沿最后一维，词表）",
+        "index": "tokens 里的 id 没有落在 [0, V) 里，或者 gather 沿错了维度（不是词表那一维）",
         "int_dtype": _FLOAT_FIRST,
-        "dtype": "gather 的索引要是 int64（tokens.long()）；logits 每块先 .float()；"
+        "dtype": "dtype 不对：gather 的索引不是 int64，或两个操作数一个 bf16、一个 float32；"
         "也检查 logits、tokens 有没有在哪次调用里传反了位置",
-        "broadcast": "gather 取出的 (n,) 和 logsumexp 的 (n,) 要一样长：检查 squeeze(-1) 和 keepdim",
+        "broadcast": "gather 取出的值和 logsumexp 的形状对不上（其中一个多了或少了一维）",
         "empty_cat": _EMPTY,
         "meta_value": _META,
         "device": _META,
     },
     "token_entropy": {
-        "reshape": "每块 (n, V) 的熵要沿最后一维（词表）求和，得到 (n,)；沿 dim=0 求和得到的是 (V,)，拼不回 (B, T)",
+        "reshape": "熵沿错了维度求和：每块得到的不是 (n,)（沿 dim=0 求和得到的是 (V,)），拼不回 (B, T)",
         "int_dtype": _FLOAT_FIRST,
         "empty_cat": _EMPTY,
-        "broadcast": "p 和 log p 都是 (n, V)，沿最后一维求和得到 (n,)：检查求和的 dim",
+        "broadcast": "p、log p 或熵的形状对不上（求和沿错了维度，或有一个少了一维）",
     },
     "completion_mask": {
         "bad_args": (
-            "eos_token_ids 可能是一个 int，也可能是 list / tuple：先统一成列表，"
-            "再用 torch.tensor(...) 变成张量交给 torch.isin",
+            "参数类型不对：eos_token_ids 可能是一个 int，也可能是 list / tuple（规格两种都允许），"
+            "函数只顾到了其中一种，或把 Python 的 int / list 直接交给了只收张量的函数",
             MASK_SPEC,
         ),
-        "device": "由 EOS id 造出的张量要放在 completion_ids 的 device 上",
+        "device": "由 EOS id 造出的张量和 completion_ids 不在同一个 device 上",
         "dim_range": (
-            "torch.isin(completion_ids, EOS 张量) 得到和 completion_ids 一样的 (B, T)；两个参数位置反了时"
-            "得到的是 EOS 张量那么长的一维张量，后面沿 dim=1 的 cumsum 就越界了",
+            "沿 dim=1 的运算越界了：「哪些位置是 EOS」的标记不是 (B, T)"
+            "（比如 isin 的两个参数位置反了，得到的是 EOS 张量那么长的一维张量）",
             MASK_SPEC,
         ),
-        "broadcast": "和 completion_ids 比较、做 cumsum 的张量都应是 (B, T)：检查是不是少了一维",
+        "broadcast": "和 completion_ids 比较或做累加的张量不是 (B, T)（少了一维）",
     },
     "masked_mean": {
-        "dtype": "mask 可能是 0/1 浮点，也可能是 bool：当条件用时先写成 mask != 0",
-        "broadcast": "x 和 mask 同形状；dim=k 时分子、分母都沿第 k 维求和，形状才一样",
-        "dim_range": "dim=None 时对所有元素求和；dim=k 时沿第 k 维：检查 x 到底有几维",
+        "dtype": "dtype 不对：mask 可能是 0/1 浮点，也可能是 bool（规格两种都允许），函数只按其中一种用了它",
+        "broadcast": "分子和分母的形状不同（dim=k 时有一个没沿第 k 维求和）",
+        "dim_range": "维度越界：dim=None（所有元素一起）被当成了某一维，或 dim=k 超出了 x 的维数",
     },
 }

@@ -27,7 +27,7 @@ PG_MISTAKES = [
         lambda logp, advantages: advantages[:, None] * logp,
     ),
     Mistake(
-        "advantage 广播到了错误的维度（(B,) 被当成 (1, B) 和 T 那一维对齐；应先变成 (B, 1)）",
+        "advantage 广播到了错误的维度（(B,) 被当成 (1, B)，和 T 那一维对齐了）",
         PG_SPEC,
         lambda logp, advantages: -advantages[None, :] * logp,
     ),
@@ -118,7 +118,7 @@ CLIP_MISTAKES = [
         _variant(use_max=True),
     ),
     Mistake(
-        "ratio 写反了（算成了 exp(old_logp − logp)，应为 exp(logp − old_logp)）",
+        "ratio 写反了（算成了 exp(old_logp − logp)：旧策略比新策略）",
         CLIP_SPEC,
         _variant(inverted=True),
     ),
@@ -151,21 +151,19 @@ CLIP_MISTAKES += [
     ),
     Mistake(
         "把裁剪用在了 log 比值上（exp(clamp(logp − old_logp, −eps_low, eps_high))）："
-        "区间变成了 [e^−eps_low, e^eps_high]，应在 ratio 本身上裁到 [1 − eps_low, 1 + eps_high]",
+        "区间变成了 [e^−eps_low, e^eps_high]，不是规格的 [1 − eps_low, 1 + eps_high]",
         CLIP_SPEC,
         _variant(clip_log_ratio=True),
     ),
 ]
 CLIP_MISTAKES += [
     Mistake(
-        "min 取在了两个 ratio 上再乘 A（−A·min(r, clip(r))）：A < 0 时取到的是错的那一支；"
-        "min 要取在两个目标 r·A、clip(r)·A 上",
+        "min 取在了两个 ratio 上再乘 A（−A·min(r, clip(r))）：A < 0 时取到的是错的那一支",
         TABLE,
         _variant(min_of_ratios=True),
     ),
     Mistake(
-        "max 取在了两个 ratio 上再乘 A（−A·max(r, clip(r))）：A > 0 时取到的是错的那一支；"
-        "要对两个目标 r·A、clip(r)·A 取 min",
+        "max 取在了两个 ratio 上再乘 A（−A·max(r, clip(r))）：A > 0 时取到的是错的那一支",
         TABLE,
         _variant(max_of_ratios=True),
     ),
@@ -192,7 +190,7 @@ CLIP_MISTAKES += [
     ),
 ]
 DIVIDED = Mistake(
-    "ratio 是先各自 exp 再相除算的：log 概率很低时 exp 下溢成 0，0/0 = NaN；应在 log 空间相减再 exp",
+    "ratio 是各自 exp 之后相除得到的：log 概率很低时 exp 下溢成 0，0/0 = NaN",
     CLIP_SPEC,
     _variant(divided=True),
 )
@@ -206,7 +204,7 @@ HINTS = "L2.03「3.4 提示」"
 
 # 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 _ADV_COLUMN = (
-    "advantages 是 (B,)：先变成 (B, 1)（[:, None] 或 unsqueeze(1)），才能和 (B, T) 的 logp 逐元素相乘",
+    "(B,) 的 advantages 直接和 (B, T) 的 logp 相乘了：广播时 (B,) 对齐的是 T 那一维",
     HINTS,
 )
 CRASHES = {
@@ -214,10 +212,10 @@ CRASHES = {
     "clipped_surrogate_loss": {
         "broadcast": _ADV_COLUMN,
         "none": (
-            "eps_high=None 表示和 eps_low 相同：先把 None 换成 eps_low，再算上界 1 + eps_high",
+            "拿 eps_high=None 直接做了运算（规格：eps_high=None 表示和 eps_low 相同）",
             CLIP_SPEC,
         ),
-        "bool_ambiguous": "clipped 是逐元素的比较：直接用 < 得到 bool 张量，不要用 Python 的 if / and / or",
+        "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（clipped 是逐元素的标记，不是一个真假值）",
     },
 }
 

@@ -97,14 +97,18 @@ def _off_by_a_factor_per_group(got, rewards, group_size, **kw):
 
 # 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
 SYMPTOMS = [
-    symptom("全相等的组没有得到精确的 0：用 == 判断整行相等，整行置 0", WHY, _flat_groups_not_zero),
+    symptom(
+        "全相等的组没有得到精确的 0（规格：组内 reward 全相等的组，advantage 是精确的 0）",
+        WHY,
+        _flat_groups_not_zero,
+    ),
     symptom(
         "符号反了：比组均值好的回答要得正的 advantage（r − 均值）",
         "L2.01「2. 公式，以及它从哪来」",
         _sign_flipped,
     ),
     symptom(
-        "组内 advantage 之和不为 0：每道题减的要是它自己那一组的均值（也检查分组：同一道题的 G 条相邻、每行一组）",
+        "组内 advantage 之和不为 0：减的不是每道题自己那一组的均值，或者分组错了（同一道题的 G 条是相邻的）",
         WHY,
         _group_sums_not_zero,
     ),

@@ -40,7 +40,10 @@ TOL = dict(
 # hidden_token_logprobs 里抛出异常时，按异常的种类说最可能的原因
 CRASHES = {
     "hidden_token_logprobs": {
-        "matmul": "矩阵乘两边的形状对不上：lm_head_weight 是 (V, H)，hidden 的每个位置是 H 维，想清楚转置在哪边",
+        "matmul": (
+            "矩阵乘两边的形状对不上：lm_head_weight 是 (V, H)，hidden 的每个位置是 H 维"
+            "（乘的方向反了，或少了 / 多了一次转置）"
+        ),
         "dtype": (
             "矩阵乘的两个操作数 dtype 不一致（一个 float32、一个 bf16）",
             WHY,
@@ -52,12 +55,15 @@ CRASHES = {
         ),
         "meta_value": (
             "hidden_memory.py（和测试）在 meta 设备上调用它，meta 张量只有形状、没有数值："
-            "函数里不要用 .item()、.tolist()、float(...)",
+            "函数里读了张量的数值（.item()、.tolist()、float(...) 之类）",
             WHY,
         ),
-        "gather": "gather 沿最后一维取值：token 要先 unsqueeze(-1) 成 (n, 1)，取完再 squeeze(-1)",
+        "gather": "gather 的索引和这一块 logits 的形状对不上（索引少了一维，或除了词表那一维，其余各维大小不同）",
         "reshape": "reshape 的元素个数对不上：给回答打分的只有 T 个位置，不是整条序列的 L 个",
-        "empty_cat": ("T = 0 时一块也没有：直接返回两个 (B, 0) 的空 float32 张量", SPEC),
+        "empty_cat": (
+            "T = 0 时一块也没有，torch.cat 拿到了空列表（规格：这时返回两个 (B, 0) 的空 float32 张量）",
+            SPEC,
+        ),
     }
 }
 
@@ -196,7 +202,7 @@ MISTAKES = [
         SPEC,
         _temperature_multiplied,
     ),
-    Mistake("logp 的符号反了：算成了 logsumexp − z[y]（log 概率应 ≤ 0）", WHY, _sign_flipped),
+    Mistake("logp 的符号反了：算成了 logsumexp − z[y]（log 概率 ≤ 0）", WHY, _sign_flipped),
     Mistake(
         "算 logp 时没除以 temperature（熵那边除了）：两者要用同一个 z/τ",
         WHY,
@@ -209,13 +215,13 @@ MISTAKES = [
         part=1,
     ),
     Mistake(
-        "熵的 softmax 沿错了维度（dim=0：在一块里的不同位置之间归一化）；应沿词表那一维（dim=-1）",
+        "熵的 softmax 沿错了维度（dim=0：在一块里的不同位置之间归一化了，不是在词表上）",
         WHY,
         _entropy_over_rows,
         part=1,
     ),
     Mistake(
-        "熵是在 bf16 里算的（log_softmax 和求和都在 bf16 里）：这一块的 logits 从头到尾都用 float32",
+        "熵是在 bf16 里算的（log_softmax 和求和都在 bf16 里）",
         WHY,
         _entropy_in_bf16,
         part=1,
@@ -236,7 +242,7 @@ SYMPTOMS = [
         "熵出现了负数：H = −Σ p·log p ≥ 0", WHY, lambda got, **kw: bool((got[1] < -1e-4).any())
     ),
     symptom(
-        "logp 是 bf16：外层的 torch.autocast 把这一块的矩阵乘改回了 bf16；在函数里关掉 autocast（meta 设备除外）",
+        "logp 是 bf16（规格要 float32）：外层的 torch.autocast 把这一块的矩阵乘改回了 bf16",
         WHY,
         lambda got, **kw: got[0].dtype == torch.bfloat16,
     ),
@@ -249,8 +255,8 @@ def _wrong(got, **inputs):
 
 # 同一组输入在 temperature = 1 时是对的、换一个温度就不对：错的一定是温度的用法
 TEMPERATURE_ONLY = symptom(
-    "temperature = 1 时是对的，换一个温度就不对：温度用错了——logits 先除以 τ（只除一次，不是乘），"
-    "logp 和熵都用同一个 z/τ 算",
+    "temperature = 1 时是对的，换一个温度就不对：温度用错了"
+    "（规格：logp 和熵都是 z/τ 这个分布的，logits 只除一次 τ，不是乘）",
     WHY,
     _wrong,
 )

@@ -146,7 +146,7 @@ SYMPTOMS = {
             lambda got, **kw: bool((got > 1e-6).any()),
         ),
         symptom(
-            "结果只差一点点（bf16 的误差量级）：log_softmax / logsumexp 要在 float32 里算，中间不要经过 bf16",
+            "结果只差一点点（bf16 的误差量级）：log_softmax / logsumexp 是在 bf16 里算的，或中间经过了 bf16",
             BF16,
             lambda got, **kw: _only_a_little_off(got, _naive_logprobs(**kw), 0.3),
         ),
@@ -158,12 +158,12 @@ SYMPTOMS = {
             lambda got, **kw: bool((got < -1e-4).any()),
         ),
         symptom(
-            "熵超过了 log V（均匀分布的熵是上限）：求和是对词表那一维的，p 要归一化",
+            "熵超过了 log V（均匀分布的熵是上限）：求和没沿词表那一维，或 p 没有归一化",
             ENTROPY_SPEC,
             lambda got, logits: bool((got > math.log(logits.shape[-1]) + 1e-4).any()),
         ),
         symptom(
-            "结果只差一点点（bf16 的误差量级）：熵要在 float32 里算，中间不要经过 bf16",
+            "结果只差一点点（bf16 的误差量级）：熵是在 bf16 里算的，或中间经过了 bf16",
             BF16,
             lambda got, **kw: _only_a_little_off(got, _naive_entropy(**kw), 0.1),
         ),

@@ -76,8 +76,7 @@ K3_MISTAKES = [
     ),
 ]
 K3_PROB_SPACE = Mistake(
-    "k3 的 r 是在概率空间里算的（先各自 exp 再相除）：log 概率很低时 e^logp 下溢成 0，0/0 = NaN；"
-    "r 要由 log r = ref_logp − logp 得到",
+    "k3 的 r 是在概率空间里算的（各自 exp 之后相除）：log 概率很低时 e^logp 下溢成 0，0/0 = NaN",
     SPEC,
     lambda logp, ref_logp: (
         torch.exp(ref_logp) / torch.exp(logp) - 1 - torch.log(torch.exp(ref_logp) / torch.exp(logp))
@@ -112,8 +111,8 @@ SECTIONS = {"kl_k1": SPEC, "kl_k2": SPEC, "kl_k3": SPEC, "kl_estimator_stats": S
 CRASHES = {
     "kl_estimator_stats": {
         "dim_range": "logp、ref_logp 是一维的 (V,)：只有 dim=0 这一维",
-        "not_tensor": "estimator 返回的是张量：先用张量运算算完五个数，最后再 .item()",
-        "index": "用 k < 0 挑 π 时，两个张量都是 (V,)：检查是不是把 π 或 k 的形状弄变了",
+        "not_tensor": "对 Python 数调用了张量的方法：有个量过早变成了 Python 数（estimator 返回的是张量）",
+        "index": "下标越界：π 和 k 的形状不一样（两个都应是 (V,)），检查是不是把其中一个的形状弄变了",
     },
 }
 
@@ -183,8 +182,8 @@ def test_shapes_preserved(mod, name):
     )
     # 后面的精确期望在 float64 下比到 1e-10：输出悄悄变成 float32，那里只会看到「两个几乎一样的数不相等」
     assert out.dtype == torch.float64, (
-        f"{name} 输入是 float64，输出却是 {out.dtype}：输出要和输入同 dtype，"
-        f"不要 .float()、也不要用默认 dtype 新建张量。回看 {SPEC}"
+        f"{name} 输入是 float64，输出却是 {out.dtype}（规格：和输入同 dtype）："
+        f"中间转成了别的精度，或用默认 dtype 新建了张量。回看 {SPEC}"
     )
 
 
@@ -493,9 +492,9 @@ STATS_MISTAKES = [
         "调用 estimator 时两个参数的位置反了（estimator(ref_logp, logp)）：它的签名是 (logp, ref_logp)",
         "estimator_swapped",
     ),
-    _stats_mistake("精确 KL 的符号反了（算成了 Σ π·(ref_logp − logp)）", "kl_sign"),
+    _stats_mistake("精确 KL 的符号反了（算出的 kl 是负的，而 KL 散度 ≥ 0）", "kl_sign"),
     _stats_mistake(
-        "方差是绕着 kl 算的（Σ π·(k − kl)²）：一个样本的方差绕的是这个估计量自己的期望 mean",
+        "方差是绕着真值 kl 算的，不是绕着这个估计量自己的期望 mean",
         "var_about_kl",
     ),
     _stats_mistake(
@@ -504,8 +503,7 @@ STATS_MISTAKES = [
     ),
     # float32 的几种写法舍入不同：和错误版只在 float32 的误差以内一致
     _stats_mistake(
-        "统计量是在 float32 里算的：规格要全部在 float64 里算（输入是 float32 时先 .double()，"
-        "estimator 的输出也要 .double()）",
+        "统计量是在 float32 里算的（规格：全部在 float64 里算）",
         "float32",
         rtol=1e-5,
         atol=1e-7,
@@ -557,7 +555,7 @@ def _check_stats(mod, inputs, where, section=STATS):
     if isinstance(got, dict):
         wrong = {k: type(got[k]).__name__ for k in KEYS if k in got and type(got[k]) is not float}
         assert not wrong, (
-            f"kl_estimator_stats 返回的值应是 Python float（用 .item()），得到 {wrong}。回看 {STATS}"
+            f"kl_estimator_stats 返回的值应是 Python float（规格），得到 {wrong}。回看 {STATS}"
         )
     check(
         got,

@@ -36,17 +36,17 @@ HINTS = "L2.05「3.4 提示」"
 CRASHES = {
     "grpo_loss": {
         "none": (
-            "ref_logp 可以是 None（beta = 0 时不给）：这时别调用 kl_k3，也别对 ref_logp 做运算；"
-            "eps_high=None 要原样交给 clipped_surrogate_loss；max_completion_length=None 时 constant 用 T",
+            "有个值是 None 却被拿来做了运算：ref_logp（beta = 0 时可以不给）、eps_high、"
+            "max_completion_length 都可以是 None，规格写了各自是什么意思",
             "L2.05「3.1 输入和输出」",
         ),
-        "broadcast": "advantages 是 (B,)，逐 token 的量都是 (B, T)：A 要先变成 (B, 1)；mask 和 logp 同形状",
+        "broadcast": "(B,) 的 advantages 直接和 (B, T) 的逐 token 量运算了，或 mask 和 logp 的形状不同",
         "not_tensor": (
-            "metrics 的值要是 Python float：masked_mean 的结果（0 维张量）用 .item()，已经是 float 的别再 .item()",
+            "对 Python 数调用了张量的方法（比如已经是 float 的指标又 .item() 了一次）",
             SPEC,
         ),
-        "dtype": "mask 可能是 0/1 浮点，也可能是 bool：当条件用（torch.where）时先写成 mask != 0",
-        "bool_ambiguous": "beta > 0 这种判断对 Python 数做；逐 token 的条件用 torch.where",
+        "dtype": "dtype 不对：mask 可能是 0/1 浮点，也可能是 bool（规格两种都允许），函数只按其中一种用了它",
+        "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（逐 token 的条件不是一个真假值）",
         "value_error": (
             "这组参数是合法的：检查你加的参数检查条件（以及你调用的 clipped_surrogate_loss 对形状的要求）",
             "L2.05「3.1 输入和输出」",
@@ -316,7 +316,7 @@ LOSS_MISTAKES = [
     _mistake("把 token_weights 也乘在了 KL 项上（它只乘策略项）", WEIGHTS, "weights_on_kl"),
     _mistake("把聚合的分母也按 token_weights 加权了（权重不改变分母）", WEIGHTS, "weights_in_den"),
     _mistake(
-        "eps_low 和 eps_high 传反了（按位置传参时顺序错了；用关键字 eps_low=、eps_high= 传）",
+        "eps_low 和 eps_high 传反了（按位置传参时顺序错了）",
         "L2.03「坑 1：对称裁剪压制低概率 token（DAPO 的 clip-higher）」",
         "eps_swapped",
     ),
@@ -331,7 +331,7 @@ LOSS_MISTAKES = [
         "ratio_args_swapped",
     ),
     _mistake(
-        "sequence_mean 少了最后一步：每行的平均 (B,) 还要再对 B 行求平均，返回 0 维的 loss",
+        "sequence_mean 少了最后一步：返回的是每行的平均 (B,)，不是 0 维的 loss",
         FORMULA,
         "seq_no_row_mean",
     ),
@@ -342,12 +342,12 @@ LOSS_MISTAKES = [
     ),
     _mistake(
         "替换 padding 上的 old_logp 时 torch.where 的两个分支写反了：有效 token 上用了 logp（ratio ≡ 1，"
-        "从不裁剪），padding 上反而留着 old_logp；应是 where(mask != 0, old_logp, logp)",
+        "从不裁剪），padding 上反而留着 old_logp",
         SPEC,
         "old_where_swapped",
     ),
     _mistake(
-        "sequence_mean 沿错了维度（masked_mean(…, dim=0)：对每个位置 t 在各行之间平均）；每条回答一行，应 dim=1",
+        "sequence_mean 沿错了维度（masked_mean(…, dim=0)：对每个位置 t 在各行之间平均了，而每条回答是一行）",
         FORMULA,
         "seq_dim0",
     ),
@@ -367,12 +367,12 @@ LOSS_MISTAKES = [
         "eps_dropped",
     ),
     _mistake(
-        "KL 项是在聚合之后才加的（loss + β·平均 k3）：它要逐 token 加进损失、和策略项一起按 aggregation 聚合",
+        "KL 项是在聚合之后才加的（loss + β·平均 k3），不是逐 token 加进损失、和策略项一起按 aggregation 聚合",
         PITFALL.format(7),
         "kl_after_agg",
     ),
     _mistake(
-        "KL 项是在聚合之后才加的（loss + β·平均 k3）：它要逐 token 加进损失、和策略项一起按 aggregation 聚合",
+        "KL 项是在聚合之后才加的（loss + β·平均 k3），不是逐 token 加进损失、和策略项一起按 aggregation 聚合",
         PITFALL.format(7),
         "kl_after_agg_rows",
     ),
@@ -387,8 +387,7 @@ LOSS_MISTAKES = [
         "weights_capped",
     ),
     _mistake(
-        "padding 上的 token_weights 也乘进了逐 token 损失：那里的值可以是 NaN，0 × NaN = NaN 会进梯度；"
-        "像 old_logp 一样先用 torch.where 把 padding 上的权重换掉（换成 1 或 0）",
+        "padding 上的 token_weights 也乘进了逐 token 损失：那里的值可以是 NaN，0 × NaN = NaN 会进梯度",
         WEIGHTS,
         "weights_on_padding",
     ),
@@ -475,13 +474,13 @@ METRIC_MISTAKES = [
         lambda **kw: _metrics_variant(**kw, key="kl", raw=False, swapped=True),
     ),
     Mistake(
-        "clip_fraction 是先每行平均、再对行平均的：它是被裁剪的 token 在全部有效 token 里的比例（整批一起平均）",
+        "clip_fraction 算成了每行比例的平均（规格：被裁剪的 token 在全部有效 token 里的比例，整批一起算）",
         SPEC,
         lambda **kw: _metrics_variant(**kw, key="clip_fraction", raw=False, row_mean=True),
     ),
     Mistake(
         "替换 padding 上的 ref_logp 时 torch.where 的两个分支写反了：有效 token 上用了 logp（k3 ≡ 0），"
-        "应是 where(mask != 0, ref_logp, logp)",
+        "padding 上反而留着 ref_logp",
         SPEC,
         lambda **kw: _metrics_variant(**kw, key="kl", raw=False, ref_where_swapped=True),
     ),
@@ -518,7 +517,7 @@ LOSS_SYMPTOMS = [
 GRAD_SYMPTOMS = [
     symptom(
         "loss 对 logp 的梯度里有 NaN：padding 上的 NaN（old_logp、ref_logp、token_weights 的）漏进了计算图，"
-        "乘 0 救不了 NaN，要先用 torch.where 换掉",
+        "乘 0 救不了 NaN（0 × NaN = NaN）",
         SPEC,
         lambda got, **kw: bool(torch.isnan(got).any()),
     ),
@@ -558,7 +557,7 @@ def _check_all(mod, kw, want, section=SPEC):
     loss.backward()
     close(kw["logp"].grad, want_grad, "loss 对 logp 的梯度", GRAD_MISTAKES + GRAD_SYMPTOMS)
     assert isinstance(metrics.get("clip_fraction"), float), (
-        f"metrics['clip_fraction'] 应是 Python float（用 .item()），得到 {type(metrics.get('clip_fraction')).__name__}。"
+        f"metrics['clip_fraction'] 应是 Python float（规格），得到 {type(metrics.get('clip_fraction')).__name__}。"
         f"回看 {SPEC}"
     )
     check(
@@ -699,8 +698,8 @@ def test_padding_values_do_not_matter(mod, agg, junk):
         where = "padding 上换成离谱的值之后的 {}（应与换之前相同：padding 上的值不能漏进结果）"
     else:
         where = (
-            "padding 上的 old_logp、ref_logp 换成 NaN 之后的 {}（应与换之前相同：乘 mask 救不了 NaN，"
-            "0 × NaN = NaN，要先用 torch.where 把 padding 上的值换掉）"
+            "padding 上的 old_logp、ref_logp 换成 NaN 之后的 {}（应与换之前相同：padding 上的 NaN 漏进了结果，"
+            "乘 mask 挡不住它，0 × NaN = NaN）"
         )
     check(got, want.detach(), where=where.format("loss"), section=SPEC, rtol=1e-12, atol=0)
     check(
@@ -726,7 +725,7 @@ def test_old_and_ref_logp_are_detached(mod):
     check(
         got_grad,
         want_grad,
-        where="old_logp 传入带梯度的 logp 本身时 loss 对 logp 的梯度（应与传 logp.detach() 时相同）",
+        where="old_logp 传入带梯度的 logp 本身时 loss 对 logp 的梯度（应与传入不带梯度的副本时相同）",
         section=SPEC,
         inputs={},
         mistakes=[
@@ -742,7 +741,7 @@ def test_old_and_ref_logp_are_detached(mod):
     loss, _ = mod.grpo_loss(logp, old, adv, mask, ref_logp=ref_leaf, beta=0.1)
     loss.backward()
     assert ref_leaf.grad is None or not ref_leaf.grad.any(), (
-        f"ref_logp 收到了梯度：参考模型是冻结的常数，grpo_loss 里要对 ref_logp 做 detach。回看 {SPEC}"
+        f"ref_logp 收到了梯度：grpo_loss 里没有对 ref_logp 做 detach（参考模型是冻结的常数）。回看 {SPEC}"
     )
 
 

@@ -24,17 +24,16 @@ HINTS = "L2.06「3.3 提示」"
 CRASHES = {
     "process_logits": {
         "dtype": (
-            "masked_fill 的条件、scatter 的目标和要写进去的值都应是 bool：「要删的位置」由比较（>=）得到，"
-            "映射回原位置时用同样是 bool 的全 0 张量去 scatter",
+            "dtype 不对：masked_fill 的条件，或 scatter 的目标和写进去的值，有的不是 bool（几个张量的 dtype 不一致）",
             HINTS,
         ),
-        "gather": "sort 返回的下标是 (B, V)：scatter / gather 都沿最后一维（dim=-1）",
-        "index": "sort 返回的下标是 (B, V)：scatter / gather 都沿最后一维（dim=-1）",
+        "gather": "scatter / gather 的下标和目标形状对不上，或沿错了维度（sort 返回的下标是 (B, V)）",
+        "index": "scatter / gather 沿错了维度，下标越界了（sort 返回的下标是 (B, V)，每行 V 个）",
         "bool_ambiguous": (
-            "temperature、top_p 是 Python 数；逐 token 的删除条件要用张量比较得到 bool 张量，不能用 Python 的 if",
+            "对多个元素的张量用了 Python 的 if / and / or（逐 token 的删除条件不是一个真假值）",
             SPEC,
         ),
-        "broadcast": "前缀和、删除标记都是 (B, V)：按行（dim=-1）做 softmax、cumsum",
+        "broadcast": "形状对不上：前缀和、删除标记都是 (B, V)，有一个沿错了维度或少了一维",
     }
 }
 
@@ -152,22 +151,22 @@ MISTAKES = [
     _mistake("在 bf16 里算了 softmax 和前缀和", PITFALL.format(4), "bf16_softmax"),
     _mistake("把删掉的位置填成了 0 而不是 -inf", PITFALL.format(8), "fill_zero"),
     _mistake(
-        "用 gather 把排序后的删除标记放回原词表位置：方向反了（gather 按 sorted_idx 取，要 scatter 按它放）",
+        "用了 gather 把排序后的删除标记放回原词表位置：方向反了（gather 是按 sorted_idx 取，不是按它放回）",
         PITFALL.format(7),
         "gather_back",
     ),
     _mistake(
-        "softmax 沿错了维度（dim=0：在不同行之间归一化）；每行是一个序列的分布，应沿 dim=-1",
+        "softmax 沿错了维度（dim=0：在不同行之间归一化了，而每行是一个序列的分布）",
         SPEC,
         "softmax_dim0",
     ),
     _mistake(
-        "前缀和沿错了维度（cumsum(dim=0)：在不同行之间累加）；应沿每行的词表那一维（dim=-1）",
+        "前缀和沿错了维度（cumsum(dim=0)：在不同行之间累加了，不是沿每行的词表）",
         PITFALL.format(7),
         "cumsum_dim0",
     ),
     _mistake(
-        "top_p = 1 那一支直接返回了 logits，忘了除以 temperature（两条路都要先除以温度）",
+        "top_p = 1 那一支直接返回了 logits，忘了除以 temperature（规格：两条路都除以温度）",
         SPEC,
         "top_p1_raw",
     ),
@@ -233,8 +232,7 @@ SYMPTOMS = [
         ),
     ),
     symptom(
-        "留下的不是概率最大的那几个：前缀和要在每行排好序的概率上算（sort、softmax、cumsum 都沿 dim=-1），"
-        "删除标记再 scatter 回原词表位置",
+        "留下的不是概率最大的那几个：前缀和不是在每行排好序的概率上算的，或删除标记没有放回原词表位置",
         PITFALL.format(7),
         _not_a_top_prefix,
     ),
@@ -466,7 +464,7 @@ def test_rows_are_independent_and_input_untouched(mod):
     before = logits.clone()
     batch = mod.process_logits(logits, temperature=0.8, top_p=0.7)
     assert torch.equal(logits, before), (
-        f"不要原地修改输入的 logits（masked_fill_、/= 之类）。回看 {SPEC}"
+        f"process_logits 原地修改了输入的 logits（masked_fill_、/= 之类）。回看 {SPEC}"
     )
     for b in range(3):
         check(

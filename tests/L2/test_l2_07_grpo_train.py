@@ -20,9 +20,9 @@ HINTS = "L2.07「2.7 梯度累积」"
 # microbatch_weight 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "microbatch_weight": {
-        "dim_range": "mask 是 (行数, T)：行数是 .shape[0]，有效 token 数是整个 mask 的 .sum()",
-        "not_tensor": "mask 是张量：.shape[0]、.sum() 之后再用 float(...) 变成 Python 数",
-        "bool_ambiguous": "「整批有没有有效 token」先把 mask 的和变成 Python 数（float(...)）再判断",
+        "dim_range": "维度越界：mask 是二维的 (行数, T)，取行数或求和时用了它没有的那一维",
+        "not_tensor": "对 Python 数调用了张量的方法：有个量已经变成了 Python 数，又被当成张量用",
+        "bool_ambiguous": "用 Python 的 if 判断了多个元素的张量（「整批有没有有效 token」要看的是一个数）",
     }
 }
 
@@ -71,7 +71,7 @@ MISTAKES = [
     _mistake("让 sequence_mean / constant 按有效 token 数分摊了", "rows_by_tokens"),
     _mistake("忘了整批 mask 全 0 的情况（token_mean 时 0/0 = NaN，应返回 0.0）", "no_guard"),
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
-    _mistake("份额倒过来了（整批 ÷ 这一份：所有份的 w 加起来不是 1）", "inverted"),
+    _mistake("份额倒过来了（所有份的 w 加起来不是 1）", "inverted"),
     _mistake("行数用了 .shape[1]（那是 T：两个 mask 的 T 一样，比值恒为 1）", "shape1"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted", "shape1"]
@@ -99,8 +99,7 @@ def _weight(mod, mb_mask, batch_mask, aggregation):
             pytrace=False,
         )
     assert isinstance(w, float), (
-        f"microbatch_weight 应返回 Python float，得到 {type(w).__name__}（张量请用 float(...) 或 .item()）。"
-        f"回看 {SECTION}"
+        f"microbatch_weight 应返回 Python float（规格），得到 {type(w).__name__}。回看 {SECTION}"
     )
     return w
 

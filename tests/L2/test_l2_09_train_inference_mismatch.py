@@ -22,13 +22,13 @@ SECTION = "L2.09「2. 公式」"
 # tis_weights 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "tis_weights": {
-        "none": "cap=None 表示不截断：这时别做 clamp（clamp(max=None) 之外的写法要先判断）",
+        "none": "拿 cap=None 做了运算（规格：cap=None 表示不截断）",
         "broadcast": (
-            "sequence 级每行的 log 比值之和是 (B, 1)：要 keepdim=True（或 [:, None]）再扩展成 (B, T)",
+            "sequence 级每行一个的量和 (B, T) 的张量广播失败（按行求和之后少了一维）",
             "L2.09「4. 坑」坑 3",
         ),
-        "bool_ambiguous": "padding 的判断是逐元素的：用 torch.where(mask != 0, ...)，不要用 Python 的 if",
-        "dtype": "mask 可能是 0/1 浮点：当条件用时先写成 mask != 0",
+        "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（padding 的判断是逐元素的）",
+        "dtype": "dtype 不对：mask 可能是 0/1 浮点，也可能是 bool，函数只按其中一种用了它",
     }
 }
 
@@ -131,7 +131,7 @@ def _spec_variant(
 
 MISTAKES = [
     Mistake(
-        "比值写反了（exp(logp_rollout - logp_train)，应是 训练 / 推理）",
+        "比值写反了（算成了 exp(logp_rollout − logp_train)：推理 / 训练）",
         "L2.09「2. 公式」",
         _spec_variant(invert=True),
     ),
@@ -156,12 +156,12 @@ MISTAKES = [
         _spec_variant(pad_one=True),
     ),
     Mistake(
-        "sequence 级沿错了维度求和（dim=0：把不同回答的同一个位置加在了一起）；每条回答一行，应沿 dim=1",
+        "sequence 级沿错了维度求和（dim=0：把不同回答的同一个位置加在了一起，而每条回答是一行）",
         "L2.09「4. 坑」坑 3",
         _spec_variant(seq_dim0=True),
     ),
     Mistake(
-        "sequence 级先把每个 token 的比值截断、再连乘：应先求整条回答的比值（log 比值之和），再截断一次",
+        "sequence 级截断的是每个 token 的比值（截断之后才连乘），不是整条回答的比值",
         "L2.09「4. 坑」坑 2",
         _spec_variant(cap_each=True),
     ),
@@ -171,7 +171,7 @@ MISTAKES = [
         _spec_variant(where_swapped=True),
     ),
     Mistake(
-        "把 cap 当成了下限（clamp(min=cap)）：截断是「不超过 cap」，应是 clamp(max=cap)",
+        "把 cap 当成了下限（clamp(min=cap)）：截断是「不超过 cap」",
         "L2.09「4. 坑」坑 2",
         _spec_variant(floor="cap"),
     ),
@@ -192,13 +192,12 @@ MISTAKES = [
     ),
     Mistake(
         "算 log 比值时 torch.where 的两个分支写反了：有效 token 的 log 比值成了 0（权重全是 1），"
-        "应是 where(mask != 0, logp_train − logp_rollout, 0)",
+        "padding 上反而留着 logp 的差",
         "L2.09「2. 公式」",
         _spec_variant(ratio_where_swapped=True),
     ),
     Mistake(
-        "padding 上的 log 比值是乘 mask 挡掉的：那里的 logp 可以是 NaN，0 × NaN = NaN 进了整行的求和；"
-        "要用 torch.where 选掉",
+        "padding 上的 log 比值是乘 mask 挡掉的：那里的 logp 可以是 NaN，0 × NaN = NaN 进了整行的求和",
         "L2.09「4. 坑」坑 4",
         _spec_variant(pad_by_multiply=True),
     ),
@@ -212,7 +211,7 @@ def _valid_rows(got, mask):
 # 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
 SYMPTOMS = [
     symptom(
-        "有效 token 的权重里有 NaN：padding 上的 NaN（或 inf）漏了进来；padding 要用 torch.where 选掉，乘 0 救不了 NaN",
+        "有效 token 的权重里有 NaN：padding 上的 NaN（或 inf）漏了进来（乘 0 挡不住 NaN：0 × NaN = NaN）",
         "L2.09「4. 坑」坑 4",
         lambda got, mask, **kw: bool(torch.isnan(got[mask != 0]).any()),
     ),
@@ -222,7 +221,7 @@ SYMPTOMS = [
         lambda got, mask, **kw: bool((got[mask == 0] != 0).any()),
     ),
     symptom(
-        "截断漏了：有权重超过了 cap（token 级、sequence 级都要在 exp 之后截到 cap 以下）",
+        "截断漏了：有权重超过了 cap",
         "L2.09「4. 坑」坑 2",
         lambda got, mask, cap=2.0, **kw: cap is not None and bool((got[mask != 0] > cap).any()),
     ),
@@ -234,7 +233,7 @@ SYMPTOMS = [
         ),
     ),
     symptom(
-        "sequence 级同一行的权重不一样：整条回答只有一个比值（log 比值按行求和再 exp），整行都用它",
+        "sequence 级同一行的权重不一样（规格：整条回答只有一个比值，整行都用它）",
         "L2.09「4. 坑」坑 3",
         lambda got, mask, level="token", **kw: (
             level == "sequence"
@@ -242,7 +241,7 @@ SYMPTOMS = [
         ),
     ),
     symptom(
-        "sequence 级每一行的权重都一样：求和的范围不对，每条回答只加它自己那一行的有效 token",
+        "sequence 级每一行的权重都一样：求和的范围不对（别的行也被加了进来）",
         "L2.09「4. 坑」坑 3",
         lambda got, mask, level="token", **kw: (
             level == "sequence"
