@@ -18,6 +18,7 @@ from pathlib import Path
 
 import torch
 
+from common.choices import INITS
 from common.model_dir import MAKE_WARMSTART, ModelFolder, inspect_model_dir
 from common.presets import PresetError, get_preset, preset_names
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
@@ -43,7 +44,6 @@ TINY_ARCH = dict(
 # a bigger one is refused with the GPU memory the ledger says it needs.
 CPU_MAX_PARAMS = 50_000_000
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-INITS = ("pretrained", "random")
 
 
 @dataclass(frozen=True)
