@@ -28,12 +28,11 @@ import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.bad_step import save_bad_step
 from common.checkpoint import apply_checkpoint, save_checkpoint
-from common.config_cli import RESUME_CAN_CHANGE, parse_config
-from common.controls import shuffle_rewards
+from common.config_cli import RESUME_CAN_CHANGE, parse_config, step_list, to_json
+from common.controls import CONTROLS, shuffle_rewards
 from common.evaluate import evaluate, flip_floor
 from common.fast_decode import host_gradients, rollout_buffers
 from common.finite_guard import guard_finite
-from common.grpo_config import CONTROLS, step_list, to_json
 from common.metrics import (
     MetricsLogger,
     plot_curves,
@@ -43,9 +42,8 @@ from common.metrics import (
     write_jsonl,
 )
 from common.model_plan import plan_or_exit
-from common.models import compute_dtype, load_model, model_spec, resolve_device
-from common.optim import OptimizerError, make_optimizer, warmup_lr
-from common.presets import PresetError
+from common.models import HIDDEN_CHUNK_ROWS, compute_dtype, load_model, model_spec, setup_device
+from common.optim import make_optimizer, warmup_lr
 from common.provenance import provenance
 from common.random_streams import random_streams
 from common.reward import correctness_reward, format_reward, get_reward_fn
@@ -53,8 +51,6 @@ from common.rollout import generate
 from common.run_folder import RunFolder, exit_cleanly
 from common.stubs import require_written
 from common.vllm_rollout import logp_mismatch, training_engine
-from common.vram.ledger import HIDDEN_CHUNK_ROWS
-from common.vram.measure import cap_to_gpu_gb
 
 
 def main(cfg):
@@ -64,13 +60,9 @@ def main(cfg):
     require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
     spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
-    device = resolve_device(spec)
+    # GPU：--cap-gb 模拟 5090、TF32 矩阵乘；CPU：单线程（结果与核数无关）
+    device = setup_device(spec, cap_gb=cfg.cap_gb)
     cuda = device.type == "cuda"
-    if cuda and cfg.cap_gb is not None:  # 大卡上模拟 5090：PyTorch 最多只用 cap_gb GiB
-        cap_to_gpu_gb(cfg.cap_gb)
-    torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
-    if not cuda:  # 小模型的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
-        torch.set_num_threads(1)
     # held-out 永远是同一批题：曲线才可比
     P = cfg.prompts_per_step  # 每步抽 P 道不同的题：训练集比 P 少就在这里拒绝
     train, heldout = D.load_splits(
@@ -360,6 +352,8 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, ste
 if __name__ == "__main__":
     cfg = parse_config()  # 命令行 -> GRPOConfig：默认值 < --preset < 命令行；续跑规则
     cfg = plan_or_exit(cfg)  # 定下模型：预设的哪一个、全参数还是 LoRA（显存账本）、这台机器跑得动吗
-    errors = (D.DataError, PresetError, OptimizerError, ValueError)
-    with exit_cleanly(cfg.out, cfg.steps, errors=errors):  # 出错、Ctrl-C：一行中文（和怎么续跑）
+    # 数据、预设、优化器的错误都是 ValueError
+    with exit_cleanly(
+        cfg.out, cfg.steps, errors=(ValueError,)
+    ):  # 出错、Ctrl-C：一行中文（和怎么续跑）
         main(cfg)
