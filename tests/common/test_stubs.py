@@ -98,13 +98,13 @@ def test_the_scripts_module_offers_what_grpo_train_uses():
     assert _offered(ex) == offered, (
         f"solutions/ 和 exercises/ 的 l2_07_grpo_train.py 转出的函数不一样："
         f"只在 solutions/ 里 {sorted(offered - _offered(ex))}，只在 exercises/ 里 "
-        f"{sorted(_offered(ex) - offered)}（两边文件顶上的 import 和 __all__ 要各加一行，MAINTAINING.md 1.8 节）"
+        f"{sorted(_offered(ex) - offered)}（两边文件顶上的 import 和 __all__ 要各加一行，MAINTAINING.md 1.6 节）"
     )
     for path, holder in USERS.items():
         missing = sorted(_used(path, holder) - offered)
         assert not missing, (
             f"{path.relative_to(ROOT)} 用了 {holder}.{missing}，"
-            f"但 l2_07_grpo_train.py 没有转出它们（MAINTAINING.md 1.8 节）"
+            f"但 l2_07_grpo_train.py 没有转出它们（MAINTAINING.md 1.6 节）"
         )
     assert _used(next(iter(USERS)), "L"), "在 grpo_train.py 里没找到任何 L.名字：扫描规则漏了"
     course_trainer = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "course_trainer.py"
