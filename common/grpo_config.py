@@ -29,6 +29,7 @@ from common.choices import (
 )
 from common.config_checks import integer, number, optional
 from common.data import GSM8K_SPLITS
+from common.out_dir import out_dir_problem
 from common.reward import REWARD_FUNCS
 
 REWARDS = (*REWARD_FUNCS, *CONTROLS)  # a reward function, or a control run (L2.08 1.1)
@@ -301,8 +302,6 @@ def field_errors(cfg) -> list[str]:
 
 def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
     """Rules between fields, and the files they name (data, output folder; nothing is created)."""
-    from common.run_folder import out_dir_problem
-
     n = c.prompts_per_step * c.group_size
     out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
     gsm8k = c.data in ("gsm8k", "hub")
