@@ -20,11 +20,19 @@ import time
 from pathlib import Path
 
 from common.cli import CourseParser, did_you_mean
-from common.grpo_config import FIELDS, GRPOConfig, cross_errors, field_errors, kind_of
+from common.grpo_config import (  # noqa: F401  (offered: the config's text forms)
+    FIELDS,
+    GRPOConfig,
+    cross_errors,
+    field_errors,
+    kind_of,
+    step_list,
+    to_json,
+)
 from common.metrics import read_json_object
 from common.model_dir import WARMSTART_FILE
+from common.out_dir import out_dir_problem
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
-from common.run_folder import out_dir_problem
 
 # resuming may change only these; the rest would make it a different experiment
 RESUME_CAN_CHANGE = ("steps", "eval_every", "early_evals", "save_every", "resume")

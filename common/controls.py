@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import torch
 
+from common.choices import CONTROLS  # noqa: F401  (offered: the --reward names of control runs)
+
 
 def shuffle_rewards(
     rewards: torch.Tensor, group_size: int, generator: torch.Generator, *, within_groups: bool

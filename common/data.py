@@ -294,11 +294,6 @@ def split_train_heldout(
 # GSM8K batch with it: left padding makes every row as long as the batch's longest prompt.
 GSM8K_PROMPT_TOKENS_MAX = 240
 
-DATA_SOURCES = (
-    "synthetic",
-    "gsm8k",
-    "hub",
-)  # what a training run's --data can name (or a jsonl path)
 SYNTHETIC_SEED = (
     1  # the training runs' synthetic pool (the tiny warm start's SFT problems use others)
 )

@@ -17,21 +17,22 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from common.choices import (
+    AGGREGATIONS,
+    CONTROLS,
+    DATA_SOURCES,
+    IMPLS,
+    INITS,
+    OPTIMIZERS,
+    ROLLOUTS,
+    TIS_LEVELS,
+)
 from common.config_checks import integer, number, optional
 from common.data import GSM8K_SPLITS
+from common.out_dir import out_dir_problem
+from common.reward import REWARD_FUNCS
 
-AGGREGATIONS = ("sequence_mean", "token_mean", "constant")  # = solutions/l2_05 (a test ties them)
-ROLLOUTS = ("auto", "eager", "fast", "vllm")
-TIS_LEVELS = ("none", "token", "sequence")  # = solutions/l2_09's LEVELS, plus "no correction"
-OPTIMIZERS = ("adamw", "adamw8bit")  # = common/optim.py's OPTIMIZERS (a test ties them)
-REWARDS = ("correctness", "format_only", "correctness_plus_format", "shuffled", "shuffled_batch")
-CONTROLS = (
-    "shuffled",
-    "shuffled_batch",
-)  # controls: correctness rewards, then shuffled (L2.08 1.1)
-INITS = ("pretrained", "random")
-IMPLS = ("solutions", "exercises")
-DATA_SOURCES = ("synthetic", "gsm8k", "hub")  # = common/data.py's DATA_SOURCES (or a jsonl path)
+REWARDS = (*REWARD_FUNCS, *CONTROLS)  # a reward function, or a control run (L2.08 1.1)
 
 
 def step_list(text: str) -> tuple[int, ...]:
@@ -173,7 +174,7 @@ class GRPOConfig:
         "sequence_mean",
         "sequence_mean（GRPO）| token_mean（DAPO）| constant（Dr. GRPO）",
         LOSS,
-        AGGREGATIONS,
+        tuple(AGGREGATIONS),
     )
     num_iterations: int = knob(
         1, "μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用", LOSS, check=_count(1)
@@ -301,8 +302,6 @@ def field_errors(cfg) -> list[str]:
 
 def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
     """Rules between fields, and the files they name (data, output folder; nothing is created)."""
-    from common.run_folder import out_dir_problem
-
     n = c.prompts_per_step * c.group_size
     out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
     gsm8k = c.data in ("gsm8k", "hub")

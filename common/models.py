@@ -18,9 +18,12 @@ from pathlib import Path
 
 import torch
 
+from common.choices import INITS
 from common.model_dir import MAKE_WARMSTART, ModelFolder, inspect_model_dir
 from common.presets import PresetError, get_preset, preset_names
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
+from common.vram.ledger import HIDDEN_CHUNK_ROWS  # noqa: F401  (offered: the log-prob head's chunk)
+from common.vram.measure import cap_to_gpu_gb
 from common.vram.shapes import ModelShape, shape_for_hub_id
 
 # Where the tiny warm-start checkpoint lives (made by L2_algorithm/07_grpo_train/make_warmstart.py).
@@ -43,7 +46,6 @@ TINY_ARCH = dict(
 # a bigger one is refused with the GPU memory the ledger says it needs.
 CPU_MAX_PARAMS = 50_000_000
 LORA_TARGET_MODULES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
-INITS = ("pretrained", "random")
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,21 @@ def model_spec(model: str | Path | None = None, expect: ModelShape | None = None
             f"再 --model 目录；或者用课程认识形状的 hub 名字：{hubs}"
         )
     return _from_folder(inspect_model_dir(path, expect=expect), str(model))
+
+
+def setup_device(spec: ModelSpec, cap_gb: float | None = None) -> torch.device:
+    """The training script's device, set up: resolve_device(spec), then on a GPU cap PyTorch at
+    ``cap_gb`` GiB (a bigger card playing a 5090) and allow TF32 matmuls (the fp32 log-prob chunks,
+    L2.02); on a CPU one thread (tiny matrices: threads cost more than they save, and the result
+    does not depend on the core count)."""
+    device = resolve_device(spec)
+    cuda = device.type == "cuda"
+    if cuda and cap_gb is not None:
+        cap_to_gpu_gb(cap_gb)
+    torch.backends.cuda.matmul.fp32_precision = "tf32"
+    if not cuda:
+        torch.set_num_threads(1)
+    return device
 
 
 def resolve_device(spec: ModelSpec, device=None) -> torch.device:

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import torch
 
-OPTIMIZERS = ("adamw", "adamw8bit")
+from common.choices import OPTIMIZERS
+
 TORCHAO_PIN = "torchao==0.18.0"  # the version tried here: torch 2.13 (CPU) and 2.11 (H200)
 
 

@@ -1,6 +1,6 @@
 """The run folder of a training script: one writer at a time, and a resume that never starts over.
 
-    problem = out_dir_problem(out)      # before anything heavy: None, or why --out cannot be written
+    problem = out_dir_problem(out)      # common.out_dir, before anything heavy: None or why not
     run = RunFolder(out)
     ckpt = run.open(config, resume=False)                     # new: lock, write config.json -> None
     ckpt = run.open(config, resume=True, may_change=(...))    # resume: lock, verify -> Checkpoint
@@ -71,26 +71,6 @@ class RunFolderError(RuntimeError):
 
 
 _HELD: set[RunFolder] = set()  # folders this process has locked (exit_cleanly lets go of them)
-
-
-def out_dir_problem(out: str | Path) -> str | None:
-    """Why ``out`` cannot be a run folder (a file, under a file, not writable); None if it can.
-
-    Reads only: nothing is created. Call it before loading a model.
-    """
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        return f"--out {path} 是一个文件，不是目录：换一个 --out"
-    existing = path
-    while not existing.exists():  # the nearest folder that exists: the new one is made inside it
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"--out {path} 在文件 {existing} 的下面（文件里不能建目录）：换一个 --out"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return (
-            f"--out {path}：没有权限在 {existing} 里写（只读的目录或文件系统）：换一个能写的 --out"
-        )
-    return None
 
 
 class RunFolder:

@@ -41,8 +41,10 @@ def _package(module: types.ModuleType) -> str:
 
 
 def unwritten(module: types.ModuleType, skip: tuple[str, ...] = ()) -> list[str]:
-    """'exercises/l2_0x.py 里的 name()' for every stub among the functions `module` offers, and among
-    the functions of the same package that those call (e.g. kl_k3 inside grpo_loss); sorted."""
+    """'exercises/l2_0x.py 里的 name()' for every stub among the functions `module` offers (less
+    `skip`), and among the functions of the same package that those call (e.g. kl_k3 inside
+    grpo_loss; checked even when named in `skip`: a function in use needs them, unless only
+    `module` itself imported them); sorted."""
     package = _package(module)
     offered = [
         fn
@@ -59,7 +61,7 @@ def unwritten(module: types.ModuleType, skip: tuple[str, ...] = ()) -> list[str]
                 callable(dep)
                 and dep_module.startswith(package + ".")
                 and dep_module != fn.__module__
-                and getattr(dep, "__name__", "") not in skip
+                and (fn.__module__ != module.__name__ or getattr(dep, "__name__", "") not in skip)
             ):
                 check.append(dep)
     return sorted(

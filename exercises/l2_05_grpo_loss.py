@@ -7,19 +7,13 @@ from __future__ import annotations
 
 import torch
 
+from common.choices import AGGREGATIONS  # noqa: F401  合法的聚合方式（说明见 README）
 from exercises.l2_02_logprobs_and_masks import masked_mean  # noqa: F401  你在 L2.02 写的
 from exercises.l2_03_policy_loss import clipped_surrogate_loss  # noqa: F401  你在 L2.03 写的
 from exercises.l2_04_kl import kl_k3  # noqa: F401  你在 L2.04 写的
 
 # 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
 CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
-
-# 合法的聚合方式（说明见 README）
-AGGREGATIONS = {
-    "sequence_mean": "原版 GRPO；TRL loss_type='grpo'；slime 默认",
-    "token_mean": "DAPO；TRL loss_type='dapo'/'bnpo'（单进程）；slime --calculate-per-token-loss",
-    "constant": "Dr. GRPO；TRL loss_type='dr_grpo'",
-}
 
 
 def grpo_loss(

@@ -4,10 +4,30 @@ from __future__ import annotations
 
 import torch
 
-CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
+from common.choices import AGGREGATIONS  # L2.05 的三种聚合方式
 
-# L2.05 的三种聚合方式（和 exercises/l2_05_grpo_loss.py 的 AGGREGATIONS 同名）
-AGGREGATIONS = ("sequence_mean", "token_mean", "constant")
+# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 exercises/ 时就从这里取
+# （`import exercises.l2_07_grpo_train as exercises_impl`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
+from exercises.l2_01_advantages import group_advantages
+from exercises.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
+from exercises.l2_05_grpo_loss import grpo_loss
+from exercises.l2_06_sampling import process_logits
+from exercises.l2_09_train_inference_mismatch import tis_weights
+
+__all__ = [
+    "AGGREGATIONS",
+    "CHECKPOINT_ANSWERS",
+    "completion_mask",
+    "group_advantages",
+    "grpo_loss",
+    "hidden_token_logprobs",
+    "masked_mean",
+    "microbatch_weight",
+    "process_logits",
+    "tis_weights",
+]
+
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
 
 
 def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:
@@ -22,16 +42,3 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
         "规格在 L2_algorithm/07_grpo_train/README.md 2.7 节：w 要你自己推，推完先用那里的手算例子核对；"
         "卡住了再展开那一节折叠着的提示。"
     )
-
-
-# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 exercises/ 时就从这里取
-# （`L = importlib.import_module("exercises.l2_07_grpo_train")`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
-from exercises.l2_01_advantages import group_advantages  # noqa: E402, F401
-from exercises.l2_02_logprobs_and_masks import (  # noqa: E402, F401
-    completion_mask,
-    hidden_token_logprobs,
-    masked_mean,
-)
-from exercises.l2_05_grpo_loss import grpo_loss  # noqa: E402, F401
-from exercises.l2_06_sampling import process_logits  # noqa: E402, F401
-from exercises.l2_09_train_inference_mismatch import tis_weights  # noqa: E402, F401

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import torch
 
+from common.choices import TIS_LEVELS
+
 # 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
 CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
 
-LEVELS = ("token", "sequence")
+LEVELS = TIS_LEVELS[1:]  # ("token", "sequence")；"none" = 不校正，用不到 tis_weights
 
 
 def tis_weights(

@@ -8,18 +8,12 @@ from __future__ import annotations
 
 import torch
 
+from common.choices import AGGREGATIONS  # 聚合方式 -> 对应的论文 / 框架名字（写报错信息用）
 from solutions.l2_02_logprobs_and_masks import masked_mean
 from solutions.l2_03_policy_loss import clipped_surrogate_loss
 from solutions.l2_04_kl import kl_k3
 
 CHECKPOINT_ANSWERS = {"Q1": "C", "Q2": "BC", "Q3": "C", "Q4": "D", "Q5": "A"}
-
-# 聚合方式 -> 对应的论文 / 框架名字（只用来写报错信息）
-AGGREGATIONS = {
-    "sequence_mean": "原版 GRPO；TRL loss_type='grpo'；slime 默认",
-    "token_mean": "DAPO；TRL loss_type='dapo'/'bnpo'（单进程）；slime --calculate-per-token-loss",
-    "constant": "Dr. GRPO；TRL loss_type='dr_grpo'",
-}
 
 
 def grpo_loss(

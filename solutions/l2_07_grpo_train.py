@@ -10,12 +10,30 @@ from __future__ import annotations
 
 import torch
 
-from solutions import l2_05_grpo_loss as _loss
+from common.choices import AGGREGATIONS
+
+# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 solutions/ 时就从这里取
+# （`import solutions.l2_07_grpo_train as solutions_impl`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
+from solutions.l2_01_advantages import group_advantages
+from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
+from solutions.l2_05_grpo_loss import grpo_loss
+from solutions.l2_06_sampling import process_logits
+from solutions.l2_09_train_inference_mismatch import tis_weights
+
+__all__ = [
+    "AGGREGATIONS",
+    "CHECKPOINT_ANSWERS",
+    "completion_mask",
+    "group_advantages",
+    "grpo_loss",
+    "hidden_token_logprobs",
+    "masked_mean",
+    "microbatch_weight",
+    "process_logits",
+    "tis_weights",
+]
 
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "C", "Q4": "BD"}
-
-# L2.05 的三种聚合（名字只在 solutions/l2_05_grpo_loss.py 定义一次；exercises/ 的副本由 tests/test_lockstep.py 核对）
-AGGREGATIONS = tuple(_loss.AGGREGATIONS)
 
 
 def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregation: str) -> float:
@@ -30,7 +48,7 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
     返回 Python float。
     """
     if aggregation not in AGGREGATIONS:
-        raise ValueError(f"未知的 aggregation={aggregation!r}，可选 {AGGREGATIONS}")
+        raise ValueError(f"未知的 aggregation={aggregation!r}，可选 {tuple(AGGREGATIONS)}")
     if mb_mask.dim() != 2 or batch_mask.dim() != 2:
         raise ValueError(
             f"mask 必须是二维 (行, T)，得到 {tuple(mb_mask.shape)} 和 {tuple(batch_mask.shape)}"
@@ -44,16 +62,3 @@ def microbatch_weight(mb_mask: torch.Tensor, batch_mask: torch.Tensor, aggregati
         total = float(batch_mask.sum())
         return float(mb_mask.sum()) / total if total > 0 else 0.0
     return mb_mask.shape[0] / batch_mask.shape[0]
-
-
-# grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 solutions/ 时就从这里取
-# （`L = importlib.import_module("solutions.l2_07_grpo_train")`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
-from solutions.l2_01_advantages import group_advantages  # noqa: E402, F401
-from solutions.l2_02_logprobs_and_masks import (  # noqa: E402, F401
-    completion_mask,
-    hidden_token_logprobs,
-    masked_mean,
-)
-from solutions.l2_05_grpo_loss import grpo_loss  # noqa: E402, F401
-from solutions.l2_06_sampling import process_logits  # noqa: E402, F401
-from solutions.l2_09_train_inference_mismatch import tis_weights  # noqa: E402, F401

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import torch
 
+from common.choices import TIS_LEVELS
+
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "C", "Q4": "D", "Q5": "B"}
 
-LEVELS = ("token", "sequence")
+LEVELS = TIS_LEVELS[1:]  # ("token", "sequence")；"none" = 不校正，用不到 tis_weights
 
 
 def tis_weights(

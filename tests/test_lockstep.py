@@ -119,12 +119,6 @@ def test_every_public_function_has_a_lesson_test(name):
     )
 
 
-def test_aggregation_names_are_defined_once():
-    from solutions import l2_05_grpo_loss, l2_07_grpo_train
-
-    assert l2_07_grpo_train.AGGREGATIONS == tuple(l2_05_grpo_loss.AGGREGATIONS)
-
-
 def _is_stub(fn: ast.FunctionDef) -> bool:
     body = list(fn.body)
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):

@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install 也能跑
 import torch
+from torch.nn.utils import clip_grad_norm_
 from tqdm import tqdm
 
 import exercises.l2_07_grpo_train as exercises_impl
@@ -27,12 +28,11 @@ import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.bad_step import save_bad_step
 from common.checkpoint import apply_checkpoint, save_checkpoint
-from common.config_cli import RESUME_CAN_CHANGE, parse_config
-from common.controls import shuffle_rewards
+from common.config_cli import RESUME_CAN_CHANGE, parse_config, step_list, to_json
+from common.controls import CONTROLS, shuffle_rewards
 from common.evaluate import evaluate, flip_floor
 from common.fast_decode import host_gradients, rollout_buffers
 from common.finite_guard import guard_finite
-from common.grpo_config import CONTROLS, step_list, to_json
 from common.metrics import (
     MetricsLogger,
     plot_curves,
@@ -42,9 +42,8 @@ from common.metrics import (
     write_jsonl,
 )
 from common.model_plan import plan_or_exit
-from common.models import compute_dtype, load_model, model_spec, resolve_device
-from common.optim import OptimizerError, make_optimizer, warmup_lr
-from common.presets import PresetError
+from common.models import HIDDEN_CHUNK_ROWS, compute_dtype, load_model, model_spec, setup_device
+from common.optim import make_optimizer, warmup_lr
 from common.provenance import provenance
 from common.random_streams import random_streams
 from common.reward import correctness_reward, format_reward, get_reward_fn
@@ -52,8 +51,6 @@ from common.rollout import generate
 from common.run_folder import RunFolder, exit_cleanly
 from common.stubs import require_written
 from common.vllm_rollout import logp_mismatch, training_engine
-from common.vram.ledger import HIDDEN_CHUNK_ROWS
-from common.vram.measure import cap_to_gpu_gb
 
 
 def main(cfg):
@@ -63,13 +60,9 @@ def main(cfg):
     require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
     torch.manual_seed(cfg.seed)
     spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
-    device = resolve_device(spec)
+    # GPU：--cap-gb 模拟 5090、TF32 矩阵乘；CPU：单线程（结果与核数无关）
+    device = setup_device(spec, cap_gb=cfg.cap_gb)
     cuda = device.type == "cuda"
-    if cuda and cfg.cap_gb is not None:  # 大卡上模拟 5090：PyTorch 最多只用 cap_gb GiB
-        cap_to_gpu_gb(cfg.cap_gb)
-    torch.backends.cuda.matmul.fp32_precision = "tf32"  # GPU：log-prob 分块的 fp32 矩阵乘（L2.02）
-    if not cuda:  # 小模型的矩阵太小，多线程的同步比计算还贵；单线程也让结果与核数无关
-        torch.set_num_threads(1)
     # held-out 永远是同一批题：曲线才可比
     P = cfg.prompts_per_step  # 每步抽 P 道不同的题：训练集比 P 少就在这里拒绝
     train, heldout = D.load_splits(
@@ -183,9 +176,6 @@ def main(cfg):
     questions = MetricsLogger(out / "eval_questions.jsonl", resume_from_step=start)  # 逐题结果
     early = step_list(cfg.early_evals)
     G = cfg.group_size
-    N = cfg.prompts_per_step * G
-    M = cfg.micro_batch
-    mbs = [slice(i, i + M) for i in range(0, N, M)]
     bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO")
     t_run = time.time()
     ev = None
@@ -216,61 +206,12 @@ def main(cfg):
         adv = L.group_advantages(rewards, G).to(device)
         mask = L.completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
 
-        # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
-        #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
+        # 5)-8) old / 参考 log-probs、micro-batch 的 loss 和 backward、裁剪、AdamW：grpo_update
         t1 = time.time()
-        old = None
-        ref_logp = None
-        with torch.no_grad():
-            if cfg.num_iterations > 1:
-                old = torch.cat([logprobs(model, ro, mb)[0] for mb in mbs])
-            if cfg.beta > 0:
-                ref_net = model if ref is None else ref
-                with model.disable_adapter() if cfg.lora_rank else nullcontext():
-                    ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
-
-        # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
-        stats = []
-        entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
-        train_logp = []
-        for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
-            if cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
-                host_gradients(params, rollout_buffers(model))
-            for mb in mbs:
-                logp, ent = logprobs(model, ro, mb)
-                if it == 0:
-                    entropies.append(ent)
-                    train_logp.append(logp.detach())
-                old_mb = logp.detach() if old is None else old[mb]
-                tw = None  # TIS：引擎采样时，给策略项乘上截断的重要性权重（L2.09）
-                if cfg.tis != "none":
-                    tw = L.tis_weights(old_mb, ro.engine_logp[mb], mask[mb], level=cfg.tis)
-                loss, m = L.grpo_loss(
-                    logp,
-                    old_mb,
-                    adv[mb],
-                    mask[mb],
-                    ref_logp=None if ref_logp is None else ref_logp[mb],
-                    beta=cfg.beta,
-                    eps_low=cfg.eps_low,
-                    eps_high=cfg.eps_high,
-                    aggregation=cfg.aggregation,
-                    token_weights=tw,
-                    max_completion_length=cfg.max_new_tokens,
-                )
-                w = L.microbatch_weight(mask[mb], mask, cfg.aggregation)
-                (loss * w).backward()
-                stats.append({"loss": loss.detach() * w * len(mbs), **m})
-            # 7) 梯度裁剪；8) AdamW 更新
-            grad_norm = torch.nn.utils.clip_grad_norm_(params, cfg.grad_clip).item()
-            if not math.isfinite(grad_norm):  # 更新之前就停：权重还是好的，把这一步存下来离线查
-                batch = dict(rollout=ro, rewards=rewards, advantages=adv, texts=texts)
-                save_bad_step(out, step, model=model, grad_norm=grad_norm, prompt_ids=pick, **batch)
-            opt.step()
-            opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
-            # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
-            losses = [s["loss"] for s in stats]
-            guard_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
+        batch = dict(prompt_ids=pick, rollout=ro, rewards=rewards, advantages=adv, texts=texts)
+        upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, step)
+        stats = upd["stats"]
+        grad_norm = upd["grad_norm"]
         train_s = time.time() - t1
         sync_s = engine.sync_weights(model) if engine is not None else None  # 新权重推给引擎
 
@@ -289,7 +230,7 @@ def main(cfg):
             "completion_len_max": int(lens.max()),
             "truncation_rate": ro.truncated.float().mean().item(),
             "empty_rate": ((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
-            "entropy": L.masked_mean(torch.cat(entropies), mask).item(),
+            "entropy": L.masked_mean(upd["entropy"], mask).item(),
             "kl": mean["kl"] if cfg.beta > 0 else None,
             "clip_fraction": mean["clip_fraction"],
             "loss": mean["loss"],
@@ -303,7 +244,7 @@ def main(cfg):
             "peak_vram_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         }
         if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
-            row.update(logp_mismatch(ro.engine_logp, torch.cat(train_logp), mask))
+            row.update(logp_mismatch(ro.engine_logp, upd["train_logp"], mask))
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
         periodic = step % cfg.eval_every == 0 or final
@@ -340,9 +281,79 @@ def main(cfg):
     print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
 
 
+def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, step):
+    """一步训练的第 5)-8) 段：old / 参考 log-probs、micro-batch 的 loss 与 backward、裁剪、更新。
+
+    L：你在 L2 写的函数（solutions/ 或 exercises/）；batch：这一步的 rollout、rewards、
+    advantages 等；logprobs(net, ro, rows) -> (logp, 熵)。返回每个 micro-batch 的指标、
+    梯度范数、熵、训练端的 logp。L3.01 的 profile_train_part.py 也调用它。"""
+    ro = batch["rollout"]
+    adv = batch["advantages"]
+    N = len(ro.completion_ids)
+    M = cfg.micro_batch
+    mbs = [slice(i, i + M) for i in range(0, N, M)]
+    # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
+    #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
+    old = None
+    ref_logp = None
+    with torch.no_grad():
+        if cfg.num_iterations > 1:
+            old = torch.cat([logprobs(model, ro, mb)[0] for mb in mbs])
+        if cfg.beta > 0:
+            ref_net = model if ref is None else ref
+            with model.disable_adapter() if cfg.lora_rank else nullcontext():
+                ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
+
+    # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
+    stats = []
+    entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
+    train_logp = []
+    for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
+        if params[0].is_cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
+            host_gradients(params, rollout_buffers(model))
+        for mb in mbs:
+            logp, ent = logprobs(model, ro, mb)
+            if it == 0:
+                entropies.append(ent)
+                train_logp.append(logp.detach())
+            old_mb = logp.detach() if old is None else old[mb]
+            tw = None  # TIS：引擎采样时，给策略项乘上截断的重要性权重（L2.09）
+            if cfg.tis != "none":
+                tw = L.tis_weights(old_mb, ro.engine_logp[mb], mask[mb], level=cfg.tis)
+            loss, m = L.grpo_loss(
+                logp,
+                old_mb,
+                adv[mb],
+                mask[mb],
+                ref_logp=None if ref_logp is None else ref_logp[mb],
+                beta=cfg.beta,
+                eps_low=cfg.eps_low,
+                eps_high=cfg.eps_high,
+                aggregation=cfg.aggregation,
+                token_weights=tw,
+                max_completion_length=cfg.max_new_tokens,
+            )
+            w = L.microbatch_weight(mask[mb], mask, cfg.aggregation)
+            (loss * w).backward()
+            stats.append({"loss": loss.detach() * w * len(mbs), **m})
+        # 7) 梯度裁剪；8) AdamW 更新
+        grad_norm = clip_grad_norm_(params, cfg.grad_clip).item()
+        if not math.isfinite(grad_norm):  # 更新之前就停：权重还是好的，把这一步存下来离线查
+            save_bad_step(out, step, model=model, grad_norm=grad_norm, **batch)
+        opt.step()
+        opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
+        # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
+        losses = [s["loss"] for s in stats]
+        guard_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
+    entropy = torch.cat(entropies)
+    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=torch.cat(train_logp))
+
+
 if __name__ == "__main__":
     cfg = parse_config()  # 命令行 -> GRPOConfig：默认值 < --preset < 命令行；续跑规则
     cfg = plan_or_exit(cfg)  # 定下模型：预设的哪一个、全参数还是 LoRA（显存账本）、这台机器跑得动吗
-    errors = (D.DataError, PresetError, OptimizerError, ValueError)
-    with exit_cleanly(cfg.out, cfg.steps, errors=errors):  # 出错、Ctrl-C：一行中文（和怎么续跑）
+    # 数据、预设、优化器的错误都是 ValueError
+    with exit_cleanly(
+        cfg.out, cfg.steps, errors=(ValueError,)
+    ):  # 出错、Ctrl-C：一行中文（和怎么续跑）
         main(cfg)

@@ -25,6 +25,10 @@ TRL_ADV_EPS = (
 )
 
 
+# 它调用的你写的函数（self.L.名字）；train_trl.py --impl exercises 只要求这几个（和它们用到的）写完
+USES = ("group_advantages", "grpo_loss")
+
+
 class CourseGRPOTrainer(GRPOTrainer):
     """GRPOTrainer，只换两块：组内 advantage 用 L2.01 的 group_advantages，损失用 L2.05 的 grpo_loss。
 

@@ -5,6 +5,8 @@ README 里那张表是从这里渲染出来的（两个 HTML 注释标记之间�
 - 每个"手写"名字都真实存在：`l2_xx_模块.函数(参数)` 用 inspect 查签名，`--flag` 解析
   L2_algorithm/07_grpo_train/grpo_train.py 的 argparse，`common.模块.名字` 直接 import；
 - README 里的表和 render_markdown() 的输出一字不差。
+- 每一行「--参数 ↔ TRL 字段」和 train_trl.py 的 to_trl_config 一致：train_trl.py 也接受的参数换个值，
+  那个 TRL 字段跟着变；它写死的字段，写死的值就是 grpo_train.py 的默认值。
 
 slime / Miles 的参数名核对过 THUDM/slime@624b824a:slime/utils/arguments.py 和
 radixark/miles@31f1ca96:miles/utils/arguments.py（`--sglang-*` 是 SGLang 参数加前缀透传，见

@@ -5,14 +5,14 @@
     python L3_frameworks/01_trl_vllm_colocate/profile_train_part.py --dry-run --out DIR       # CPU tiny，只检查脚本
 
 「训练部分」= grpo_train.py 的 train_s：参考模型的 log-prob（β > 0）+ 所有 micro-batch 的前向反向 + 梯度裁剪 + AdamW，
-这里逐行照 grpo_train.py（2026-12 的版本）的写法在一份固定的批次上跑：Qwen3-0.6B 形状、随机权重、fp32 主权重 +
+这里直接调用 grpo_train.py 的 grpo_update（第 5–8 段，同一个函数），在一份固定的批次上跑：Qwen3-0.6B 形状、随机权重、fp32 主权重 +
 bf16 autocast、激活重算、P 题 × G 条、回答由快速路径真的生成出来（随机权重几乎不出 EOS，回答基本是满长度）。
 
 变体（名字用 + 连起来，不写的保持 grpo_train.py 今天的写法）：
-    base      今天的写法：lm_head 分块 256 行、fp32 输入 + TF32 矩阵乘；每个 micro-batch 取回 loss.item()，
-              grpo_loss 里 clip 比例和 KL 各一次 .item()
-    noitem    loss 留在 GPU 上，整步结束才取回（grpo_loss 里的 .item() 还在）
-    nosync    连 grpo_loss 的指标也不算：同样的 clipped surrogate + β·k3 + sequence_mean，没有一次 .item()
+    base      今天的写法：lm_head 分块 256 行、fp32 输入 + TF32 矩阵乘；loss 留在 GPU 上，
+              grpo_loss 里 clip 比例和 KL 各一次 .item()，梯度范数一次 .item()
+    nosync    grpo_loss 的指标不算：同样的 clipped surrogate + β·k3 + sequence_mean，损失里没有 .item()
+（2026-12 的版本每个 micro-batch 还取回一次 loss.item()，当时的 noitem 变体就是今天的 base。）
     cN        lm_head 每块 N 行
     bf16      lm_head 的矩阵乘用 bf16、输出 bf16 logits 再升 fp32（TRL 的做法）
     bf16out   bf16 输入、fp32 输出的矩阵乘（torch.mm(..., out_dtype=torch.float32)，只在有它的 torch 和 GPU 上）
@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import argparse
 import copy
+import dataclasses
 import datetime
+import importlib.util
 import json
 import shutil
 import statistics
@@ -38,6 +40,7 @@ import time
 import traceback
 from contextlib import nullcontext
 from pathlib import Path
+from types import SimpleNamespace
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -48,7 +51,6 @@ from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 from common import data as D  # noqa: E402
 from common.config_cli import preset_config  # noqa: E402
-from common.fast_decode import host_gradients, rollout_buffers  # noqa: E402
 from common.models import compute_dtype, load_model, model_spec  # noqa: E402
 from common.optim import make_optimizer  # noqa: E402
 from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
@@ -65,9 +67,33 @@ from solutions.l2_05_grpo_loss import grpo_loss  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 from solutions.l2_07_grpo_train import microbatch_weight  # noqa: E402
 
-DEFAULT_VARIANTS = "base,noitem,nosync,c1024,c2048,bf16+c2048,bf16out+c2048,nosync+bf16out+c2048"
+
+def _load_grpo_train():
+    """L2.07 的 grpo_train.py 是一个普通文件（不是包）：按路径把它当模块加载，用它的 grpo_update。"""
+    path = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+    spec = importlib.util.spec_from_file_location("grpo_train", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+G = _load_grpo_train()  # G.grpo_update：训练部分（第 5–8 段），和 grpo_train.py 用的是同一个函数
+# grpo_update 调用的这三个函数，计时时包一层记下阶段的分界，用完放回
+G_PARTS = {n: getattr(G, n) for n in ("host_gradients", "clip_grad_norm_", "guard_finite")}
+
+
+def nometrics_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, eps_low=0.2, **_):
+    """nosync 变体：grpo_loss 的同一个损失（sequence_mean、μ = 1），不算任何指标，没有 .item()。"""
+    per_token, _ = clipped_surrogate_loss(logp, old_logp, advantages, eps_low=eps_low)
+    if ref_logp is not None:
+        ref_logp = torch.where(mask != 0, ref_logp, logp.detach())
+        per_token = per_token + beta * kl_k3(logp, ref_logp)
+    return masked_mean(per_token, mask, dim=1).mean(), {}
+
+
+DEFAULT_VARIANTS = "base,nosync,c1024,c2048,bf16+c2048,bf16out+c2048,nosync+bf16out+c2048"
 DRY_VARIANTS = "base,nosync+bf16+c64"
-BASE = dict(head="tf32", chunk=256, sync="per_mb")  # grpo_train.py 今天：chunk_rows=256
+BASE = dict(head="tf32", chunk=G.HIDDEN_CHUNK_ROWS, sync="metrics")  # grpo_train.py 今天的写法
 WARMUP_STEPS = (
     2  # 两侧都不计时的预热步数：第 1 步含 cuBLAS 初始化、分配器扩张，TRL 的第 2 步也还慢好几倍
 )
@@ -84,15 +110,15 @@ def parse_variant(name: str) -> dict:
     for part in name.split("+"):
         if part == "base":
             continue
-        if part in ("noitem", "nosync"):
-            v["sync"] = {"noitem": "end", "nosync": "none"}[part]
+        if part == "nosync":
+            v["sync"] = "none"
         elif part in ("tf32", "bf16", "bf16out"):
             v["head"] = part
         elif part.startswith("c") and part[1:].isdigit() and int(part[1:]) > 0:
             v["chunk"] = int(part[1:])
         else:
             raise ValueError(
-                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、noitem、nosync、tf32、bf16、bf16out、cN（N>0）"
+                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、nosync、tf32、bf16、bf16out、cN（N>0）"
             )
     return v
 
@@ -233,6 +259,15 @@ class Setup:
         rewards = torch.randint(0, 2, (len(prompts),), generator=g).float()
         self.adv = group_advantages(rewards, a.group).to(dev)
         self.mask = completion_mask(self.ro.completion_ids, eos)
+        texts = tok.batch_decode(self.ro.completion_ids, skip_special_tokens=True)
+        self.batch = dict(prompt_ids=torch.arange(a.prompts), rollout=self.ro, rewards=rewards,
+                          advantages=self.adv, texts=texts)  # fmt: skip
+        # grpo_update 读的那几个 knob：qwen3-0.6b 的配方，换成这里的批次和损失（sequence_mean、ε=0.2、全参数）
+        self.cfg = dataclasses.replace(
+            recipe, prompts_per_step=a.prompts, group_size=a.group, micro_batch=a.prompts * a.group,
+            max_new_tokens=a.max_new_tokens, beta=a.beta, aggregation="sequence_mean", eps_low=0.2,
+            eps_high=None, num_iterations=1, tis="none", lora_rank=0, grad_clip=1.0,
+        )  # fmt: skip
         lens = self.ro.lengths.float()
         self.batch_info = dict(
             rows=len(prompts),
@@ -255,57 +290,60 @@ class Setup:
             return head(h, net.lm_head.weight, ro.completion_ids[rows], 1.0)
 
     def step(self, v: dict, mb_size: int) -> tuple[float, dict[str, float]]:
-        """一次训练部分 -> (墙钟秒数（结束时同步一次）, 各阶段秒数)。照 grpo_train.py 的第 5–8 段。"""
-        a, dev, mask, adv = self.a, self.dev, self.mask, self.adv
+        """一次训练部分 -> (墙钟秒数（结束时同步一次）, 各阶段秒数)：调用 grpo_train.py 的 grpo_update。
+
+        变体只换 grpo_update 的参数：logprobs（lm_head 的写法、分块行数）和 L（nosync：不算指标的损失）。
+        各阶段的分界由包在它调用的函数外面的计时点记下（不改 grpo_update 本身）。"""
+        a, dev = self.a, self.dev
+        cfg = dataclasses.replace(self.cfg, micro_batch=mb_size)
         head = head_fn(v)
-        N = mask.shape[0]
-        mbs = [slice(i, i + mb_size) for i in range(0, N, mb_size)]
         ph = Phases(dev)
-        sync(dev)
-        t0 = time.perf_counter()
-        ph.mark("start")
-        ref_logp = None
-        with torch.no_grad(), record_function("ref_logprobs"):
-            if a.beta > 0:
-                ref_logp = torch.cat([self.logprobs(self.ref, mb, head)[0] for mb in mbs])
-        ph.mark("ref")
-        if dev.type == "cuda":  # 梯度借住 rollout 专用的显存，和 grpo_train.py 一样
-            host_gradients(self.params, rollout_buffers(self.model))
-        ph.mark("host")
-        stats = []
-        for mb in mbs:
-            logp, _ent = self.logprobs(self.model, mb, head)
-            r = None if ref_logp is None else ref_logp[mb]
-            if v["sync"] == "none":  # grpo_loss 的同一个损失（sequence_mean），不算任何指标
-                per_token, _ = clipped_surrogate_loss(logp, logp.detach(), adv[mb], eps_low=0.2)
-                if r is not None:
-                    r = torch.where(mask[mb] != 0, r, logp.detach())
-                    per_token = per_token + a.beta * kl_k3(logp, r)
-                loss, m = masked_mean(per_token, mask[mb], dim=1).mean(), {}
-            else:
-                loss, m = grpo_loss(logp, logp.detach(), adv[mb], mask[mb], ref_logp=r,
-                                    beta=a.beta, max_completion_length=a.max_new_tokens)  # fmt: skip
+
+        def logprobs(net, ro, rows):
+            if torch.is_grad_enabled():  # 训练端的前向：参考模型那一段（和梯度借位）已经结束
+                if ph.marks[-1][0] == "start":
+                    ph.mark("ref")
+                elif ph.marks[-1][0] == "fwd":  # 上一个 micro-batch 的反向结束了
+                    ph.mark("bwd")
+                return self.logprobs(net, rows, head)
+            with record_function("ref_logprobs"):
+                return self.logprobs(net, rows, head)
+
+        def timed_loss(*args, **kw):
+            out = (nometrics_loss if v["sync"] == "none" else grpo_loss)(*args, **kw)
             ph.mark("fwd")
-            w = microbatch_weight(mask[mb], mask, "sequence_mean")
-            (loss * w).backward()
+            return out
+
+        def host(params, buffers):
+            ph.mark("ref")
+            G_PARTS["host_gradients"](params, buffers)
+            ph.mark("host")
+
+        def clip(params, max_norm):
             ph.mark("bwd")
-            if v["sync"] == "per_mb":
-                stats.append({"loss": loss.item() * w * len(mbs), **m})
-            else:
-                stats.append(loss.detach() * w * len(mbs))
-        with record_function("clip_grad"):
-            grad_norm = torch.nn.utils.clip_grad_norm_(self.params, 1.0)
-            if v["sync"] == "per_mb":
-                grad_norm = grad_norm.item()
-        ph.mark("clip")
-        with record_function("optimizer_step"):
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-        ph.mark("opt")
-        if v["sync"] != "per_mb":  # 整步只同步一次：损失和梯度范数一起取回
-            torch.stack([*stats, grad_norm]).tolist()
-        sync(dev)
-        return time.perf_counter() - t0, ph.seconds()
+            with record_function("clip_grad"):
+                out = G_PARTS["clip_grad_norm_"](params, max_norm)
+            ph.mark("clip")
+            return out
+
+        def guard(*args, **kw):
+            G_PARTS["guard_finite"](*args, **kw)
+            ph.mark("opt")
+
+        learner = SimpleNamespace(grpo_loss=timed_loss, microbatch_weight=microbatch_weight)
+        G.host_gradients, G.clip_grad_norm_, G.guard_finite = host, clip, guard
+        try:
+            sync(dev)
+            t0 = time.perf_counter()
+            ph.mark("start")
+            args = (learner, cfg, self.model, self.ref, self.params, self.opt, self.batch)
+            G.grpo_update(*args, self.mask, logprobs, a.out, 1)
+            sync(dev)
+            wall = time.perf_counter() - t0
+        finally:
+            for name, fn in G_PARTS.items():
+                setattr(G, name, fn)
+        return wall, ph.seconds()
 
     def head_alone(self, v: dict, mb_size: int, reps: int = 3) -> float:
         """只有 lm_head 这一段（一个 micro-batch 的 hidden -> logp，前向 + 反向）乘以 micro-batch 数：每步的秒数。"""

@@ -31,7 +31,7 @@ import common as _common  # noqa: F401
 
 # isort: split
 import torch
-from course_trainer import AGGREGATION, CourseGRPOTrainer
+from course_trainer import AGGREGATION, USES, CourseGRPOTrainer
 from datasets import Dataset
 from transformers import TrainerCallback
 from transformers.trainer_utils import get_last_checkpoint
@@ -404,16 +404,7 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     # 你在 L2 写的函数（--impl trl 时用 TRL 自己的）：先确认都写完了，再加载任何东西
     L = {"solutions": solutions_impl, "exercises": exercises_impl}.get(opts.impl)
     if L is not None:
-        require_written(
-            L,
-            skip=(
-                "tis_weights",
-                "hidden_token_logprobs",
-                "process_logits",
-                "completion_mask",
-                "microbatch_weight",
-            ),
-        )
+        require_written(L, skip=tuple(name for name in L.__all__ if name not in USES))
     gpu = on_gpu(cfg)
     config = to_trl_config(cfg, opts, n_proc=n_processes(), gpu=gpu)  # 多卡时它顺带初始化进程组
     device = torch.device("cuda", config.local_process_index) if gpu else torch.device("cpu")

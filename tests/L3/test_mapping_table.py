@@ -136,3 +136,72 @@ def test_readme_table_is_rendered_from_the_source():
         "README 里的对照表和 mapping_table.py 不一致；运行 "
         "python3 L3_frameworks/01_trl_vllm_colocate/mapping_table.py --write-readme 重新渲染"
     )
+
+
+# 表里一行把 grpo_train.py 的参数对到 TRL 的字段：to_trl_config 真的这样映射吗
+TRAIN_TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
+# train_trl.py 也接受的参数：换一个值，表里那几个 TRL 字段里至少一个跟着变
+NEW_VALUE = {
+    "group_size": lambda v: v * 2,
+    "prompts_per_step": lambda v: v * 2,
+    "micro_batch": lambda v: v // 2,
+    "max_new_tokens": lambda v: v + 8,
+    "temperature": lambda v: 0.7,
+    "beta": lambda v: v + 0.01,
+    "eps_high": lambda v: 0.28,
+    "lr": lambda v: v / 2,
+    "steps": lambda v: v + 1,
+    "seed": lambda v: v + 1,
+    "out": lambda v: f"{v}-other",
+}
+NOT_IN_TO_TRL_CONFIG = {
+    "resume": "续跑交给 trainer.train(resume_from_checkpoint=...)，不在 TRL 的 GRPOConfig 里",
+    "reward": "奖励是 reward_funcs + reward_weights（--format-weight），不是一个名字",
+    "aggregation": "由 --loss-type 选（course_trainer.AGGREGATION），下面单独核对",
+}
+
+
+@pytest.mark.slow
+def test_the_table_matches_to_trl_config(tmp_path):
+    """每一行「--参数 ↔ TRL 字段」：train_trl.py 也接受的参数，换个值，表里的 TRL 字段跟着变；
+    train_trl.py 不接受的（它写死的），to_trl_config 写死的值就是 GRPOConfig 的默认值。"""
+    sys.path.insert(0, str(TRAIN_TRL.parent))
+    spec = importlib.util.spec_from_file_location("l3_01_train_trl_for_table", TRAIN_TRL)
+    T = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = T
+    spec.loader.exec_module(T)
+    from common.grpo_config import GRPOConfig
+
+    cfg, opts = T.parse_args(["--preset", "tiny", "--out", str(tmp_path / "run")])
+    base = T.to_trl_config(cfg, opts)
+    defaults = GRPOConfig()
+    checked = 0
+    for row in mt.ROWS:
+        fields = [o[2:].replace("-", "_") for o in row.ours if o.startswith("--")]
+        trl_names = [t.split("=")[0] for t in row.trl]
+        for name in fields if trl_names else ():
+            if name in NOT_IN_TO_TRL_CONFIG:
+                continue
+            if name in T.TRL_FIELDS:
+                changed = dataclasses.replace(cfg, **{name: NEW_VALUE[name](getattr(cfg, name))})
+                other = T.to_trl_config(changed, opts)
+                moved = [t for t in trl_names if getattr(other, t) != getattr(base, t)]
+                assert moved, (
+                    f"表的 {row.key} 行：--{name.replace('_', '-')} 变了，to_trl_config 的 {trl_names} 都没变"
+                )
+            else:
+                got = {t: getattr(base, t) for t in trl_names}
+                want = getattr(defaults, name)
+                assert all(v == want for v in got.values()), (
+                    f"表的 {row.key} 行：train_trl.py 写死 {got}，grpo_train.py 的 --{name.replace('_', '-')} 默认是 {want}"
+                )
+            checked += 1
+    assert checked >= 15, f"只核对了 {checked} 个参数：表的格式变了？"
+    from course_trainer import AGGREGATION
+
+    (row,) = [r for r in mt.ROWS if "--aggregation" in r.ours]
+    loss_types = [t.split("=")[1].strip('"') for t in row.trl]
+    assert sorted(loss_types) == sorted(AGGREGATION), "表里的 loss_type 要正好是 --loss-type 能选的"
+    assert set(AGGREGATION.values()) == set(
+        GRPOConfig.__dataclass_fields__["aggregation"].metadata["choices"]
+    )

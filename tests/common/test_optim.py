@@ -7,16 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.optim import OPTIMIZERS, OptimizerError, make_optimizer
+from common.optim import OptimizerError, make_optimizer
 from common.vram.ledger import ADAMW8BIT_STATE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def test_names_match_the_training_script():
-    from common import grpo_config
-
-    assert grpo_config.OPTIMIZERS == OPTIMIZERS
 
 
 def test_unknown_name_is_a_clear_error():

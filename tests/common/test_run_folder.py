@@ -17,12 +17,12 @@ import torch
 
 from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
 from common.metrics import MetricsError, MetricsLogger
+from common.out_dir import out_dir_problem
 from common.run_folder import (
     LOCK_NAME,
     RunFolder,
     RunFolderError,
     exit_cleanly,
-    out_dir_problem,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

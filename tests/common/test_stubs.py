@@ -80,6 +80,14 @@ def _used(path: Path, holder: str) -> set[str]:
     return names
 
 
+def _module_constant(path: Path, name: str):
+    """`path` 里模块级 `name = <字面量>` 的值（不 import 它：course_trainer.py 要 import TRL）。"""
+    for node in ast.parse(path.read_text(encoding="utf-8")).body:
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] == [name]:
+            return ast.literal_eval(node.value)
+    raise AssertionError(f"{path.name} 里没有模块级的 {name} = ...")
+
+
 def test_the_scripts_module_offers_what_grpo_train_uses():
     """grpo_train.py / train_trl.py 从 <impl>.l2_07_grpo_train 取函数：两边转出同样的名字，
     脚本里用到的每个 `L.名字` 都转出了，参考答案里没有空桩（名字从代码里找，不用登记）。"""
@@ -90,13 +98,19 @@ def test_the_scripts_module_offers_what_grpo_train_uses():
     assert _offered(ex) == offered, (
         f"solutions/ 和 exercises/ 的 l2_07_grpo_train.py 转出的函数不一样："
         f"只在 solutions/ 里 {sorted(offered - _offered(ex))}，只在 exercises/ 里 "
-        f"{sorted(_offered(ex) - offered)}（两边末尾的转出块要各加一行，MAINTAINING.md 1.8 节）"
+        f"{sorted(_offered(ex) - offered)}（两边文件顶上的 import 和 __all__ 要各加一行，MAINTAINING.md 1.6 节）"
     )
     for path, holder in USERS.items():
         missing = sorted(_used(path, holder) - offered)
         assert not missing, (
             f"{path.relative_to(ROOT)} 用了 {holder}.{missing}，"
-            f"但 l2_07_grpo_train.py 没有转出它们（MAINTAINING.md 1.8 节）"
+            f"但 l2_07_grpo_train.py 没有转出它们（MAINTAINING.md 1.6 节）"
         )
     assert _used(next(iter(USERS)), "L"), "在 grpo_train.py 里没找到任何 L.名字：扫描规则漏了"
+    course_trainer = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "course_trainer.py"
+    uses = _module_constant(course_trainer, "USES")
+    assert set(uses) == _used(course_trainer, "self.L"), (
+        f"course_trainer.py 的 USES {uses} 要正好是它调用的 self.L.名字"
+        f" {sorted(_used(course_trainer, 'self.L'))}：train_trl.py 按它决定先查哪些空桩"
+    )
     assert unwritten(sol) == []
