@@ -387,37 +387,30 @@ def test_read_only_or_file_out_is_refused_before_the_model_loads(base, tmp_path)
 
 
 # ---- NaN/inf、坏的值、坏的数据 ---------------------------------------------------------------------
-def test_nan_in_exp_avg_stops_the_run_before_anything_is_saved(tmp_path):
-    """以前：exp_avg 里的 NaN 下一步进了权重、存进 checkpoint，所有回答都是 ''，exit 0。"""
+def _resume_step_2_with(tmp_path: Path, fault: str, *needles: str) -> Path:
+    """停在第 1 步的 checkpoint，再带着 fault 续跑：第 2 步必须被拒绝，第 1 步的 checkpoint 和指标原样还在。"""
     out = tmp_path / "run"
-    killed(
-        run("--out", out, *FAST, fault="kill:replace=checkpoint.pt:2")
-    )  # 停在第 1 步的 checkpoint
+    killed(run("--out", out, *FAST, fault="kill:replace=checkpoint.pt:2"))
     (out / "checkpoint.pt.tmp").unlink()
     good = (out / "checkpoint.pt").read_bytes()
-    proc = run("--resume", out, fault="nan:adamw.step:1")  # 续跑的第一步（第 2 步）之后
-    refused(proc, "第 2 步出现了 NaN/inf", "优化器状态", "--lr")
+    refused(run("--resume", out, fault=fault), *needles)
     assert (out / "checkpoint.pt").read_bytes() == good, "上一个好的 checkpoint 必须原样还在"
     assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
+    return out
+
+
+def test_nan_in_exp_avg_stops_the_run_before_anything_is_saved(tmp_path):
+    """以前：exp_avg 里的 NaN 下一步进了权重、存进 checkpoint，所有回答都是 ''，exit 0。"""
+    _resume_step_2_with(tmp_path, "nan:adamw.step:1", "第 2 步出现了 NaN/inf", "优化器状态", "--lr")
 
 
 def test_nan_in_a_gradient_stops_before_the_update_and_keeps_the_step(tmp_path):
     """梯度里出现 NaN、loss 却是有限的（在反向里才生出来的 NaN，第 86 步那种）：在 AdamW 更新之前停下，
     权重还是更新前的；这一步的回答、reward 和更新前的权重存进 bad_step_2.pt，能离线重放。"""
-    import torch
-
     from common.bad_step import load_bad_step
 
-    out = tmp_path / "run"
-    killed(
-        run("--out", out, *FAST, fault="kill:replace=checkpoint.pt:2")
-    )  # 停在第 1 步的 checkpoint
-    (out / "checkpoint.pt.tmp").unlink()
-    good = (out / "checkpoint.pt").read_bytes()
-    proc = run("--resume", out, fault="nan:backward:1")  # 续跑的第一步（第 2 步）的第一次 backward
-    refused(proc, "第 2 步的梯度范数是 nan", "在更新权重之前停了下来", "bad_step_2.pt")
-    assert (out / "checkpoint.pt").read_bytes() == good, "上一个好的 checkpoint 必须原样还在"
-    assert [r["step"] for r in read_metrics(out / "metrics.jsonl")] == [1]
+    needles = ("第 2 步的梯度范数是 nan", "在更新权重之前停了下来", "bad_step_2.pt")
+    out = _resume_step_2_with(tmp_path, "nan:backward:1", *needles)  # 第 2 步的第一次 backward
     bad = load_bad_step(out / "bad_step_2.pt")
     weights = torch.load(out / "checkpoint.pt", weights_only=True)["model"]
     assert bad["step"] == 2 and set(bad["model"]) == set(weights)
