@@ -306,3 +306,14 @@ def test_lr5e6_answers_got_shorter():
     first, last = statistics.fmean(lengths[:10]), statistics.fmean(lengths[-10:])
     assert last < first
     _in_lesson(f"从第 1–10 步的 {first:.1f} token 降到第 91–100 步的 {last:.1f}", "第 6.2 节")
+
+
+def test_the_5090_page_step_time_is_the_first_pairs():
+    """L2.07 第 6.5 节的表：一步的时间来自第一对（单独占着 GPU 的那次）的 metrics.jsonl。"""
+    t = R.step_seconds(B, 16, 100)
+    page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    text = (
+        f"第 16–100 步一步的中位数 {t['median']:.1f} s（{t['min']:.1f}–{t['max']:.1f} s），"
+        f"其中 rollout 约 {t['rollout']:.1f} s、训练约 {t['train']:.1f} s；100 步连同评估 {t['total']:.0f} s"
+    )
+    assert text in page, f"L2.07 第 6.5 节的一步时间和 real_run/lr5e-6 对不上：{text}"
