@@ -181,6 +181,7 @@ def parse_config(
     can_change: tuple[str, ...] = RESUME_CAN_CHANGE,
     out_prefix: str = "",
     description: str = DESCRIPTION,
+    script_defaults=None,
 ):
     """Command line -> GRPOConfig (defaults < preset < command line); bad settings exit with Chinese lines.
 
@@ -189,6 +190,8 @@ def parse_config(
     can be one; nothing is created. The model is left as given: common.model_plan plans it.
     fields, options: as in build_parser; with options the answer is (GRPOConfig, options), and a
     run stores them under config.json's OPTIONS_KEY.
+    script_defaults(cfg, given) -> cfg: a script's own defaults for what the command line left out
+    (given: the values it gave), applied before the checks so that they are checked like the rest.
     """
     pre = _Parser(add_help=False)
     pre.add_argument("--resume")
@@ -209,6 +212,8 @@ def parse_config(
     opts = None if options is None else options(**{k: v for k, v in given.items() if k in own})
     if cfg.eps_high is None:
         cfg.eps_high = cfg.eps_low
+    if script_defaults is not None:
+        cfg = script_defaults(cfg, given)
     errors = field_errors(cfg) or cross_errors(cfg)
     errors += field_errors(opts) if opts is not None else []
     if errors:

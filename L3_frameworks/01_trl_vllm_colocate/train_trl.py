@@ -335,6 +335,20 @@ def _given(argv: list[str], name: str) -> bool:
     return any(t == flag or t.startswith(flag + "=") for t in argv)
 
 
+def _cpu_defaults(cfg: GRPOConfig, given: dict) -> GRPOConfig:
+    """CPU 上（tiny）不给 --micro-batch 时一次算完整批：模型很小，不必切。在检查之前定下，和别的值一起查。
+    模型目录不对时什么都不改：plan_or_exit 会给出那条拒绝。"""
+    if "micro_batch" in given:
+        return cfg
+    try:
+        gpu = on_gpu(cfg)
+    except ValueError:  # 不存在的目录、不认识的名字（PresetError、ModelDirError 都是 ValueError）
+        return cfg
+    if not gpu:
+        cfg.micro_batch = cfg.prompts_per_step * cfg.group_size
+    return cfg
+
+
 def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
     """命令行 -> (GRPOConfig, TRLOptions)：和 grpo_train.py 同一套解析、检查、预设和续跑规矩（common/config_cli.py）；
     任何不合法的设置一次列全（中文，退出码 1），不写任何文件。"""
@@ -342,6 +356,7 @@ def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
     cfg, opts = parse_config(
         argv, fields=TRL_FIELDS, options=TRLOptions, can_change=RESUME_CAN_CHANGE,
         out_prefix="trl-", description="L3.01：用 TRL 的 GRPOTrainer 做 L2.07 那件事。",
+        script_defaults=_cpu_defaults,
     )  # fmt: skip
     if cfg.resume:  # 续跑：设置来自那次运行的 config.json；TRL 从最新的 checkpoint-N 接着走
         if get_last_checkpoint(cfg.out) is None:
@@ -356,8 +371,6 @@ def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
     gpu = on_gpu(cfg)
     if not _given(argv, "steps"):  # TRL 这边的默认步数：tiny 20，GPU 200
         cfg.steps = 200 if gpu else 20
-    if not _given(argv, "micro_batch") and not gpu:
-        cfg.micro_batch = cfg.prompts_per_step * cfg.group_size  # CPU：一次算完整批（模型很小）
     opts.mask_truncated = (gpu or opts.mask_truncated) and not opts.no_mask_truncated
     opts.vllm = (gpu or opts.vllm) and not opts.no_vllm
     opts.vllm_max_len = opts.vllm_max_len or (spec.shape.max_position if spec.tiny else 1024)
