@@ -3,6 +3,7 @@
     se = binomial_se(0.3, 500)                    # one accuracy on 500 questions: ± 0.020
     d = paired([0, 1, 1, 0], [1, 1, 0, 1])        # per question: before/after, or control/run
     d["up"], d["down"], d["diff"], d["se"], d["p"]
+    signed(d["diff"])                             # "+0.028", "−0.022": a difference as the lessons print it
 
 Paired means per question: the same questions, in the same order, measured twice. Values may be
 0/1 (a greedy verdict, pass@k from k samples) or fractions (pass@1 = c/k). ``up`` counts questions
@@ -55,3 +56,8 @@ def spread(values: Sequence[float]) -> dict:
         "max": max(values),
         "sd": statistics.stdev(values) if len(values) > 1 else None,
     }
+
+
+def signed(x: float, digits: int = 3) -> str:
+    """A difference as the lessons print it: "+0.028", "−0.022" (the minus is U+2212)."""
+    return f"{x:+.{digits}f}".replace("-", "\u2212")

@@ -17,15 +17,14 @@
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
 from common.evaluate import pass_at_k
-from common.metrics import MetricsError, read_metrics
-from common.paired_stats import binomial_se, paired, spread
+from common.metrics import MetricsError, read_json_object, read_metrics
+from common.paired_stats import binomial_se, paired, signed, spread
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0、1、2，各带一个组内打乱的对照
@@ -44,20 +43,8 @@ class RunError(ValueError):
     """A run folder this tool cannot read; the message names the file and what to do."""
 
 
-def signed(x: float, digits: int = 3) -> str:
-    return f"{x:+.{digits}f}".replace("-", "−")
-
-
 def _json(path: Path) -> dict:
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise RunError(
-            f"{path} 读不出来（{type(err).__name__}）：要指向 grpo_train.py 的运行目录"
-        ) from None
-    if not isinstance(obj, dict):
-        raise RunError(f"{path} 不是一个 JSON 对象：要指向 grpo_train.py 的运行目录")
-    return obj
+    return read_json_object(path, "要指向 grpo_train.py 的运行目录", error=RunError)
 
 
 class Run:

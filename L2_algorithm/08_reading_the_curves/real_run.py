@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
 from common.metrics import read_json, read_jsonl, read_metrics
-from common.paired_stats import binomial_se
+from common.paired_stats import binomial_se, signed
 from common.paired_stats import paired as paired_values
 from common.reward import extract_answer
 
@@ -51,11 +51,6 @@ def paired(before: list[dict], after: list[dict]) -> dict:
     if [r["question"] for r in before] != [r["question"] for r in after]:
         raise ValueError("两份 answers_*.jsonl 的题目不是同一批、同一个顺序")
     return paired_values([r["reward"] > 0 for r in before], [r["reward"] > 0 for r in after])
-
-
-def signed(x: float, digits: int = 3) -> str:
-    """课文里的写法：+0.028、−0.022（减号是 U+2212）。"""
-    return f"{x:+.{digits}f}".replace("-", "−")
 
 
 # ---- 回答的写法 -------------------------------------------------------------------------------
