@@ -124,6 +124,10 @@ def setup_device(spec: ModelSpec, cap_gb: float | None = None) -> torch.device:
     if cuda and cap_gb is not None:
         cap_to_gpu_gb(cap_gb)
     torch.backends.cuda.matmul.fp32_precision = "tf32"
+    # cuDNN's attention backward returns NaN in grad_q on H100/H200 (torch >= 2.11) when a mask is
+    # passed and the width is 64 mod 128 (pytorch/pytorch#196678, huggingface/trl#7181). The training
+    # forward always passes a mask (left padding), so SDPA uses the memory-efficient kernel instead.
+    torch.backends.cuda.enable_cudnn_sdp(False)
     if not cuda:
         torch.set_num_threads(1)
     return device

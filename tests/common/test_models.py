@@ -7,7 +7,7 @@ import torch
 
 from common.data import build_prompt, reference_completion, synthetic_problems
 from common.grpo_config import FIELDS
-from common.models import hf_config, load_model, model_spec
+from common.models import hf_config, load_model, model_spec, setup_device
 from common.presets import PresetError, get_preset, gpu_recipe, preset_names
 from common.tokenizer import build_tiny_tokenizer
 
@@ -232,3 +232,19 @@ def test_load_model_turns_on_gradient_checkpointing(meta_model):
     assert _checkpointing_kwargs(tiny) is None  # tiny 默认不开（CPU 上激活很小）
     tiny, _ = load_model("tiny", init="random", gradient_checkpointing=True)
     assert _checkpointing_kwargs(tiny) == {"use_reentrant": False}
+
+
+def test_setup_device_turns_off_cudnn_attention():
+    """第 86 步的 NaN（L2.08 第 6.2 节）：cuDNN 的 attention 反向在带 mask、宽度 ≡ 64 (mod 128) 时给出
+    NaN 的 grad_q。训练 forward 总带 mask，所以 setup_device 必须把 cuDNN SDPA 关掉（CPU 上也能查这个开关）。"""
+    threads = torch.get_num_threads()  # setup_device 在 CPU 上改成单线程：测完还原
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    try:
+        setup_device(model_spec("tiny"))
+        assert not torch.backends.cuda.cudnn_sdp_enabled(), (
+            "setup_device 之后 cuDNN 的 SDPA 还开着：训练会在宽度 ≡ 64 (mod 128) 的那一步得到 NaN 梯度"
+            "（L2.08 第 6.2 节；common/models.py 的 setup_device）"
+        )
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(True)
+        torch.set_num_threads(threads)
