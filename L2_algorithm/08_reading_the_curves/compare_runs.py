@@ -9,6 +9,7 @@
 
 1. 实验是不是公平：每对是不是同一批 held-out 题、每一步的训练题是不是一样、设置差在哪；
 2. 每个目录训练前 -> 比较的那一步：贪心正确率、pass@1、pass@k，以及训练前后逐题配对的翻对 / 翻错；
+   运行在比较的那一步之后还评估过的（对照先停了），也各自和训练前逐题配对地列出来；
 3. 每个 seed 的「运行 − 对照」：贪心、pass@1、pass@k 都逐题配对，带精确的符号检验 p 值；
 4. 几个 seed 放在一起：运行 − 对照的均值和 seed 之间的范围；
 5. 评估自己的底噪（运行用 --start-evals 2 时）：同样的权重换一种 batch 组合，有几题判分变了。
@@ -147,13 +148,15 @@ def fmt(x: float | None) -> str:
 
 def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
     k = max(r.k for r in runs)
+    metrics = METRICS if k else METRICS[:1]  # --pass-k 0 的运行只评了贪心
+    heads = "| pass@1 | pass@{k} " if k else ""
     lines = [
-        f"| 目录 | 比较的步 | 贪心：训练前 → 后 | pass@1 | pass@{k} | 贪心逐题：翻对 / 翻错，p |",
-        "|---|---:|---|---|---|---|",
+        f"| 目录 | 比较的步 | 贪心：训练前 → 后 {heads.format(k=k)}| 贪心逐题：翻对 / 翻错，p |",
+        "|---|---:|---|" + "---|" * (len(metrics) - 1) + "---|",
     ]
     for r in runs:
         s = steps[r.name]
-        cells = [f"{fmt(r.mean(0, m))} → {fmt(r.mean(s, m))}" for m in METRICS]
+        cells = [f"{fmt(r.mean(0, m))} → {fmt(r.mean(s, m))}" for m in metrics]
         d = paired(r.values(0, "greedy"), r.values(s, "greedy"))
         lines.append(
             f"| `{r.name}` | {s} | "
@@ -161,6 +164,24 @@ def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
             + f" | {d['up']} / {d['down']}，p = {d['p']:.3g} |"
         )
     return "\n".join(lines)
+
+
+def later_table(runs: list[Run], steps: dict[str, int]) -> str | None:
+    """Evaluations after the compared step (a run that went on after its control stopped), each
+    against the folder's own start, paired per question (greedy); None if there are none."""
+    lines = [
+        "| 目录 | 步 | 贪心 | 比训练前 ± 标准误 | 翻对 / 翻错（题） | 符号检验 p |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for r in runs:
+        start = r.values(0, "greedy")
+        for s in [s for s in sorted(r.evals) if s > steps[r.name]]:
+            d = paired(start, r.values(s, "greedy"))
+            lines.append(
+                f"| `{r.name}` | {s} | {fmt(r.mean(s, 'greedy'))} | {signed(d['diff'])} ± "
+                f"{d['se']:.3f} | {d['up']} / {d['down']} | {d['p']:.3g} |"
+            )
+    return "\n".join(lines) if len(lines) > 2 else None
 
 
 def difference(run: Run, control: Run, step: int, metric: str) -> dict | None:
@@ -262,6 +283,10 @@ def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
         f"## 训练前 → 比较的那一步（{n} 道 held-out 题；一个正确率 0.5 的标准误是 ±{binomial_se(0.5, n):.3f}）\n"
     )
     out.append(before_after_table(runs, at))
+    later = later_table(runs, at)
+    if later:  # 对照先停了、运行还评估过后面几步：这几步没有对照，只能和训练前比
+        out.append("\n## 比较的那一步之后的评估（没有对照，只和各自的训练前逐题配对，贪心）\n")
+        out.append(later)
     out.append("\n## 每个 seed：运行 − 对照，同一步、同一批题逐题配对\n")
     out.append(pair_table(pairs, steps))
     out.append("\n## 几个 seed 放在一起\n")

@@ -8,7 +8,6 @@
 memory-efficient（课程现在用的，common/models.setup_device 关掉了 cuDNN）。结果写进 --json。
 """
 
-import argparse
 import json
 import math
 import sys
@@ -20,6 +19,8 @@ import torch
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.utils import clip_grad_norm_
+
+from common.cli import CourseParser
 
 WIDTHS = (640, 704, 768)  # 704 = 5 × 128 + 64；640、768 是 128 的整数倍
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -166,8 +167,34 @@ def old_run_widths(
             "steps": out, "steps_width_64_mod_128": hits}  # fmt: skip
 
 
+def run_widths(model_dir: str, runs: list[Path]) -> dict:
+    """附带的运行每一步训练 forward 的宽度 = 这一步 prompt 的最大长度 + 最长的回答（metrics 的
+    completion_len_max）；只要 tokenizer，CPU 上就能算。返回每个目录每一步的宽度和 ≡ 64 (mod 128) 的步。"""
+    from transformers import AutoTokenizer
+
+    from common import data as D
+
+    tok = AutoTokenizer.from_pretrained(model_dir)
+    lengths = {}
+    out = {}
+    for run in runs:
+        config = json.loads((run / "config.json").read_text())
+        train, _ = D.load_splits(config["data"], config["n_heldout"])
+        rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+        widths = []
+        for r in rows:
+            for i in r["prompt_ids"]:
+                if i not in lengths:
+                    text = D.build_prompt(tok, train[i].question)
+                    lengths[i] = len(tok(text, add_special_tokens=False)["input_ids"])
+            widths.append(max(lengths[i] for i in r["prompt_ids"]) + r["completion_len_max"])
+        hits = [r["step"] for r, w in zip(rows, widths) if w % 128 == 64]
+        out[run.name] = {"widths": widths, "steps_width_64_mod_128": hits}
+    return out
+
+
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = CourseParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="真模型的目录（不给：只测 kernel）")
     ap.add_argument(
         "--cap-gb", type=float, default=None, help="PyTorch 最多用多少 GiB（模拟 5090）"
@@ -177,7 +204,18 @@ def main() -> int:
         "--old-steps", type=int, default=0, help="查旧运行前多少步的宽度（要 --model 的 tokenizer）"
     )
     ap.add_argument("--json", type=Path, default=None, help="结果写到这个 JSON 文件")
+    ap.add_argument("--run-widths", type=Path, nargs="+", default=None,
+                    help="只算这些运行目录每一步的宽度（要 --model 的 tokenizer，CPU 上就行）")  # fmt: skip
     args = ap.parse_args()
+    if args.run_widths:
+        result = run_widths(args.model, args.run_widths)
+        for name, r in result.items():
+            print(
+                f"  {name}：{len(r['widths'])} 步，宽度 ≡ 64 (mod 128) 的步：{r['steps_width_64_mod_128']}"
+            )
+        if args.json:
+            args.json.write_text(json.dumps(result, ensure_ascii=False))
+        return 0
     if not torch.cuda.is_available():
         print(
             "这个脚本只能在 NVIDIA GPU 上跑（它查的是 cuDNN 的 attention kernel）。",
