@@ -248,7 +248,10 @@ def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
     k = max(r.k for pair in pairs for r in pair)
     panels = [("greedy", "held-out accuracy (greedy)"), ("pass@1", "held-out pass@1 (sampled)"),
               ("pass@k", f"held-out pass@{k} (sampled)")]  # fmt: skip
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.2), constrained_layout=True)
+    panels = panels if k else panels[:1]  # --pass-k 0 的运行只评了贪心
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4.2), squeeze=False)
+    axes = axes[0]
+    fig.set_layout_engine("constrained")
     for ax, (metric, title) in zip(axes, panels):
         for i, (run, control) in enumerate(pairs):
             for r, style in ((run, "o-"), (control, "s--")):

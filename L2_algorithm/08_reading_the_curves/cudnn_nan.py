@@ -193,6 +193,30 @@ def run_widths(model_dir: str, runs: list[Path]) -> dict:
     return out
 
 
+def summary_table(result: dict) -> str:
+    """--json 的结果 -> L2.08 第 6.4 节的表（Markdown）：每个宽度，单层 attention 和真模型各一栏。"""
+    kernel = {
+        (r["width"], r["backend"], r["left_pad"]): r["nonfinite_grad"] for r in result["kernel"]
+    }
+    rows = result["model_cases"]["rows"]
+    lines = [
+        "| 宽度 | 单层 attention，cuDNN：grad_q 里的非有限值（无填充 / 左填充 32 行） "
+        "| 单层，memory-efficient | 真模型，cuDNN：梯度范数，时间 | 真模型，关掉 cuDNN |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for width in WIDTHS:
+        cudnn = f"{kernel[width, 'cudnn', 0]['q']} / {kernel[width, 'cudnn', 32]['q']}"
+        eff = sum(sum(kernel[width, "efficient", pad].values()) for pad in (0, 32))
+        cells = []
+        for on in (True, False):
+            case = [r for r in rows if r["width"] == width and r["cudnn"] == on]
+            norm = case[-1]["grad_norm"]
+            sec = sorted(r["seconds"] for r in case)[len(case) // 2]
+            cells.append(f"{'NaN' if math.isnan(norm) else f'{norm:.3f}'}，{sec:.3f} s")
+        lines.append(f"| {width} | {cudnn} | {eff} | {cells[0]} | {cells[1]} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     ap = CourseParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model", default=None, help="真模型的目录（不给：只测 kernel）")

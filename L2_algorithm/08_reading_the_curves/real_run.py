@@ -292,7 +292,7 @@ PAIR_HEAD = "| 运行 | 在第几步比 | 贪心：运行 − 对照 | 怎么算
 
 
 def segment_row(run: Path, width: int = SEGMENT) -> str:
-    cells = [f"{v:.3f}" for v in reward_segments(run, width)]
+    cells = [f"{v:.3f}" for v in reward_segments(run, width)][: 100 // width]  # 表头只到第 100 步
     cells += ["—"] * (100 // width - len(cells))
     return f"| `{run.name}` | " + " | ".join(cells) + " |"
 
@@ -388,6 +388,10 @@ def plot(pairs: list[tuple[Path, Path | None]], path: Path) -> None:
                 ax.plot(steps, values, style, color=color, label=label, linewidth=1.2)
         ax.set_title(title, fontsize=10)
         ax.set_xlabel("step")
+        if not ax.lines:  # --pass-k 0 没有 pass@k，β = 0 没有 KL：空着的格子写明没测
+            ax.text(0.5, 0.5, "not measured in these runs", ha="center", va="center", color="0.5")
+            ax.set_xticks([])
+            ax.set_yticks([])
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("runs (solid) vs shuffled-reward controls (dashed)")
     fig.tight_layout()

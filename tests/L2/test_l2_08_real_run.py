@@ -80,17 +80,17 @@ def test_shipped_folders_hold_no_checkpoint_and_say_what_they_ran():
 
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_lesson_tables_come_from_the_shipped_runs():
-    """第 6.3–6.5 节的表 == 脚本的函数在附带的运行目录上算出的表（逐行）。"""
+    """第 6.7.2–6.7.4 节的表 == 脚本的函数在附带的运行目录上算出的表（逐行）。"""
     for run, ctl in R.PAIRS:
-        _in_lesson(R.summary_row(SHIPPED / run), "第 6.3 节总表的一行")
-        _in_lesson(R.summary_row(SHIPPED / ctl), "第 6.3 节总表的一行")
+        _in_lesson(R.summary_row(SHIPPED / run), "第 6.7.2 节总表的一行")
+        _in_lesson(R.summary_row(SHIPPED / ctl), "第 6.7.2 节总表的一行")
         _in_lesson(
-            R.pair_difference(SHIPPED / run, SHIPPED / ctl), "第 6.3 节「运行 − 对照」的一行"
+            R.pair_difference(SHIPPED / run, SHIPPED / ctl), "第 6.7.2 节「运行 − 对照」的一行"
         )
         for name in (run, ctl):
-            _in_lesson(R.segment_row(SHIPPED / name), "第 6.4 节 reward 分段表的一行")
+            _in_lesson(R.segment_row(SHIPPED / name), "第 6.7.3 节 reward 分段表的一行")
     for line in R.accuracy_table(R2, C2, 500).splitlines():
-        _in_lesson(line, "第 6.3 节第三对的逐点表")
+        _in_lesson(line, "第 6.7.2 节第三对的逐点表")
     table = R.habit_columns([
         ("B 训练前（eval batch 256）", R.answers(B, "before")),
         ("B 第 100 步", R.answers(B, "after")),
@@ -99,9 +99,10 @@ def test_lesson_tables_come_from_the_shipped_runs():
         ("它的对照 第 100 步", R.answers(C2, "after")),
     ])  # fmt: skip
     for line in table.splitlines():
-        _in_lesson(line, "第 6.5 节回答写法的表")
+        _in_lesson(line, "第 6.7.4 节回答写法的表")
     _in_lesson(
-        R.render_examples(R.answers(R2, "before"), R.answers(R2, "after"), 10), "第 6.5 节的十道题"
+        R.render_examples(R.answers(R2, "before"), R.answers(R2, "after"), 10),
+        "第 6.7.4 节的十道题",
     )
 
 
@@ -113,50 +114,50 @@ def test_lesson_sentences_come_from_the_shipped_runs():
         _in_lesson(f"翻对 {pr['up']} 题，翻错 {pr['down']} 题", "翻对翻错")
         _in_lesson(f"配对的差 {sig(pr['diff'])} ± {pr['se']:.3f}", "配对的差")
     pr = R.paired(R.answers(R2, "before"), R.answers(R2, "after"))
-    _in_lesson(f"{sig(pr['diff'])} ± {pr['se']:.3f}（符号检验 p = {pr['p']:.2f}", "开头的结论")
+    _in_lesson(f"{sig(pr['diff'])} ± {pr['se']:.3f}（符号检验 p = {pr['p']:.2f}", "第 6.7 节开头")
     vs = R.paired(R.answers(C2, "after"), R.answers(R2, "after"))
-    _in_lesson(f"比它的对照高 {sig(vs['diff'])} ± {vs['se']:.3f}", "开头的结论")
-    _in_lesson(f"运行对、对照错的 {vs['up']} 题，反过来的 {vs['down']} 题", "第 6.3 节")
+    _in_lesson(f"比它的对照高 {sig(vs['diff'])} ± {vs['se']:.3f}", "第 6.7 节开头")
+    _in_lesson(f"运行对、对照错的 {vs['up']} 题，反过来的 {vs['down']} 题", "第 6.7.2 节")
     flips = pr["up"] + pr["down"]
-    _in_lesson(f"判分变了的共 {flips} 题，其余 {pr['n'] - flips} 题", "第 6.5 节")
+    _in_lesson(f"判分变了的共 {flips} 题，其余 {pr['n'] - flips} 题", "第 6.7.4 节")
     ex = R.flipped(R.answers(R2, "before"), R.answers(R2, "after"), 10)
-    _in_lesson("展开：第 " + "、".join(map(str, ex)) + " 题", "第 6.5 节")
+    _in_lesson("展开：第 " + "、".join(map(str, ex)) + " 题", "第 6.7.4 节")
     ups = sum(R.answers(R2, "after")[i]["reward"] > 0 for i in ex)
     _in_lesson(
         f"这十道里{'一二三四五六七八九十'[ups - 1]}道翻对、{'一二三四五六七八九十'[9 - ups]}道翻错",
-        "第 6.5 节",
+        "第 6.7.4 节",
     )
     # 第二对到第 50 步、对照的 ±0.03
     r1, c1, c2 = dict(R.eval_points(R1)), dict(R.eval_points(C1)), dict(R.eval_points(C2))
     _in_lesson(
-        f"配方本身到第 50 步已是 {sig(r1[50] - r1[0])}、对照 {sig(c1[50] - c1[0])}", "第 6.8 节"
+        f"配方本身到第 50 步已是 {sig(r1[50] - r1[0])}、对照 {sig(c1[50] - c1[0])}", "第 6.7.7 节"
     )
     _in_lesson(
         f"第三对的对照 {sig(c2[100] - c2[0])}，第二对的对照第 50 步 {sig(c1[50] - c1[0])}",
-        "第 6.3 节",
+        "第 6.7.2 节",
     )
     _in_lesson(
         f"第三对第 100 步 {dict(R.eval_points(R2))[100]:.3f}，配方在第 50 步 {r1[50]:.3f}",
-        "第 6.8 节",
+        "第 6.7.7 节",
     )
     # 同一份权重，eval batch 256 和 512
     for run in (B, R2):
         c = json.loads((run / "config.json").read_text(encoding="utf-8"))
         acc = dict(R.eval_points(run))[0]
-        _in_lesson(f"eval batch {c['eval_batch']} 量到 {acc:.3f}", "第 6.3 节 batch 大小的影响")
+        _in_lesson(f"eval batch {c['eval_batch']} 量到 {acc:.3f}", "第 6.7.2 节 batch 大小的影响")
     # 显存
     assert {round(R.peak_memory(SHIPPED / n), 1) for p in R.PAIRS[1:] for n in p} == {24.8}
-    _in_lesson("都是 **24.8 GiB**", "第 6.7 节显存")
-    _in_lesson(f"第一对是 **{R.peak_memory(B):.2f} GiB**", "第 6.7 节显存")
+    _in_lesson("都是 **24.8 GiB**", "第 6.7.6 节显存")
+    _in_lesson(f"第一对是 **{R.peak_memory(B):.2f} GiB**", "第 6.7.6 节显存")
     # 时间
     t = R.step_seconds(B, 16, 100)
     _in_lesson(f"第 16–100 步一步的中位数 **{t['median']:.1f} s**（{t['min']:.1f}–{t['max']:.1f} s；"
                f"rollout {t['rollout']:.1f} s、前向反向和更新 {t['train']:.1f} s），\n  100 步连同评估共 "
-               f"{t['total']:.0f} s", "第 6.7 节时间")  # fmt: skip
+               f"{t['total']:.0f} s", "第 6.7.6 节时间")  # fmt: skip
     t = R.step_seconds(R2, 91, 100)
     _in_lesson(f"第三对最后 10 步一步的中位数 {t['median']:.1f} s（rollout {t['rollout']:.1f} s、"
-               f"训练 {t['train']:.1f} s）", "第 6.7 节时间")  # fmt: skip
-    _in_lesson(f"第 11–50 步一步约 {R.step_seconds(R2, 11, 50)['median']:.1f} s", "第 6.7 节时间")
+               f"训练 {t['train']:.1f} s）", "第 6.7.6 节时间")  # fmt: skip
+    _in_lesson(f"第 11–50 步一步约 {R.step_seconds(R2, 11, 50)['median']:.1f} s", "第 6.7.6 节时间")
 
 
 def test_hand_check_agrees_with_the_reward_as_the_lesson_says():
@@ -169,7 +170,7 @@ def test_hand_check_agrees_with_the_reward_as_the_lesson_says():
     right = sum(int(r[1]) for r in rows)
     _in_lesson(
         f"**{len(rows)} 条里 {agree} 条一致**（{right} 条对，{len(rows) - right} 条错）",
-        "第 6.6 节",
+        "第 6.7.5 节",
     )
     before_fp, after_fp = (
         R.credited_without_box(R.answers(R2, "before")),
@@ -177,7 +178,7 @@ def test_hand_check_agrees_with_the_reward_as_the_lesson_says():
     )
     assert len(before_fp) == len(after_fp) == 1
     _in_lesson(
-        f"训练前 1 条（第 {before_fp[0]} 题）、训练后 1 条（第 {after_fp[0]} 题）", "第 6.6 节"
+        f"训练前 1 条（第 {before_fp[0]} 题）、训练后 1 条（第 {after_fp[0]} 题）", "第 6.7.5 节"
     )
     row = after[441]
     assert (
@@ -290,22 +291,22 @@ def test_negative_examples_is_refused(tmp_path, capsys):
 
 
 def test_the_same_start_evaluated_twice_as_section_6_3_says():
-    """第 6.3 节：同一份起点，两个运行目录的 answers_before（eval batch 256 对 512、代码差 87 个 commit）。"""
+    """第 6.7.2 节：同一份起点，两个运行目录的 answers_before（eval batch 256 对 512、代码差 87 个 commit）。"""
     a, b = R.answers(B, "before"), R.answers(R1, "before")
     assert [x["question"] for x in a] == [x["question"] for x in b]
     grades = sum(x["reward"] != y["reward"] for x, y in zip(a, b))
     texts = sum(x["completion"] != y["completion"] for x, y in zip(a, b))
     configs = [json.loads((d / "config.json").read_text()) for d in (B, R1)]
     assert [c["eval_batch"] for c in configs] == [256, 512]
-    _in_lesson(f"500 题里 {grades} 题的判分、{texts} 题的回答文字不一样", "第 6.3 节")
+    _in_lesson(f"500 题里 {grades} 题的判分、{texts} 题的回答文字不一样", "第 6.7.2 节")
 
 
 def test_lr5e6_answers_got_shorter():
-    """第 6.2 节：第一对的回答在变短（所以不是长度偏差）。"""
+    """第 6.7.1 节：第一对的回答在变短（所以不是长度偏差）。"""
     lengths = [r["completion_len_mean"] for r in R.read_metrics(B / "metrics.jsonl")]
     first, last = statistics.fmean(lengths[:10]), statistics.fmean(lengths[-10:])
     assert last < first
-    _in_lesson(f"从第 1–10 步的 {first:.1f} token 降到第 91–100 步的 {last:.1f}", "第 6.2 节")
+    _in_lesson(f"从第 1–10 步的 {first:.1f} token 降到第 91–100 步的 {last:.1f}", "第 6.7.1 节")
 
 
 def test_the_5090_page_step_time_is_the_first_pairs():
