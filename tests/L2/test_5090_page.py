@@ -68,10 +68,14 @@ SHRINK = {
 }  # fmt: skip
 SCRIPTS = {
     "L2_algorithm/07_grpo_train/grpo_train.py",
+    "L2_algorithm/08_reading_the_curves/compare_runs.py",
     "L1_concepts/04_vram_ledger/measure_vram.py",
     "L3_frameworks/01_trl_vllm_colocate/train_trl.py",
 }
 MODULES = {"common.env_check", "common.vram", "common.model_dir"}
+# compare_runs.py 的替身：仓库附带的真模型运行（两个 seed，各一个对照）
+REAL_RUNS = ROOT / "L2_algorithm" / "08_reading_the_curves" / "real_recipe"
+SHIPPED_PAIRS = (("recipe-s0", "control-s0"), ("recipe-s1", "control-s1"))
 
 
 # ---------------------------------------------------------------- 从课文里取命令 ----------------------------------------
@@ -268,6 +272,22 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
         (tmp_path / d).symlink_to(_stand_in(folders, name, real_shape=real))
     script = Path(argv[1]).name if kind.endswith(".py") else None
     out = _flag(argv, "--out")
+    if (
+        script == "compare_runs.py"
+    ):  # 替身：页上的运行目录指向仓库附带的真模型运行（L2.08 第 6.2 节）
+        pairs = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--pair"]
+        assert len(pairs) == len(SHIPPED_PAIRS), _fail_text(cmd, "页上应当比两个 seed 的运行和对照")
+        for names, shipped in zip(pairs, SHIPPED_PAIRS):
+            for name, folder in zip(names, shipped):
+                (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp_path / name).symlink_to(REAL_RUNS / folder)
+        proc = _run(argv, tmp_path)
+        assert proc.returncode == 0 and "运行 − 对照" in proc.stdout, _fail_text(
+            cmd, "比较失败", proc
+        )
+        plot = _flag(argv, "--plot")
+        assert plot is None or (tmp_path / plot).is_file(), _fail_text(cmd, "没有画出图", proc)
+        return
     if script and preset is None:
         for flag, value in SHRINK[script].items():
             argv = _set(argv, flag, value)

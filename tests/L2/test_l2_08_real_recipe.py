@@ -171,3 +171,28 @@ def test_the_flip_floor_is_zero_as_the_lesson_says(name):
     floor = json.loads((RUNS / name / "eval_floor.json").read_text(encoding="utf-8"))
     assert floor["grade_flips"] == 0 and floor["text_changes"] == 0
     _in_lesson("500 题里没有一题的判分或回答文字变了", "第 6.3 节")
+
+
+def test_the_5090_page_quotes_the_same_runs():
+    """L2.07 第 6 节（5090 一页走完）引用的真模型数字 = 附带的运行算出的。"""
+    page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    pairs = _pairs()
+    for s, (run, control) in enumerate(pairs):
+        d = C.paired(run.values(0, "greedy"), run.values(100, "greedy"))
+        row = (
+            f"| seed {s} | {run.mean(0, 'greedy'):.3f} | {run.mean(50, 'greedy'):.3f}（对照 "
+            f"{control.mean(50, 'greedy'):.3f}） | {run.mean(100, 'greedy'):.3f} | "
+            f"{C.signed(d['diff'])} ± {d['se']:.3f}，p = {d['p']:.3g} |"
+        )
+        assert row in page, f"L2.07 第 6.6 节的表和附带的运行对不上，应该是：{row}"
+    rows = {n: _rows(n) for n in NAMES}
+    step4 = statistics.median(rows["recipe-s0"][s]["rollout_s"] + rows["recipe-s0"][s]["train_s"]
+                              for s in range(11, 50))  # fmt: skip
+    assert f"四个进程同卡时一步的中位数 {step4:.1f} s" in page
+    ratio = statistics.median(rows["recipe-s0"][s]["train_s"] / rows["recipe-s0"][s]["rollout_s"]
+                              for s in range(11, 50))  # fmt: skip
+    assert f"rollout 和训练约 1 : {ratio:.1f}" in page, (
+        f"L2.07 第 6.5 节：训练 / rollout ≈ {ratio:.2f}"
+    )
+    peak = max(r["peak_vram_gb"] for r in rows["recipe-s0"].values())
+    assert f"显存峰值 {peak:.2f} GiB（micro-batch 32、eval batch 512）" in page
