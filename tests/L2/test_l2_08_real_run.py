@@ -318,3 +318,15 @@ def test_the_5090_page_step_time_is_the_first_pairs():
         f"其中 rollout 约 {t['rollout']:.1f} s、训练约 {t['train']:.1f} s；100 步连同评估 {t['total']:.0f} s"
     )
     assert text in page, f"L2.07 第 6.5 节的一步时间和 real_run/lr5e-6 对不上：{text}"
+
+
+def test_why_the_old_pairs_barely_moved_as_section_6_7_says():
+    """第 6.7 节开头：旧配方两对运行的 KL 最大值和全对 / 全错的组所占的比例。"""
+    kl = [max(r["kl"] for r in R.read_metrics(SHIPPED / n / "metrics.jsonl") if r.get("kl") is not None)
+          for n in ("recipe", "lr2e-6-token_mean-t0.7")]  # fmt: skip
+    _in_lesson(f"KL 最大 {kl[0]:.3f} 和 {kl[1]:.3f}", "第 6.7 节开头")
+    zero = sorted(
+        statistics.fmean(r["zero_std_frac"] for r in R.read_metrics(SHIPPED / n / "metrics.jsonl"))
+        for n in ("recipe", "lr2e-6-token_mean-t0.7")
+    )
+    _in_lesson(f"每步有 {zero[0]:.0%}–{zero[1]:.0%} 的组全对或全错", "第 6.7 节开头")
