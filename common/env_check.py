@@ -15,6 +15,7 @@ import platform
 import sys
 
 from common import provenance
+from common.presets import COURSE_ROOT, preset_names, presets_file
 
 # What the report itself needs; everything else is listed by version (LIBRARIES).
 REQUIRED_MODULES = ("torch", "transformers")
@@ -134,7 +135,6 @@ def library_versions() -> dict[str, str | None]:
 def preset_report(gpu: dict | None) -> list[dict]:
     """For each course preset: can this machine run it, and why (the ledger's usage for GPU presets)."""
     from common.config_cli import preset_config
-    from common.presets import preset_names
     from common.vram.fit import assess
     from common.vram.ledger import GiB, ledger
     from common.vram.plan import training_settings
@@ -184,7 +184,7 @@ def report() -> str:
 
     lines.append("")
     lines.append(
-        "课程预设（L2_algorithm/07_grpo_train/presets.toml；L2 的手写脚本：策略模型自己生成 rollout）："
+        f"课程预设（{presets_file().relative_to(COURSE_ROOT)}；L2 的手写脚本：策略模型自己生成 rollout）："
     )
     report_rows = preset_report(gpu)
     name_width = max(len(r["preset"]) for r in report_rows) + 2

@@ -1,4 +1,4 @@
-"""Model folders: check one before any weight is loaded, and make one from a GGUF file.
+"""Model folders: check one before any weight is loaded (GGUF conversion: common/gguf_convert.py).
 
     folder = inspect_model_dir("./Qwen3-0.6B")         # -> ModelFolder (family, shape, EOS ids, ...)
     folder = inspect_model_dir(path, expect=shape)     # --preset NAME --model DIR: the exact shapes too
@@ -19,14 +19,21 @@ L2.07's make_warmstart.py (it has warmstart.json) is the tiny model's warm start
 from __future__ import annotations
 
 import json
-import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 from common.cli import CourseParser
+from common.gguf_convert import PROXY_NOTE, GGUFError, from_gguf
 from common.metrics import read_json_object
-from common.vram.shapes import DENSE_FAMILIES, MOE_TYPES, ModelShape, ShapeError
+from common.tokenizer import QWEN_STOP_TOKENS
+from common.vram.shapes import (
+    DENSE_FAMILIES,
+    MOE_TYPES,
+    SUPPORTED_FAMILIES,
+    ModelShape,
+    ShapeError,
+)
 
 WEIGHTS_FILE = "model.safetensors"
 WEIGHTS_INDEX = "model.safetensors.index.json"
@@ -43,13 +50,9 @@ SHAPE_FIELDS = (
     "vocab_size",
     "tie_word_embeddings",
 )
-# Qwen's chat-turn end and document end: a chat model must stop at either (TRL PR #7039 for Qwen3)
-QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 # config.json's "dtype" (older transformers: "torch_dtype"): transformers turns the string into
 # getattr(torch, name), so anything else is an AttributeError at load time, after the run started
 FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64", "half", "float", "double")
-GGUF_MAGIC = b"GGUF"  # the first 4 bytes of every GGUF file (ggml/docs/gguf.md)
-_SUPPORTED = "稠密的 Qwen3（model_type qwen3）和 Qwen2 / Qwen2.5（model_type qwen2）"
 
 
 class ModelDirError(ValueError):
@@ -352,11 +355,11 @@ def inspect_model_dir(path, expect: ModelShape | None = None, source: str = "") 
         raise ModelDirError(
             f"{folder / 'config.json'} 的 model_type 是 {kind!r}：MoE 模型每个 token 只用几个专家，"
             "但训练时全部专家的权重、梯度和优化器状态都要驻留（Qwen3-30B-A3B 光 bf16 权重就约 57 GiB），"
-            f"一张 32 GB 的卡放不下（python -m common.vram 的表里 MoE 一行是 ❌）。课程支持{_SUPPORTED}。"
+            f"一张 32 GB 的卡放不下（python -m common.vram 的表里 MoE 一行是 ❌）。课程支持{SUPPORTED_FAMILIES}。"
         )
     if kind not in DENSE_FAMILIES:
         raise ModelDirError(
-            f"{folder / 'config.json'} 的 model_type 是 {kind!r}：课程支持{_SUPPORTED}"
+            f"{folder / 'config.json'} 的 model_type 是 {kind!r}：课程支持{SUPPORTED_FAMILIES}"
             "（快速解码器、显存账本、chat template 和 EOS 都按 Qwen 的结构写）。换一个 Qwen 模型。"
         )
     if config.get("use_sliding_window"):
@@ -397,103 +400,6 @@ def inspect_model_dir(path, expect: ModelShape | None = None, source: str = "") 
     return ModelFolder(folder, config, shape, eos, pad, warmstart)
 
 
-# ---------------------------------------------------------------------------------------------
-# GGUF -> a Hugging Face folder
-# ---------------------------------------------------------------------------------------------
-PROXY_NOTE = (
-    "注意：GGUF 里的权重多半是量化过的（Q4/Q5/Q8）。这里把它们反量化成 {dtype}，得到的是原模型的一个"
-    "近似（量化误差已经在权重里了），不是原版权重：用它得到的正确率会低于原模型，课文里引用时要说明。"
-)
-
-
-def from_gguf(gguf_file, out_dir, dtype: str = "bfloat16") -> Path:
-    """Convert a GGUF file (llama.cpp / Ollama / LM Studio) of a Qwen model into a folder `--model` accepts.
-
-    transformers' GGUF loader (`gguf_file=`, needs the `gguf` package: `pip install -e ".[gguf]"`)
-    dequantises every tensor; the model is saved in `dtype` with safetensors, the tokenizer and chat
-    template from the GGUF beside it, and a generation_config that stops at both Qwen stop tokens.
-    """
-    import importlib.util
-
-    import torch
-
-    src, out = Path(gguf_file).expanduser(), Path(out_dir).expanduser()
-    if not src.is_file():
-        raise ModelDirError(f"GGUF 文件不存在：{src}")
-    if importlib.util.find_spec("gguf") is None:
-        raise ModelDirError(
-            '读 GGUF 需要 gguf 这个包：pip install -e ".[gguf]"（纯 Python，约 100 KB）'
-        )
-    if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        raise ModelDirError(f"输出目录 {out} 已经存在且不是空目录：换一个目录，或先删掉它")
-    if dtype not in ("bfloat16", "float32"):
-        raise ModelDirError(f"--dtype 只能是 bfloat16 或 float32，得到 {dtype!r}")
-    kind = _gguf_architecture(src)
-    if kind not in DENSE_FAMILIES:
-        raise ModelDirError(f"{src} 的架构是 {kind!r}：课程支持{_SUPPORTED}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
-
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a conversion that was killed
-    try:
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
-            model = AutoModelForCausalLM.from_pretrained(
-                src.parent, gguf_file=src.name, dtype=getattr(torch, dtype)
-            )
-        except Exception as err:  # a tensor or tokenizer field transformers cannot map
-            raise ModelDirError(
-                f"transformers 读不了 {src}（{type(err).__name__}: {str(err)[:300]}）：文件可能损坏，"
-                "或是 transformers 不支持的量化格式。删掉它重新下载，或换一个 Q8_0 / F16 的 GGUF。"
-            ) from None
-        # transformers refuses to save a model it loaded "quantized with gguf"; the tensors are plain now
-        model.hf_quantizer = None
-        if hasattr(model.config, "quantization_config"):
-            del model.config.quantization_config
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        vocab = tokenizer.get_vocab()
-        stops = [vocab[t] for t in QWEN_STOP_TOKENS if t in vocab]
-        pad = vocab.get("<|endoftext|>", stops[-1] if stops else None)
-        GenerationConfig(eos_token_id=stops, pad_token_id=pad).save_pretrained(tmp)
-        tmp.rename(out)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # a failed or interrupted save leaves no half folder
-    return out
-
-
-def _gguf_architecture(src: Path) -> str:
-    """general.architecture of a GGUF file, after checking that the file is one and is whole."""
-    from gguf import GGUFReader
-
-    size = src.stat().st_size
-    with src.open("rb") as f:
-        head = f.read(len(GGUF_MAGIC))
-    if head != GGUF_MAGIC:
-        raise ModelDirError(
-            f"{src} 不是 GGUF 文件：开头应是 4 个字节 {GGUF_MAGIC.decode()}，这里是 {head!r}"
-            f"（共 {size:,} 字节；下载到的可能是网页或别的格式）。重新下载 .gguf 文件。"
-        )
-    try:
-        reader = GGUFReader(src)
-        end = max((int(t.data_offset) + int(t.n_bytes) for t in reader.tensors), default=0)
-    except Exception as err:  # a cut file: numpy cannot reshape / index what is not there
-        raise ModelDirError(
-            f"{src} 不完整或已损坏（读文件头和张量表时出错：{type(err).__name__}，文件 {size:,} 字节）："
-            "下载多半中断了。删掉它，重新下载。"
-        ) from None
-    if end > size:
-        raise ModelDirError(
-            f"{src} 不完整：张量表说数据到第 {end:,} 字节，文件只有 {size:,} 字节。"
-            "下载中断了：删掉它，重新下载。"
-        )
-    field = reader.fields.get("general.architecture")
-    try:
-        return bytes(field.parts[field.data[0]]).decode() if field else "?"
-    except (IndexError, UnicodeDecodeError):
-        return "?"
-
-
 def describe(folder: ModelFolder) -> str:
     """A few Chinese lines on what the course sees in a folder (for `check`)."""
     s = folder.shape
@@ -529,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
             print(PROXY_NOTE.format(dtype=a.dtype))
             out = from_gguf(a.gguf_file, a.out_dir, a.dtype)
             print(describe(inspect_model_dir(out)))
-    except ModelDirError as err:
+    except (ModelDirError, GGUFError) as err:
         print(f"错误：{err}", file=sys.stderr)
         return 2
     return 0

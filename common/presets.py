@@ -1,4 +1,4 @@
-"""The named presets of the training scripts, read from L2_algorithm/07_grpo_train/presets.toml.
+"""The named presets of the training scripts, read from the TOML file that pyproject.toml names.
 
     preset = get_preset("qwen3-0.6b")
     preset.overrides      # {"data": "gsm8k", ..., "model": "Qwen/Qwen3-0.6B", "lora_rank": 0}
@@ -6,8 +6,9 @@
     gpu_recipe()          # the GPU recipe alone: what `--model DIR` without --preset starts from
 
 The file sits beside grpo_train.py so that a learner reads the 5090 recipe next to the script; it is
-data (TOML), not code. A preset with `recipe = "gpu"` is the [recipe.gpu] table with the preset's
-own lines on top.
+data (TOML), not code. Which lesson owns it is the course's layout, not this library's: the path is
+pyproject.toml's `[tool.rl-course] presets` (relative to the repo root), the one place it is written.
+A preset with `recipe = "gpu"` is the [recipe.gpu] table with the preset's own lines on top.
 """
 
 from __future__ import annotations
@@ -17,9 +18,10 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-PRESETS_FILE = (
-    Path(__file__).resolve().parents[1] / "L2_algorithm" / "07_grpo_train" / "presets.toml"
-)
+COURSE_ROOT = Path(__file__).resolve().parents[1]
+PROJECT_FILE = (
+    COURSE_ROOT / "pyproject.toml"
+)  # its [tool.rl-course] table says where the presets are
 DEFAULT_PRESET = "tiny"
 
 
@@ -46,13 +48,25 @@ class Preset:
 
 
 @functools.cache
-def _read() -> dict:
+def presets_file() -> Path:
+    """The presets file of the course: pyproject.toml's `[tool.rl-course] presets`."""
     try:
-        return tomllib.loads(PRESETS_FILE.read_text(encoding="utf-8"))
-    except (OSError, tomllib.TOMLDecodeError) as err:
+        project = tomllib.loads(PROJECT_FILE.read_text(encoding="utf-8"))
+        return COURSE_ROOT / project["tool"]["rl-course"]["presets"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError, TypeError) as err:
         raise PresetError(
-            f"读不出预设文件 {PRESETS_FILE}（{err}）：用 git checkout 恢复它"
+            f"{PROJECT_FILE} 里读不出预设文件的位置（[tool.rl-course] presets；{err!r}）："
+            "用 git checkout 恢复它"
         ) from None
+
+
+@functools.cache
+def _read() -> dict:
+    path = presets_file()
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as err:
+        raise PresetError(f"读不出预设文件 {path}（{err}）：用 git checkout 恢复它") from None
 
 
 def _lines(table: dict) -> dict:

@@ -9,6 +9,8 @@ from pathlib import Path
 QWEN3_HUB_ID = "Qwen/Qwen3-0.6B"
 # Qwen3 stops on either of these: <|im_end|> (chat turn end) and <|endoftext|>.
 QWEN3_EOS_IDS = (151645, 151643)
+# Qwen's chat-turn end and document end: a chat model must stop at either (TRL PR #7039 for Qwen3)
+QWEN_STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")
 
 
 def qwen3_tokenizer_dir() -> Path:

@@ -1,4 +1,4 @@
-"""pytest 配置：`impl` fixture 按 `--impl` 取被测模块（选项和中文提示在 common/pytest_plugin.py）。
+"""pytest 配置：`impl` fixture 按 `--impl` 取被测模块（选项和中文提示在 tests/pytest_plugin.py，由根目录的 conftest.py 注册）。
 
 - `pytest`                      测 solutions/（CI 跑的就是这个，证明课程本身是对的）
 - `pytest --impl exercises ...` 测你自己在 exercises/ 里写的代码

@@ -33,9 +33,8 @@ from typing import Any
 
 import pytest
 import torch
+from pytest_plugin import exception_kind, is_stub
 from quiz import ROOT, find_heading
-
-from common.pytest_plugin import exception_kind, is_stub
 
 
 @dataclass(frozen=True)
@@ -422,7 +421,7 @@ def expect_value_error(call: Callable[[], Any], what: str) -> None:
         return
     except Exception as e:  # noqa: BLE001  任何别的异常都要说清楚
         if is_stub(e):
-            raise  # 还是空桩：交给 common/pytest_plugin.py 给出「还没实现」的提示
+            raise  # 还是空桩：交给 tests/pytest_plugin.py 给出「还没实现」的提示
         first = str(e).strip().splitlines()[0] if str(e).strip() else ""
         pytest.fail(
             f"{what}：应当抛 ValueError（并说明要改什么），实际抛了 {type(e).__name__}：{first}",
@@ -439,7 +438,7 @@ def crash_line(
 ) -> str:
     """学习者的函数 `name` 抛出 `exc` 时失败信息的第一行：哪个函数、什么异常、在这个函数里最可能的原因。
 
-    `hints[种类]` 是这种异常在这个函数里最可能的原因（种类见 common/pytest_plugin.py 的
+    `hints[种类]` 是这种异常在这个函数里最可能的原因（种类见 tests/pytest_plugin.py 的
     `EXCEPTION_KINDS`），可以写成 (原因, 章节) 指向别的章节；没有时用那一类异常的通用说明。
     """
     kind, generic = exception_kind(exc)
@@ -456,7 +455,7 @@ def crash_line(
 def explained(
     name: str, section: str, hints: Mapping[str, str | tuple[str, str]] | None = None
 ) -> Iterator[None]:
-    """with 块里抛出的异常挂上 `crash_line`（common/pytest_plugin.py 把它当作失败信息的第一行）。"""
+    """with 块里抛出的异常挂上 `crash_line`（tests/pytest_plugin.py 把它当作失败信息的第一行）。"""
     try:
         yield
     except Exception as e:

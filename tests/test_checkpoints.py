@@ -77,7 +77,7 @@ def test_your_answers(readme):
     mod = module_name(readme)
     yours = importlib.import_module(f"exercises.{mod}").CHECKPOINT_ANSWERS
     if all(answer is None for answer in yours.values()):
-        # 一题都还没答：和没写的函数一样，只在「还没实现」一节里说一行（common/pytest_plugin.py）
+        # 一题都还没答：和没写的函数一样，只在「还没实现」一节里说一行（tests/pytest_plugin.py）
         todo = NotImplementedError('把每题的 None 换成大写字母串（多选按字母顺序，如 "AC"）。')
         todo.course_stub_location = (f"exercises/{mod}.py", "检查点作答 CHECKPOINT_ANSWERS")
         raise todo

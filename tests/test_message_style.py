@@ -6,7 +6,7 @@
 「应沿 dim=1」这样的代码或步骤。
 
 这里扫的是 tests/diagnose.py、tests/L2 的典型错误表和每节课的测试里所有面向学习者的中文字符串（docstring 和
-「L2.0X「…」」这样的章节指向除外），以及 common/pytest_plugin.py 的异常提示 `EXCEPTION_KINDS`。规则按分句
+「L2.0X「…」」这样的章节指向除外），以及 tests/pytest_plugin.py 的异常提示 `EXCEPTION_KINDS`。规则按分句
 （以 ；。：—— 和全角逗号、换行切开）判断：
 
 1. 引用学习者写错的代码可以：不带「要 / 应 / 改成 / 请 / 不要 …」的分句里出现代码，是在描述错误
@@ -28,8 +28,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from common.pytest_plugin import EXCEPTION_KINDS
+from pytest_plugin import EXCEPTION_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 SCANNED = sorted(

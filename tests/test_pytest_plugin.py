@@ -1,4 +1,4 @@
-"""common/pytest_plugin.py：`--impl exercises` 下任何失败的报告都以一句中文开头，short summary（-rf）里也是。"""
+"""tests/pytest_plugin.py：`--impl exercises` 下任何失败的报告都以一句中文开头，short summary（-rf）里也是。"""
 
 from __future__ import annotations
 
@@ -140,6 +140,11 @@ def _first_lines(lines: list[str]) -> dict[str, str]:
     return out
 
 
+def _run(pytester, *args):
+    """在 pytester 的临时目录里运行 pytest，装上课程的插件（那里没有 tests/conftest.py 来注册它）。"""
+    return pytester.runpytest_inprocess("-p", "pytest_plugin", "-p", "no:cacheprovider", *args)
+
+
 def _make_demo(pytester):
     pytester.makepyfile(test_demo=DEMO)
     (pytester.path / "learner" / "exercises").mkdir(parents=True)
@@ -149,7 +154,7 @@ def _make_demo(pytester):
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_every_failure_starts_with_chinese_under_exercises(pytester):
     _make_demo(pytester)
-    result = pytester.runpytest_inprocess("--impl", "exercises", "-rf", "-p", "no:cacheprovider")
+    result = _run(pytester, "--impl", "exercises", "-rf")
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
     assert result.parseoutcomes().get("还没实现") == 1
     lines = result.outlines
@@ -182,7 +187,7 @@ def test_every_failure_starts_with_chinese_under_exercises(pytester):
 def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
     """对照：不加 --impl exercises 时 hypothesis 的 Explanation 还在，说明上面的测试确实测到了过滤。"""
     _make_demo(pytester)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "test_hypothesis_error")
+    result = _run(pytester, "-k", "test_hypothesis_error")
     assert (
         "These lines were always and only run by failing" in result.stdout.str()
     )  # 各版本措辞不同
@@ -192,7 +197,7 @@ def test_hypothesis_explanation_is_there_without_the_plugin_filter(pytester):
 def test_solutions_keep_pytest_tracebacks(pytester):
     """默认（solutions，CI）：除了空桩的提示，保留 pytest 原来的报告，方便维护者调试。"""
     _make_demo(pytester)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result = _run(pytester)
     result.assert_outcomes(failed=len(FIRST_LINES), skipped=1, passed=1)
     out = result.stdout.str()
     assert "def test_assert_with_message" in out and "IndexError" in out
@@ -244,7 +249,7 @@ def test_missing_functions_get_one_line_each(pytester):
     """写了一部分练习时：每个还没写的函数一行（几个测试停在它那里、提示、重跑什么），不再逐个测试重复；
     FAILURES 和 short summary 里只剩已经写了的函数的失败；退出码仍是 1。"""
     pytester.makepyfile(test_half=HALF_DONE, exercises_demo=HALF_DONE_EXERCISES)
-    result = pytester.runpytest_inprocess("--impl", "exercises", "-ra", "-p", "no:cacheprovider")
+    result = _run(pytester, "--impl", "exercises", "-ra")
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     assert result.parseoutcomes() == {"failed": 1, "还没实现": 9, "passed": 1}
     out = [x.replace(str(pytester.path) + "/", "") for x in result.outlines]
@@ -281,10 +286,10 @@ SLOW_HINT = "这里的测试都在 slow 或 vllm 一档"
 def test_a_file_whose_tests_are_all_slow_says_how_to_run_them(pytester):
     """默认的 -m 把一个文件的测试全部去掉时（exit 5），告诉学习者加 -m slow；真的选中了测试就不说。"""
     pytester.makepyfile(test_all_slow=ALL_SLOW)
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "not slow and not vllm")
+    result = _run(pytester, "-m", "not slow and not vllm")
     assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
     assert SLOW_HINT in result.stdout.str()
-    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-m", "slow")
+    result = _run(pytester, "-m", "slow")
     result.assert_outcomes(passed=1)
     assert SLOW_HINT not in result.stdout.str()
 

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 # model_type values of config.json, by what the course can do with them
 DENSE_FAMILIES = ("qwen3", "qwen2")  # trained by every script (HF, fast decoder, vLLM, TRL)
 MOE_TYPES = ("qwen3_moe", "qwen2_moe")  # priced by the ledger's table only: experts stay resident
+# the supported families, as the refusals name them
+SUPPORTED_FAMILIES = "稠密的 Qwen3（model_type qwen3）和 Qwen2 / Qwen2.5（model_type qwen2）"
 
 
 class ShapeError(ValueError):

@@ -276,7 +276,7 @@ MISTAKE_IDS = [
 ]
 assert len(MISTAKE_IDS) == len(MISTAKES)
 
-# group_advantages 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# group_advantages 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "group_advantages": {
         "int_dtype": (

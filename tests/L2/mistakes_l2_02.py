@@ -400,7 +400,7 @@ MISTAKE_IDS = {
 }
 assert all(len(MISTAKE_IDS[n]) == len(ms) for n, ms in MISTAKES.items())
 
-# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# 函数里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 _FLOAT_FIRST = "在整数张量上做了 log_softmax / logsumexp / softmax（它们只对浮点有定义）"
 _EMPTY = (
     "B·T = 0 时一块也没有，torch.cat 拿到了空列表（规格：这时返回 (B, T) 的空 float32 张量）",

@@ -202,7 +202,7 @@ NAMES = {
 }  # 两个返回值的名字：「返回值 [1]（clipped）」
 HINTS = "L2.03「3.4 提示」"
 
-# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# 函数里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 _ADV_COLUMN = (
     "(B,) 的 advantages 直接和 (B, T) 的 logp 相乘了：广播时 (B,) 对齐的是 T 那一维",
     HINTS,

@@ -107,7 +107,7 @@ WANT = {
 
 
 SECTIONS = {"kl_k1": SPEC, "kl_k2": SPEC, "kl_k3": SPEC, "kl_estimator_stats": STATS}
-# 函数里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# 函数里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "kl_estimator_stats": {
         "dim_range": "logp、ref_logp 是一维的 (V,)：只有 dim=0 这一维",

@@ -32,7 +32,7 @@ PITFALL = "L2.05「4. 坑，以及出处」坑 {}"
 
 
 HINTS = "L2.05「3.4 提示」"
-# grpo_loss 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# grpo_loss 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "grpo_loss": {
         "none": (

@@ -20,7 +20,7 @@ PITFALL = "L2.06「4. 坑，以及出处」坑 {}"
 
 
 HINTS = "L2.06「3.3 提示」"
-# process_logits 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# process_logits 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "process_logits": {
         "dtype": (

@@ -17,7 +17,7 @@ SECTION = "L2.07「2.7 梯度累积」"
 
 
 HINTS = "L2.07「2.7 梯度累积」"
-# microbatch_weight 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# microbatch_weight 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "microbatch_weight": {
         "dim_range": "维度越界：mask 是二维的 (行数, T)，取行数或求和时用了它没有的那一维",

@@ -19,7 +19,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 SECTION = "L2.09「2. 公式」"
-# tis_weights 里抛出异常时，按异常的种类（common/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+# tis_weights 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
 CRASHES = {
     "tis_weights": {
         "none": "拿 cap=None 做了运算（规格：cap=None 表示不截断）",

@@ -1,4 +1,4 @@
-"""GGUF -> 模型目录（python -m common.model_dir from-gguf）：测试自己用 gguf.GGUFWriter 写一个小 GGUF 文件。
+"""GGUF -> 模型目录（common/gguf_convert.py；命令 python -m common.model_dir from-gguf）：测试自己用 gguf.GGUFWriter 写一个小 GGUF 文件。
 
 小 Qwen2（有 q/k/v bias、lm_head 不共享，和 Qwen2.5-Coder-0.5B-Instruct 的 GGUF 一样）+ 课程 tiny 的
 字节级 BPE tokenizer（gpt2 型、qwen2 预分词，带 chat template）。转换出来的目录要通过 inspect_model_dir，
@@ -13,7 +13,8 @@ import gguf
 import pytest
 import torch
 
-from common.model_dir import ModelDirError, from_gguf, inspect_model_dir, main
+from common.gguf_convert import GGUFError, from_gguf
+from common.model_dir import inspect_model_dir, main
 from common.tokenizer import build_tiny_tokenizer
 
 pytestmark = pytest.mark.slow  # 造一个 GGUF、转换两次：几秒到十几秒
@@ -124,13 +125,13 @@ def test_round_trip_gives_the_same_model(source, tmp_path):
 
 def test_refusals_leave_nothing_behind(source, tmp_path, capsys):
     _, _, path = source
-    with pytest.raises(ModelDirError, match="GGUF 文件不存在"):
+    with pytest.raises(GGUFError, match="GGUF 文件不存在"):
         from_gguf(tmp_path / "nope.gguf", tmp_path / "out")
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    with pytest.raises(ModelDirError, match="不是空目录"):
+    with pytest.raises(GGUFError, match="不是空目录"):
         from_gguf(path, tmp_path / "full")
-    with pytest.raises(ModelDirError, match="bfloat16 或 float32"):
+    with pytest.raises(GGUFError, match="bfloat16 或 float32"):
         from_gguf(path, tmp_path / "out", dtype="int4")
     assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
     assert main(["from-gguf", str(tmp_path / "nope.gguf"), str(tmp_path / "o")]) == 2

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 import torch
 
@@ -35,6 +37,29 @@ def test_unknown_preset_lists_valid_names():
         get_preset("qwen3-7b")
     for name in preset_names():
         assert name in str(err.value)
+
+
+@pytest.mark.parametrize(
+    "project, needle",
+    [("[tool.other]\n", "[tool.rl-course] presets"),
+     ('[tool.rl-course]\npresets = "nowhere/presets.toml"\n', "读不出预设文件")],
+    ids=["no-table", "missing-file"],
+)  # fmt: skip
+def test_the_presets_file_is_where_pyproject_says(tmp_path, monkeypatch, project, needle):
+    """预设文件的位置只写在 pyproject.toml 的 [tool.rl-course]：缺了、指错了 -> 一句中文的 PresetError。"""
+    from common import presets
+
+    (tmp_path / "pyproject.toml").write_text(project, encoding="utf-8")
+    monkeypatch.setattr(presets, "COURSE_ROOT", tmp_path)
+    monkeypatch.setattr(presets, "PROJECT_FILE", tmp_path / "pyproject.toml")
+    presets.presets_file.cache_clear(), presets._read.cache_clear()
+    try:
+        with pytest.raises(PresetError, match=re.escape(needle)):
+            get_preset("tiny")
+    finally:
+        monkeypatch.undo()
+        presets.presets_file.cache_clear(), presets._read.cache_clear()
+    assert get_preset("tiny").overrides == {}  # 恢复之后照常读课程的 presets.toml
 
 
 def test_unknown_init_is_an_error():

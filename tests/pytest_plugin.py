@@ -1,7 +1,8 @@
-"""pytest plugin of the course (registered through the `pytest11` entry point in pyproject.toml).
+"""pytest plugin of the course's tests, registered by the repo root's conftest.py (`pytest_plugins`).
 
-It must be a plugin rather than tests/conftest.py so that `pytest --impl exercises` parses even
-when no path is given. It adds `--impl` and makes every failure start with one Chinese line:
+It is registered there, not in tests/conftest.py, so that `pytest --impl exercises` parses even
+when no path is given (pytest then takes `exercises` for a path and reads only the conftest files
+on the way to it). It adds `--impl` and makes every failure start with one Chinese line:
 
 - a stub's NotImplementedError -> "还没实现：<file> 里的 <func>()。<hint> 写完后重跑：..." (always);
   only a `raise` written in the course's or the learner's code counts as a stub: a NotImplementedError
