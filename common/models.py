@@ -239,7 +239,11 @@ def load_model(
         )
     spec, preset_rank = _as_spec(model, model_path)
     lora_rank = preset_rank if lora_rank is None else lora_rank
-    device = resolve_device(spec, device)
+    return _load(spec, init, resolve_device(spec, device), lora_rank, gradient_checkpointing)
+
+
+def _load(spec: ModelSpec, init: str, device: torch.device, lora_rank: int, gradient_checkpointing):
+    """load_model once the spec, the device and the LoRA rank are known."""
     dtype = compute_dtype(spec, device)
     if spec.tiny:
         net, tokenizer = _load_tiny(spec, init)
@@ -286,7 +290,7 @@ def load_for_training(spec: ModelSpec, device: torch.device, cfg) -> TrainingMod
     trainable weights become fp32 master weights: bf16 keeps 8 significant bits, so an update of
     lr = 1e-6 would round to 0; the forward still runs under bf16 autocast (``dtype``).
     """
-    model, tokenizer = load_model(spec, cfg.init, device, lora_rank=cfg.lora_rank)
+    model, tokenizer = _load(spec, cfg.init, resolve_device(spec, device), cfg.lora_rank, None)
     frozen_copy = cfg.beta > 0 and not cfg.lora_rank
     ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
     params = [p for p in model.parameters() if p.requires_grad]
