@@ -3,6 +3,7 @@
     cfg = parse_config(argv)      # every bad value listed at once in Chinese, exit code 1
     cfg = preset_config("tiny")   # the config a preset gives, without a command line
     refuse(["--lr 不合法"])        # the same refusal, for a script's own checks
+    refuse_unwritten(L, cfg)      # --impl exercises: a stub the run would call
 
 The model is NOT planned here (which model a preset trains, full fine-tune or LoRA): the scripts
 call common.model_plan.plan_model(cfg) themselves, after this. The fields, their help and their
@@ -33,6 +34,7 @@ from common.metrics import read_json_object
 from common.model_dir import WARMSTART_FILE
 from common.out_dir import out_dir_problem
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
+from common.stubs import require_written
 
 # resuming may change only these; the rest would make it a different experiment
 RESUME_CAN_CHANGE = ("steps", "eval_every", "early_evals", "save_every", "resume")
@@ -47,6 +49,13 @@ DESCRIPTION = (
 def refuse(errors: list[str]) -> None:
     """Exit with the Chinese lines of a refused configuration (exit code 1; nothing is written)."""
     sys.exit("配置错误：\n  - " + "\n  - ".join(errors))
+
+
+def refuse_unwritten(functions, cfg) -> None:
+    """``--impl exercises`` before anything loads: exit in Chinese when a function of ``functions``
+    (the learner's module) that this config uses is still a stub (common.stubs.require_written);
+    tis_weights counts only with ``--tis``."""
+    require_written(functions, skip=("tis_weights",) if cfg.tis == "none" else ())
 
 
 def _parse_as(kind):

@@ -5,6 +5,7 @@
     spec = model_spec("./Qwen2.5-0.5B-Instruct")     # any dense Qwen2 / Qwen2.5 / Qwen3 chat folder
     model, tokenizer = load_model(spec, init="pretrained", lora_rank=0)
     model, tokenizer = load_model("qwen3-0.6b", init="random")     # a preset name works too
+    t = load_for_training(spec, device, cfg)  # + reference copy, fp32 master weights, optimizer
 
 `init="random"` builds the exact architecture with random weights and no download: what memory and
 speed work needs. Which model a training config trains (and full fine-tune or LoRA) is decided
@@ -13,13 +14,16 @@ before this, by common.model_plan.plan_model.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import torch
 
 from common.choices import INITS
 from common.model_dir import MAKE_WARMSTART, ModelFolder, inspect_model_dir
+from common.optim import make_optimizer
 from common.presets import PresetError, get_preset, preset_names
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
 from common.vram.ledger import HIDDEN_CHUNK_ROWS  # noqa: F401  (offered: the log-prob head's chunk)
@@ -235,7 +239,11 @@ def load_model(
         )
     spec, preset_rank = _as_spec(model, model_path)
     lora_rank = preset_rank if lora_rank is None else lora_rank
-    device = resolve_device(spec, device)
+    return _load(spec, init, resolve_device(spec, device), lora_rank, gradient_checkpointing)
+
+
+def _load(spec: ModelSpec, init: str, device: torch.device, lora_rank: int, gradient_checkpointing):
+    """load_model once the spec, the device and the LoRA rank are known."""
     dtype = compute_dtype(spec, device)
     if spec.tiny:
         net, tokenizer = _load_tiny(spec, init)
@@ -260,6 +268,37 @@ def load_model(
     net.train()
     tokenizer.padding_side = "left"
     return net, tokenizer
+
+
+class TrainingModel(NamedTuple):
+    """What a training script trains with (`load_for_training`)."""
+
+    model: torch.nn.Module  # the policy, in train mode; its trainable weights in fp32
+    tokenizer: object
+    ref: torch.nn.Module | None  # frozen copy of the start (beta > 0, full fine-tuning), else None
+    params: list  # the trainable parameters (fp32 master weights)
+    dtype: torch.dtype  # the compute dtype of autocast: bf16 on a GPU, fp32 on a CPU and for tiny
+    optimizer: torch.optim.Optimizer
+
+
+def load_for_training(spec: ModelSpec, device: torch.device, cfg) -> TrainingModel:
+    """The model of a training config (``cfg.init``, ``cfg.lora_rank``, ``cfg.beta``,
+    ``cfg.optimizer``, ``cfg.lr``, ``cfg.weight_decay``) ready for its first step.
+
+    The reference model is a frozen copy of the start, made before the weights turn fp32 (a bf16
+    copy on a GPU); with LoRA no copy is needed: the base with its adapter off is the start. The
+    trainable weights become fp32 master weights: bf16 keeps 8 significant bits, so an update of
+    lr = 1e-6 would round to 0; the forward still runs under bf16 autocast (``dtype``).
+    """
+    model, tokenizer = _load(spec, cfg.init, resolve_device(spec, device), cfg.lora_rank, None)
+    frozen_copy = cfg.beta > 0 and not cfg.lora_rank
+    ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
+    params = [p for p in model.parameters() if p.requires_grad]
+    for p in params:
+        p.data = p.data.float()
+    dtype = compute_dtype(spec, device)
+    opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    return TrainingModel(model, tokenizer, ref, params, dtype, opt)
 
 
 def _random_model(config, device: torch.device):

@@ -1,8 +1,8 @@
-"""The optimizer of the training scripts: torch AdamW, or AdamW with 8-bit states (torchao),
-and the learning-rate schedule (linear warmup, then constant).
+"""The optimizer of the training scripts: torch AdamW, or AdamW with 8-bit states (torchao).
 
     opt = make_optimizer(params, "adamw8bit", lr=1e-6)
-    lr = warmup_lr(step, 2e-6, warmup_steps=10)   # step 1 -> 2e-7, ..., step >= 10 -> 2e-6
+
+(The learning-rate warm-up is grpo_train.py's own warmup_lr, as nanoGPT's get_lr is train.py's.)
 
 "adamw" keeps m and v in fp32 (8 bytes per trainable parameter). "adamw8bit" keeps them as 8-bit
 codes with one fp32 scale per block of 256 values (torchao.optim.AdamW8bit: dynamic-tree
@@ -50,14 +50,3 @@ def make_optimizer(
             ) from err
         return AdamW8bit(params, lr=lr, betas=betas, weight_decay=weight_decay)
     raise OptimizerError(f"未知的优化器 {name!r}；可选：{' | '.join(OPTIMIZERS)}")
-
-
-def warmup_lr(step: int, lr: float, warmup_steps: int) -> float:
-    """The learning rate of optimizer step ``step`` (1-based): ``lr * step / warmup_steps`` while
-    ``step < warmup_steps``, then ``lr``. ``warmup_steps = 0`` is a constant ``lr``.
-
-    A pure function of the step (as in nanoGPT's ``get_lr``): the step stored in the checkpoint is
-    the schedule's whole state, so a resumed run continues the same schedule bit for bit."""
-    if warmup_steps > 0 and step < warmup_steps:
-        return lr * step / warmup_steps
-    return lr

@@ -73,6 +73,11 @@ import re
 from collections.abc import Callable
 from fractions import Fraction
 
+import torch
+
+from common.choices import CONTROLS
+from common.controls import shuffle_rewards
+
 __all__ = ["extract_answer", "correctness_reward", "format_reward", "REWARD_FUNCS", "get_reward_fn"]
 
 MAX_NUMBER_DIGITS = 100  # longer digit strings are not answers
@@ -473,3 +478,21 @@ def get_reward_fn(name: str) -> Callable[[str, str], float]:
         return REWARD_FUNCS[name]
     except (KeyError, TypeError):
         raise ValueError(f"未知的 reward {name!r}；可选：{', '.join(REWARD_FUNCS)}") from None
+
+
+def training_rewards(
+    name: str, completions: list[str], golds: list[str], group_size: int, generator
+) -> torch.Tensor:
+    """The rewards (N,) a run learns from: reward ``name`` of each completion against its gold.
+
+    A control run (``name`` in CONTROLS) gets correctness rewards shuffled with ``generator``
+    (common.controls): "shuffled" within each group of ``group_size`` adjacent answers,
+    "shuffled_batch" across the whole batch (L2.08 section 1.1).
+    """
+    control = name in CONTROLS
+    reward = get_reward_fn("correctness" if control else name)
+    rewards = torch.tensor([reward(c, g) for c, g in zip(completions, golds)])
+    if control:
+        within = name == "shuffled"
+        rewards = shuffle_rewards(rewards, group_size, generator, within_groups=within)
+    return rewards

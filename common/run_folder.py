@@ -34,8 +34,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from common.atomic_io import TMP_SUFFIX, WriteError
-from common.checkpoint import CHECKPOINT_NAME, Checkpoint, CheckpointError, read_checkpoint
-from common.finite_guard import NonFiniteError
+from common.bad_step import save_bad_step
+from common.checkpoint import (
+    CHECKPOINT_NAME,
+    Checkpoint,
+    CheckpointError,
+    apply_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+)
+from common.finite_guard import NonFiniteError, guard_finite
 from common.metrics import (
     CONFIG_NAME,
     CURVES_NAME,
@@ -43,10 +51,15 @@ from common.metrics import (
     EVAL_BEFORE_NAME,
     METRICS_NAME,
     MetricsError,
+    MetricsLogger,
+    plot_curves,
     read_json,
     read_metrics,
     write_json,
+    write_jsonl,
 )
+from common.provenance import provenance
+from common.random_streams import random_streams
 
 try:
     import fcntl
@@ -54,6 +67,7 @@ except ImportError:  # Windows: no advisory locks here; the rest works without o
     fcntl = None
 
 LOCK_NAME = "run.lock"
+QUESTIONS_NAME = "eval_questions.jsonl"  # per-question held-out results, one row per evaluation
 RUN_FILES = (
     CONFIG_NAME,
     METRICS_NAME,
@@ -80,6 +94,8 @@ class RunFolder:
         self.path = Path(path)
         self._lock_fd: int | None = None
         self._new = False
+        self._metrics: MetricsLogger | None = None  # opened by restore()
+        self._questions: MetricsLogger | None = None
 
     def file(self, name: str) -> Path:
         return self.path / name
@@ -159,7 +175,13 @@ class RunFolder:
 
     # ---- open: a new run, or a resume ------------------------------------------------------
     def open(
-        self, config: dict, *, resume: bool, may_change=(), record: dict | None = None
+        self,
+        config: dict,
+        *,
+        resume: bool,
+        may_change=(),
+        record: dict | None = None,
+        device=None,
     ) -> Checkpoint | None:
         """Lock the folder, then start a new run (write config.json; returns None) or check a resume.
 
@@ -169,8 +191,10 @@ class RunFolder:
         settings the checkpoint was trained with (keys in ``may_change`` and :data:`IDENTITY_KEYS`
         may differ), or when metrics.jsonl lost or repeats a row up to the checkpoint's step.
         record: written into a new run's config.json beside the settings (e.g. "provenance"),
-        never compared on resume.
+        never compared on resume. device: add the run's provenance (common.provenance) to it.
         """
+        if device is not None:  # which commit, libraries, machine and command
+            record = {**(record or {}), "provenance": provenance(device)}
         self.lock()
         try:
             if resume:
@@ -277,6 +301,60 @@ class RunFolder:
             "（评估用自己的随机数，不改变续跑的结果）"
         )
         return True
+
+    # ---- what a training run writes here -----------------------------------------------------
+    def restore(self, ckpt: Checkpoint | None, *, model, optimizer, seed: int, device):
+        """The run's state at its first step -> (steps done, random streams).
+
+        A new run starts at 0 with fresh streams of ``seed`` (common.random_streams); a resume
+        loads the checkpoint's weights, optimizer state and streams. metrics.jsonl and
+        eval_questions.jsonl then lose the rows after that step (the resumed run recomputes them).
+        """
+        streams = random_streams(seed, device)
+        start = 0
+        if ckpt is not None:
+            start = apply_checkpoint(ckpt, model=model, optimizer=optimizer, generators=streams)
+            start = start["step"]
+        self._metrics = MetricsLogger(self.file(METRICS_NAME), resume_from_step=start)
+        self._questions = MetricsLogger(self.file(QUESTIONS_NAME), resume_from_step=start)
+        return start, streams
+
+    def log(self, row: dict) -> None:
+        """One step's row of metrics.jsonl (after :meth:`restore`)."""
+        self._metrics.log(row)
+
+    def log_eval(self, step: int, ev: dict) -> None:
+        """One evaluation's per-question results (``ev["per_question"]``) in eval_questions.jsonl."""
+        self._questions.log({"step": step, **ev["per_question"]})
+
+    def save_eval(self, when: str, ev: dict) -> None:
+        """``eval_<when>.json`` (before, after, floor); its ``"answers"``, if any, go to
+        ``answers_<when>.jsonl`` (each question's greedy answer and its score)."""
+        if "answers" in ev:
+            write_jsonl(self.file(f"answers_{when}.jsonl"), ev.pop("answers"))
+        write_json(self.file(f"eval_{when}.json"), ev)
+
+    def read_eval(self, when: str) -> dict | None:
+        return read_json(self.file(f"eval_{when}.json"))
+
+    def save_checkpoint(self, step: int, *, model, optimizer, generators, config: dict) -> None:
+        """checkpoint.pt after step ``step`` (atomic, with checksums; common.checkpoint), keeping
+        the config to check a resume against."""
+        state = dict(model=model, optimizer=optimizer, step=step, generators=generators)
+        save_checkpoint(self.path, **state, extra={"config": config})
+
+    def plot_curves(self, title: str) -> None:
+        """curves.png from metrics.jsonl (common.metrics.plot_curves)."""
+        plot_curves(read_metrics(self.file(METRICS_NAME)), self.file(CURVES_NAME), title=title)
+
+    def save_bad_step(self, step: int, **evidence) -> None:
+        """``bad_step_<step>.pt`` (common.bad_step), then NonFiniteError: the gradients went NaN/inf."""
+        save_bad_step(self.path, step, **evidence)
+
+    def check_finite(self, step: int, **values) -> None:
+        """NonFiniteError when a loss, the gradient norm, a weight or an optimizer state of this
+        step is NaN/inf (common.finite_guard): nothing non-finite reaches the checkpoint."""
+        guard_finite(step, **values)
 
 
 def _checkpoint_step(out: Path) -> int | None:

@@ -34,7 +34,7 @@ from contextlib import nullcontext
 
 import torch
 
-from common.rollout import Rollout, finish_rollout, left_pad
+from common.rollout_batch import Rollout, finish_rollout, left_pad
 
 # Per-token |engine logp - trainer logp| above this counts as "off": e^0.1 ≈ 1.105, a ratio already
 # half-way to the edge of the PPO clip window (1 ± 0.2).
@@ -209,6 +209,10 @@ class VLLMEngine:
         return ro
 
     @torch.no_grad()
+    def mismatch(self, ro: Rollout, trainer_logp: torch.Tensor, mask: torch.Tensor) -> dict:
+        """How far this engine's log-probs of ``ro`` are from the trainer's (`logp_mismatch`, L2.09)."""
+        return logp_mismatch(ro.engine_logp, trainer_logp, mask)
+
     def sync_weights(self, model) -> float:
         """Push the current weights of `model` into the engine -> seconds taken (also in `sync_s`)."""
         start = time.perf_counter()

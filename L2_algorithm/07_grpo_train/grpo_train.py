@@ -11,7 +11,6 @@
 5090 上的配方（lr、β、每步多少题、回答多长）在同目录的 presets.toml，--preset 选一个。
 """
 
-import copy
 import math
 import sys
 import time
@@ -26,38 +25,28 @@ from tqdm import tqdm
 import exercises.l2_07_grpo_train as exercises_impl
 import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
-from common.bad_step import save_bad_step
-from common.checkpoint import apply_checkpoint, save_checkpoint
-from common.config_cli import RESUME_CAN_CHANGE, parse_config, step_list, to_json
-from common.controls import CONTROLS, shuffle_rewards
+from common.config_cli import RESUME_CAN_CHANGE, parse_config, refuse_unwritten, step_list, to_json
 from common.evaluate import evaluate, flip_floor
-from common.fast_decode import host_gradients, rollout_buffers
-from common.finite_guard import guard_finite
-from common.metrics import (
-    MetricsLogger,
-    plot_curves,
-    read_json,
-    read_metrics,
-    write_json,
-    write_jsonl,
-)
 from common.model_plan import plan_or_exit
-from common.models import HIDDEN_CHUNK_ROWS, compute_dtype, load_model, model_spec, setup_device
-from common.optim import make_optimizer, warmup_lr
-from common.provenance import provenance
-from common.random_streams import random_streams
-from common.reward import correctness_reward, format_reward, get_reward_fn
-from common.rollout import generate
+from common.models import HIDDEN_CHUNK_ROWS, load_for_training, model_spec, setup_device
+from common.reward import correctness_reward, format_reward, training_rewards
+from common.rollout import generate, lend_rollout_memory_to_gradients, rollout_engine
 from common.run_folder import RunFolder, exit_cleanly
-from common.stubs import require_written
-from common.vllm_rollout import logp_mismatch, training_engine
+
+
+def warmup_lr(step, lr, warmup_steps):
+    """第 step 步（从 1 数）的学习率：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr，之后不变。
+    只由步数决定（同 nanoGPT 的 get_lr）：checkpoint 里的步数就是它的全部状态，续跑逐位接上。"""
+    if warmup_steps > 0 and step < warmup_steps:
+        return lr * step / warmup_steps
+    return lr
 
 
 def main(cfg):
     # 你在 L2 写的函数：--impl 选 solutions/（参考答案）或 exercises/（你自己的）。
     # 先确认要用的都写完了，再加载任何东西（fail fast）；之后每次调用都写成 L.函数名(...)
     L = exercises_impl if cfg.impl == "exercises" else solutions_impl
-    require_written(L, skip=("tis_weights",) if cfg.tis == "none" else ())
+    refuse_unwritten(L, cfg)
     torch.manual_seed(cfg.seed)
     spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
     # GPU：--cap-gb 模拟 5090、TF32 矩阵乘；CPU：单线程（结果与核数无关）
@@ -68,34 +57,24 @@ def main(cfg):
     train, heldout = D.load_splits(
         cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty, per_step=P
     )
-    # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json，
-    # 续跑先核对 checkpoint（校验和）、config.json 和 metrics.jsonl：哪里不对就在加载模型之前拒绝
+    # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json（连同
+    # provenance：哪个 commit、哪些库、哪台机器、什么命令），续跑先核对 checkpoint（校验和）、
+    # config.json 和 metrics.jsonl：哪里不对就在加载模型之前拒绝
     run = RunFolder(cfg.out)
-    record = {"provenance": provenance(device)}  # 哪个 commit、哪些库、哪台机器、什么命令
     resuming = cfg.resume is not None
-    ckpt = run.open(to_json(cfg), resume=resuming, may_change=RESUME_CAN_CHANGE, record=record)
-    model, tok = load_model(spec, cfg.init, device, lora_rank=cfg.lora_rank)  # GPU 上开激活重算
-    # 参考模型 = 起点的冻结副本（只在 beta > 0 时需要）。LoRA 不用复制：关掉 adapter 就是起点。
-    frozen_copy = cfg.beta > 0 and not cfg.lora_rank
-    ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
-    # fp32 主权重：bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0。计算仍走 bf16 autocast。
-    params = [p for p in model.parameters() if p.requires_grad]
-    for p in params:
-        p.data = p.data.float()
-    dtype = compute_dtype(spec, device)
+    ckpt = run.open(to_json(cfg), resume=resuming, may_change=RESUME_CAN_CHANGE, device=device)
+    # 模型（GPU 上开激活重算）；参考模型 = 起点的冻结副本（beta > 0 才要；LoRA 关掉 adapter
+    # 就是起点）；fp32 主权重（bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0；计算仍走
+    # bf16 autocast 的 dtype）；优化器
+    model, tok, ref, params, dtype, opt = load_for_training(spec, device, cfg)
     half = dtype != torch.float32
     amp = lambda: torch.autocast(device.type, dtype=dtype) if half else nullcontext()
-    opt = make_optimizer(params, cfg.optimizer, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    # 三个互不相干的随机数流：选题、采样、对照的打乱（checkpoint 存全部三个）。同一个 seed 的
-    # 运行和它的对照，每一步选到的题完全一样，不管它们采出了什么回答
-    rng = random_streams(cfg.seed, device)
     eos = list(spec.eos_token_ids)
     pad = spec.pad_token_id
-    train_reward = get_reward_fn("correctness" if cfg.reward in CONTROLS else cfg.reward)
     # 采样用谁：vllm = 推理引擎（只管训练时的 rollout）；auto / eager / fast = 策略模型自己生成
     backend = "auto" if cfg.rollout == "vllm" else cfg.rollout
 
-    def rollout(problems, greedy=False, generator=rng["sample"], engine=None):
+    def rollout(problems, greedy, generator, engine=None):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
         texts = [D.build_prompt(tok, p.question) for p in problems]
         prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
@@ -125,7 +104,7 @@ def main(cfg):
     complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]  # 评估只要回答文本
 
     def heldout_eval(k=cfg.pass_k, answers=False):
-        """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动 rng。"""
+        """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动训练的。"""
         b = cfg.eval_batch
         return evaluate(complete, heldout, k=k, batch_size=b, device=device, answers=answers)
 
@@ -149,33 +128,29 @@ def main(cfg):
         )
 
     # ---- 训练前评估（新开时；续跑时 eval_before.json 丢了也从起点重算），再读回 checkpoint ----
-    out = run.path
-    start = 0
     if run.needs_eval_before():
         ev = heldout_eval(answers=True)
         if cfg.start_evals == 2:  # 同样的权重换一种 batch 组合再评一次：这次运行自己的翻转底噪
-            b = cfg.eval_batch
-            write_json(out / "eval_floor.json", flip_floor(complete, heldout, ev, batch_size=b))
-        write_jsonl(out / "answers_before.jsonl", ev.pop("answers"))  # 每道题的贪心回答和判分
-        write_json(out / "eval_before.json", ev)  # 含逐题结果 per_question：配对比较就靠它
+            run.save_eval("floor", flip_floor(complete, heldout, ev, batch_size=cfg.eval_batch))
+        run.save_eval("before", ev)  # 含逐题结果 per_question（配对比较靠它）；每题的回答另存
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
-    if ckpt is not None:  # 续跑：读回训练到一半的权重、优化器状态和随机数
-        start = apply_checkpoint(ckpt, model=model, optimizer=opt, generators=rng)["step"]
+    # 三个互不相干的随机数流：选题、采样、对照的打乱。同一个 seed 的运行和它的对照，每一步选到的题
+    # 完全一样，不管它们采出了什么回答。续跑：读回训练到一半的权重、优化器状态和这三个随机数流
+    start, rng = run.restore(ckpt, model=model, optimizer=opt, seed=cfg.seed, device=device)
+    if ckpt is not None:
         print(f"从 {ckpt.path} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
-    engine = None  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
-    if cfg.rollout == "vllm":
-        engine = training_engine(
-            model,
-            shape=spec.shape,
-            dtype=dtype,
-            sequences=cfg.prompts_per_step * cfg.group_size,
-            max_new_tokens=cfg.max_new_tokens,
-            seed=cfg.seed,
-        )
-    logger = MetricsLogger(out / "metrics.jsonl", resume_from_step=start)
-    questions = MetricsLogger(out / "eval_questions.jsonl", resume_from_step=start)  # 逐题结果
+    engine = rollout_engine(  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
+        cfg.rollout,
+        model,
+        shape=spec.shape,
+        dtype=dtype,
+        sequences=cfg.prompts_per_step * cfg.group_size,
+        max_new_tokens=cfg.max_new_tokens,
+        seed=cfg.seed,
+    )
     early = step_list(cfg.early_evals)
     G = cfg.group_size
+    title = f"{cfg.preset or spec.name} GRPO  {run.path.name}"
     bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO")
     t_run = time.time()
     ev = None
@@ -188,19 +163,16 @@ def main(cfg):
         t0 = time.time()
         pick = torch.randperm(len(train), generator=rng["prompts"])[: cfg.prompts_per_step]
         problems = [train[i] for i in pick.tolist()]
-        ro, texts = rollout([p for p in problems for _ in range(G)], engine=engine)
+        ro, texts = rollout([p for p in problems for _ in range(G)], False, rng["sample"], engine)
         rollout_s = time.time() - t0
 
-        # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
+        # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）。
+        #    对照（--reward shuffled / shuffled_batch）：正确率 reward 在组内 / 整批打乱，
+        #    更新一样大，只是不再知道哪一条对了（L2.08 第 1.1 节）
         golds = [p.gold for p in problems for _ in range(G)]
         correct = torch.tensor([correctness_reward(t, g) for t, g in zip(texts, golds)])
         formatted = torch.tensor([format_reward(t) for t in texts])
-        rewards = torch.tensor([train_reward(t, g) for t, g in zip(texts, golds)])
-        # 对照：正确率 reward 打乱。shuffled 在每组之内打乱：每组几对几错、更新多大都不变，
-        # 只是不再知道哪一条对了；shuffled_batch 在整批之间打乱（L2.08 第 1.1 节）
-        if cfg.reward in CONTROLS:
-            within = cfg.reward == "shuffled"
-            rewards = shuffle_rewards(rewards, G, rng["control"], within_groups=within)
+        rewards = training_rewards(cfg.reward, texts, golds, G, rng["control"])
 
         # 4) 组内 advantage：全对或全错的组 std = 0，advantage 精确为 0，这组对梯度没有贡献
         adv = L.group_advantages(rewards, G).to(device)
@@ -209,7 +181,7 @@ def main(cfg):
         # 5)-8) old / 参考 log-probs、micro-batch 的 loss 和 backward、裁剪、AdamW：grpo_update
         t1 = time.time()
         batch = dict(prompt_ids=pick, rollout=ro, rewards=rewards, advantages=adv, texts=texts)
-        upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, step)
+        upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step)
         stats = upd["stats"]
         grad_norm = upd["grad_norm"]
         train_s = time.time() - t1
@@ -244,49 +216,44 @@ def main(cfg):
             "peak_vram_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         }
         if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
-            row.update(logp_mismatch(ro.engine_logp, upd["train_logp"], mask))
+            row.update(engine.mismatch(ro, upd["train_logp"], mask))
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
         final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
         periodic = step % cfg.eval_every == 0 or final
         if periodic or step in early:  # --early-evals 那几步只评贪心（便宜）；定期的评估加上 pass@k
             ev = heldout_eval(cfg.pass_k if periodic else 0, answers=final)
-            questions.log({"step": step, **ev["per_question"]})
-            if final:
-                write_jsonl(out / "answers_after.jsonl", ev.pop("answers"))
+            run.log_eval(step, ev)  # 逐题结果：eval_questions.jsonl
             row["eval_accuracy"] = ev["accuracy"]
             row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
-        logger.log(row)
+        run.log(row)
         shown = "-" if ev is None else f"{ev['accuracy']:.2f}"
         bar.set_postfix(
             reward=f"{row['reward_mean']:.2f}", acc=f"{row['accuracy']:.2f}", heldout=shown
         )
         # 11) checkpoint（原子写入 + 校验和：任何时刻被杀都留下一个完整的，被改过的读不进来）
         if step % cfg.save_every == 0 or step == cfg.steps:
-            extra = {"config": to_json(cfg)}  # 续跑时拿它核对 config.json
-            state = dict(model=model, optimizer=opt, step=step, generators=rng)
-            save_checkpoint(out, **state, extra=extra)
-            title = f"{cfg.preset or spec.name} GRPO  {out.name}"
-            plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
+            state = dict(model=model, optimizer=opt, generators=rng)
+            run.save_checkpoint(step, **state, config=to_json(cfg))  # 续跑时拿 config 核对
+            run.plot_curves(title)
 
     # 训练后：最后一步的评估就是这次训练的成绩。续跑时 checkpoint 已在最后一步（上次在这之后被杀）：
     # 不再训练，只补齐 eval_after.json、answers_after.jsonl、curves.png 和这一行
     if ev is None or start == cfg.steps:
         ev = heldout_eval(answers=True)
-        write_jsonl(out / "answers_after.jsonl", ev.pop("answers"))
-    write_json(out / "eval_after.json", {**ev, "step": cfg.steps})
-    title = f"{cfg.preset or spec.name} GRPO  {out.name}"
-    plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
-    before = read_json(out / "eval_before.json")["accuracy"]
+    run.save_eval("after", {**ev, "step": cfg.steps})
+    run.plot_curves(title)
+    before = run.read_eval("before")["accuracy"]
     after = ev["accuracy"]
-    print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{out}/")
+    print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{run.path}/")
 
 
-def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, step):
+def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step):
     """一步训练的第 5)-8) 段：old / 参考 log-probs、micro-batch 的 loss 与 backward、裁剪、更新。
 
     L：你在 L2 写的函数（solutions/ 或 exercises/）；batch：这一步的 rollout、rewards、
-    advantages 等；logprobs(net, ro, rows) -> (logp, 熵)。返回每个 micro-batch 的指标、
-    梯度范数、熵、训练端的 logp。L3.01 的 profile_train_part.py 也调用它。"""
+    advantages 等；logprobs(net, ro, rows) -> (logp, 熵)；run：运行目录（出 NaN 时存证据、停下）。
+    返回每个 micro-batch 的指标、梯度范数、熵、训练端的 logp。
+    L3.01 的 profile_train_part.py 也调用它。"""
     ro = batch["rollout"]
     adv = batch["advantages"]
     N = len(ro.completion_ids)
@@ -309,8 +276,8 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, ste
     entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
     train_logp = []
     for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
-        if params[0].is_cuda:  # 梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
-            host_gradients(params, rollout_buffers(model))
+        # GPU 上梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
+        lend_rollout_memory_to_gradients(model, params)
         for mb in mbs:
             logp, ent = logprobs(model, ro, mb)
             if it == 0:
@@ -339,12 +306,12 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, out, ste
         # 7) 梯度裁剪；8) AdamW 更新
         grad_norm = clip_grad_norm_(params, cfg.grad_clip).item()
         if not math.isfinite(grad_norm):  # 更新之前就停：权重还是好的，把这一步存下来离线查
-            save_bad_step(out, step, model=model, grad_norm=grad_norm, **batch)
+            run.save_bad_step(step, model=model, grad_norm=grad_norm, **batch)
         opt.step()
         opt.zero_grad(set_to_none=True)  # 立刻释放梯度：rollout 时不必常驻（0.6B 是 2.2 GiB）
         # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
         losses = [s["loss"] for s in stats]
-        guard_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
+        run.check_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
     entropy = torch.cat(entropies)
     return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=torch.cat(train_logp))
 

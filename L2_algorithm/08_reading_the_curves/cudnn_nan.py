@@ -51,7 +51,7 @@ def build_batch(tok, spec, problems, width: int, device):
 
     回答用题目自己的文字凑长度：前一半行写满（截断，没有 EOS），后一半行在不同位置结束。"""
     from common import data as D
-    from common.rollout import finish_rollout, left_pad
+    from common.rollout_batch import finish_rollout, left_pad
 
     prompts = [
         tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]

@@ -55,6 +55,7 @@ from common.models import compute_dtype, load_model, model_spec  # noqa: E402
 from common.optim import make_optimizer  # noqa: E402
 from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
 from common.rollout import generate  # noqa: E402
+from common.run_folder import RunFolder  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import (  # noqa: E402
     completion_mask,
@@ -78,8 +79,8 @@ def _load_grpo_train():
 
 
 G = _load_grpo_train()  # G.grpo_update：训练部分（第 5–8 段），和 grpo_train.py 用的是同一个函数
-# grpo_update 调用的这三个函数，计时时包一层记下阶段的分界，用完放回
-G_PARTS = {n: getattr(G, n) for n in ("host_gradients", "clip_grad_norm_", "guard_finite")}
+# grpo_update 调用的这两个函数（和运行目录的 NaN 检查），计时时包一层记下阶段的分界，用完放回
+G_PARTS = {n: getattr(G, n) for n in ("lend_rollout_memory_to_gradients", "clip_grad_norm_")}
 
 
 def nometrics_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, eps_low=0.2, **_):
@@ -314,9 +315,9 @@ class Setup:
             ph.mark("fwd")
             return out
 
-        def host(params, buffers):
+        def host(model, params):
             ph.mark("ref")
-            G_PARTS["host_gradients"](params, buffers)
+            G_PARTS["lend_rollout_memory_to_gradients"](model, params)
             ph.mark("host")
 
         def clip(params, max_norm):
@@ -326,18 +327,19 @@ class Setup:
             ph.mark("clip")
             return out
 
-        def guard(*args, **kw):
-            G_PARTS["guard_finite"](*args, **kw)
-            ph.mark("opt")
+        class Run(RunFolder):  # grpo_update 的运行目录：NaN 检查之后记下 AdamW 段的结束
+            def check_finite(self, *args, **kw):
+                super().check_finite(*args, **kw)
+                ph.mark("opt")
 
         learner = SimpleNamespace(grpo_loss=timed_loss, microbatch_weight=microbatch_weight)
-        G.host_gradients, G.clip_grad_norm_, G.guard_finite = host, clip, guard
+        G.lend_rollout_memory_to_gradients, G.clip_grad_norm_ = host, clip
         try:
             sync(dev)
             t0 = time.perf_counter()
             ph.mark("start")
             args = (learner, cfg, self.model, self.ref, self.params, self.opt, self.batch)
-            G.grpo_update(*args, self.mask, logprobs, a.out, 1)
+            G.grpo_update(*args, self.mask, logprobs, Run(a.out), 1)
             sync(dev)
             wall = time.perf_counter() - t0
         finally:

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
 import os
@@ -457,3 +458,14 @@ def test_a_hand_edited_config_json_is_revalidated_on_resume(tmp_path, edit, need
         parse_config(["--resume", str(run)])
     msg = str(exc.value.code)
     assert msg.startswith("配置错误") and needle in msg and "config.json" in msg, msg
+
+
+def test_warmup_is_linear_then_constant():
+    spec = importlib.util.spec_from_file_location("grpo_train_for_test", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)  # 只定义函数，不训练（main 在 __name__ == "__main__" 之下）
+    warmup_lr = script.warmup_lr
+    assert [warmup_lr(s, 2e-6, 4) for s in (1, 2, 3, 4, 5, 100)] == pytest.approx(
+        [5e-7, 1e-6, 1.5e-6, 2e-6, 2e-6, 2e-6]
+    )
+    assert [warmup_lr(s, 3e-5, 0) for s in (1, 2, 50)] == [3e-5] * 3  # 0 = 不预热

@@ -45,12 +45,3 @@ def test_8bit_states_are_the_bytes_the_ledger_counts_and_still_descend():
             t.codes.numel() * t.codes.element_size() + t.scale.numel() * t.scale.element_size()
         )
     assert nbytes / w.numel() == ADAMW8BIT_STATE_BYTES
-
-
-def test_warmup_is_linear_then_constant():
-    from common.optim import warmup_lr
-
-    assert [warmup_lr(s, 2e-6, 4) for s in (1, 2, 3, 4, 5, 100)] == pytest.approx(
-        [5e-7, 1e-6, 1.5e-6, 2e-6, 2e-6, 2e-6]
-    )
-    assert [warmup_lr(s, 3e-5, 0) for s in (1, 2, 50)] == [3e-5] * 3  # 0 = 不预热

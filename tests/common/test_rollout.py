@@ -7,7 +7,8 @@ import torch
 
 from common.data import build_prompt, synthetic_problems
 from common.models import load_model, model_spec
-from common.rollout import finish_rollout, generate, left_pad
+from common.rollout import generate
+from common.rollout_batch import finish_rollout, left_pad
 
 PRESET = model_spec(None)  # the tiny model
 PAD = PRESET.pad_token_id
@@ -296,7 +297,7 @@ def test_greedy_matches_hf_generate_on_the_warm_start_model():
 def test_auto_backend_is_picked_by_supports_fast_decode(model_and_prompts, monkeypatch):
     """backend="auto" 走快速路径与否只由 common.fast_decode.supports_fast_decode 决定（Qwen2 / Qwen3、CUDA），
     不在 rollout 里另写一份 model_type 判断；CPU 上的真实判断是 False，显式的 "fast" 在 CPU 上报错。"""
-    from common import fast_decode
+    from common import fast_decode, rollout
 
     model, prompts = model_and_prompts
     kw = dict(max_new_tokens=3, eos_token_ids=[9], pad_token_id=PAD, greedy=True)
@@ -309,11 +310,11 @@ def test_auto_backend_is_picked_by_supports_fast_decode(model_and_prompts, monke
         calls.append(options)
         return torch.full((ids.shape[0], options["max_new_tokens"]), 9)
 
-    monkeypatch.setattr(fast_decode, "fast_generate", fake_fast)
-    monkeypatch.setattr(fast_decode, "supports_fast_decode", lambda m: True)
+    monkeypatch.setattr(rollout, "fast_generate", fake_fast)  # generate 用的是 rollout 里的名字
+    monkeypatch.setattr(rollout, "supports_fast_decode", lambda m: True)
     r = generate(model, prompts, **kw)
     assert len(calls) == 1 and calls[0]["greedy"] and r.lengths.tolist() == [1] * len(prompts)
-    monkeypatch.setattr(fast_decode, "supports_fast_decode", lambda m: False)
+    monkeypatch.setattr(rollout, "supports_fast_decode", lambda m: False)
     eager = generate(model, prompts, **kw)
     assert len(calls) == 1, "supports_fast_decode 为 False 时 auto 应当走 eager 路径"
     T = eager.completion_ids.shape[1]

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from common import data as D
-from common.rollout import finish_rollout, generate
+from common.rollout import generate
+from common.rollout_batch import finish_rollout
 from common.vllm_rollout import MISMATCH_KEYS, gpu_memory_utilization, logp_mismatch
 
 
