@@ -69,6 +69,11 @@ class ModelSpec:
         return not self.tiny and self.shape.n_params() > CPU_MAX_PARAMS
 
     @property
+    def stop_tokens(self) -> dict:
+        """The pad and EOS ids, as `ModelShape.hf_config` takes them."""
+        return {"pad_token_id": self.pad_token_id, "eos_token_ids": self.eos_token_ids}
+
+    @property
     def is_folder(self) -> bool:
         return isinstance(self.source, Path)
 
@@ -174,28 +179,6 @@ def uses_gradient_checkpointing(spec: ModelSpec, device: torch.device) -> bool:
 # ---------------------------------------------------------------------------------------------
 # Loading
 # ---------------------------------------------------------------------------------------------
-def hf_config(spec: ModelSpec, dtype: torch.dtype = torch.bfloat16):
-    """The transformers config (Qwen3Config / Qwen2Config) of a spec's exact shape."""
-    from transformers import Qwen2Config, Qwen3Config
-
-    s = spec.shape
-    arch = s.config_dict()
-    rope_theta = arch.pop("rope_theta")
-    kind = Qwen3Config if s.family == "qwen3" else Qwen2Config
-    extra = {"attention_bias": False} if s.family == "qwen3" else {"use_sliding_window": False}
-    return kind(
-        **arch,
-        **extra,
-        rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
-        attention_dropout=0.0,
-        hidden_act="silu",
-        pad_token_id=spec.pad_token_id,
-        eos_token_id=list(spec.eos_token_ids),
-        bos_token_id=None,
-        dtype=dtype,
-    )
-
-
 def _as_spec(model, model_path) -> tuple[ModelSpec, int]:
     """(spec, the preset's LoRA rank) from a ModelSpec, a preset name, and an optional folder."""
     if isinstance(model, ModelSpec):
@@ -245,15 +228,12 @@ def load_model(
 def _load(spec: ModelSpec, init: str, device: torch.device, lora_rank: int, gradient_checkpointing):
     """load_model once the spec, the device and the LoRA rank are known."""
     dtype = compute_dtype(spec, device)
-    if spec.tiny:
-        net, tokenizer = _load_tiny(spec, init)
-    elif init == "random":
-        from common.tokenizer import load_qwen3_tokenizer
-
-        net, tokenizer = (
-            _random_model(hf_config(spec, dtype), device),
-            load_qwen3_tokenizer(offline=True),
-        )
+    if init == "random":  # seed-0 weights of the exact shape; tiny's are made on the CPU
+        where = torch.device("cpu") if spec.tiny else device
+        net = _random_model(spec.shape.hf_config(**spec.stop_tokens, dtype=dtype), where)
+        tokenizer = _tokenizer(spec)
+    elif spec.tiny:
+        net, tokenizer = _load_tiny(spec)
     else:
         net, tokenizer = _load_pretrained(spec, dtype)
     if init == "pretrained":
@@ -324,15 +304,17 @@ def _quiet_from_pretrained(cls, folder, **kwargs):
             hf_logging.enable_progress_bar()
 
 
-def _load_tiny(spec: ModelSpec, init: str):
+def _tokenizer(spec: ModelSpec):
+    """The tokenizer of a randomly initialised model (no folder to read one from)."""
+    from common.tokenizer import build_tiny_tokenizer, load_qwen3_tokenizer
+
+    return build_tiny_tokenizer() if spec.tiny else load_qwen3_tokenizer(offline=True)
+
+
+def _load_tiny(spec: ModelSpec):
+    """The shipped tiny warm start (or ``spec.source``, a folder made by make_warmstart.py), in fp32."""
     from transformers import PreTrainedTokenizerFast, Qwen3ForCausalLM
 
-    from common.tokenizer import build_tiny_tokenizer
-
-    if init == "random":
-        return _random_model(
-            hf_config(spec, torch.float32), torch.device("cpu")
-        ), build_tiny_tokenizer()
     folder = spec.source or TINY_WARMSTART_DIR
     if not (Path(folder) / "model.safetensors").is_file():
         raise PresetError(

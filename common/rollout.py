@@ -6,7 +6,9 @@
     out.completion_ids  # (B, T): pad after each row's first EOS
     out.completion_mask # (B, T) float: 1 up to and including the first EOS (all ones if truncated)
 
-How it works (the "correct path"; a fast GPU path plugs into the same `generate` as another backend):
+How it works: `left_pad` (common.rollout_batch), a decoder, `finish_rollout` (common.rollout_batch).
+The decoder is the "correct path" (`common.eager_decode`, steps 2-4) or the fast GPU path
+(`common.fast_decode`), the same `generate` with another backend:
 1. `left_pad`: prompts of different lengths are padded on the LEFT, so every row's last prompt token
    sits in the last column and the next token of every row is produced by the same forward step.
    The attention mask hides the pads; position ids count only real tokens (pads do not shift RoPE).
@@ -25,45 +27,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 
+from common.eager_decode import eager_generate
 from common.fast_decode import fast_generate, host_gradients, rollout_buffers, supports_fast_decode
-from common.rollout_batch import Rollout, finish_rollout, left_pad, token_positions
+from common.rollout_batch import Rollout, finish_rollout, left_pad
 from common.vllm_rollout import training_engine
-
-
-class EagerDecoder:
-    """One decode step at a time with the HF model and its dynamic KV cache (works on any device).
-
-    `prefill(ids, mask)` and `step(tokens)` both return the next-token logits (B, V) in float32.
-    A faster decoder (static cache, compiled step, CUDA graphs) exposes the same two methods.
-    """
-
-    def __init__(self, model):
-        self.model = model
-
-    def prefill(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        from transformers import DynamicCache
-
-        self.cache = DynamicCache(config=self.model.config)
-        self.mask = mask
-        self.next_pos = token_positions(mask)[:, -1:] + 1  # (B, 1) position of the first new token
-        return self._forward(ids, token_positions(mask))
-
-    def step(self, tokens: torch.Tensor) -> torch.Tensor:
-        self.mask = torch.cat([self.mask, self.mask.new_ones(self.mask.shape[0], 1)], dim=1)
-        logits = self._forward(tokens[:, None], self.next_pos)
-        self.next_pos = self.next_pos + 1
-        return logits
-
-    def _forward(self, ids: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
-        out = self.model(
-            input_ids=ids,
-            attention_mask=self.mask,
-            position_ids=positions,
-            past_key_values=self.cache,
-            use_cache=True,
-            logits_to_keep=1,
-        )
-        return out.logits[:, -1, :].float()
 
 
 @torch.no_grad()
@@ -115,7 +82,6 @@ def generate(
     if backend not in ("auto", "eager", "fast"):
         raise ValueError(f"未知的 backend={backend!r}；可选 auto | eager | fast")
     fast = backend == "fast" or (backend == "auto" and supports_fast_decode(model))
-    eos = torch.tensor(eos_token_ids, device=device)
 
     def pick(logits: torch.Tensor) -> torch.Tensor:  # (B, V) float32 -> (B,) long
         if greedy:
@@ -127,7 +93,7 @@ def generate(
     model.eval()  # eval: no dropout, and HF keeps the KV cache on even with gradient checkpointing enabled
     try:
         if fast:
-            out = fast_generate(
+            tokens = fast_generate(
                 model,
                 ids,
                 mask,
@@ -139,21 +105,19 @@ def generate(
                 greedy=greedy,
                 process_logits=process_logits,
             )
-            return finish_rollout(ids, mask, out, eos_token_ids, pad_token_id)
-        decoder = EagerDecoder(model)
-        logits = decoder.prefill(ids, mask)
-        finished = torch.zeros(ids.shape[0], dtype=torch.bool, device=device)
-        tokens = []
-        for t in range(max_new_tokens):
-            nxt = pick(logits).masked_fill(finished, pad_token_id)  # finished rows emit pad
-            tokens.append(nxt)
-            finished |= torch.isin(nxt, eos)
-            if t == max_new_tokens - 1 or bool(finished.all()):
-                break
-            logits = decoder.step(nxt)
+        else:
+            tokens = eager_generate(
+                model,
+                ids,
+                mask,
+                max_new_tokens=max_new_tokens,
+                eos_token_ids=eos_token_ids,
+                pad_token_id=pad_token_id,
+                pick=pick,
+            )
     finally:
         model.train(was_training)
-    return finish_rollout(ids, mask, torch.stack(tokens, dim=1), eos_token_ids, pad_token_id)
+    return finish_rollout(ids, mask, tokens, eos_token_ids, pad_token_id)
 
 
 def rollout_engine(kind: str, model, **settings):

@@ -141,6 +141,31 @@ class ModelShape:
             )
         return cfg
 
+    def hf_config(self, *, pad_token_id: int, eos_token_ids, dtype=None):
+        """The transformers config (Qwen3Config / Qwen2Config) of this exact shape: `config_dict`
+        plus the fixed parts of the family (activation, rope type, no attention dropout) and the
+        stop tokens. dtype: a torch dtype (default bfloat16)."""
+        import torch
+        from transformers import Qwen2Config, Qwen3Config
+
+        arch = self.config_dict()
+        rope_theta = arch.pop("rope_theta")
+        kind = Qwen3Config if self.family == "qwen3" else Qwen2Config
+        extra = (
+            {"attention_bias": False} if self.family == "qwen3" else {"use_sliding_window": False}
+        )
+        return kind(
+            **arch,
+            **extra,
+            rope_parameters={"rope_type": "default", "rope_theta": rope_theta},
+            attention_dropout=0.0,
+            hidden_act="silu",
+            pad_token_id=pad_token_id,
+            eos_token_id=list(eos_token_ids),
+            bos_token_id=None,
+            dtype=torch.bfloat16 if dtype is None else dtype,
+        )
+
     @property
     def is_moe(self) -> bool:
         return self.experts > 0

@@ -9,7 +9,7 @@ import torch
 
 from common.data import build_prompt, reference_completion, synthetic_problems
 from common.grpo_config import FIELDS
-from common.models import hf_config, load_model, model_spec, setup_device
+from common.models import load_model, model_spec, setup_device
 from common.presets import PresetError, get_preset, gpu_recipe, preset_names
 from common.tokenizer import build_tiny_tokenizer
 
@@ -161,7 +161,7 @@ def _count_params(cfg) -> int:
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_random_init_builds_exact_shapes(name, hidden, inter, layers, n_params, meta_model):
     spec = model_spec(get_preset(name).model)
-    cfg = hf_config(spec)
+    cfg = spec.shape.hf_config(**spec.stop_tokens)
     assert (cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers) == (
         hidden,
         inter,

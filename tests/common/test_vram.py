@@ -86,7 +86,7 @@ def test_param_counts_from_the_config_shapes():
 
 def test_config_dict_is_the_source_for_the_model_presets():
     """每个预设的模型形状都来自这里（同一份真相），transformers 的 config 也由它造出来。"""
-    from common.models import hf_config, model_spec
+    from common.models import model_spec
     from common.presets import get_preset, preset_names
 
     by_hub = {m.hub_id: m for m in SHAPES.values()}
@@ -96,7 +96,7 @@ def test_config_dict_is_the_source_for_the_model_presets():
             continue
         spec = model_spec(hub)
         assert spec.shape is by_hub[hub], name
-        cfg = hf_config(spec)
+        cfg = spec.shape.hf_config(**spec.stop_tokens)
         assert cfg.model_type == spec.shape.family, name
         for key, value in spec.shape.config_dict().items():
             got = cfg.rope_parameters["rope_theta"] if key == "rope_theta" else getattr(cfg, key)
