@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from common.data import GSM8K_PROMPT_TOKENS_MAX, GSM8K_SPLITS, INSTRUCTION, load_gsm8k
+from common.presets import gpu_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L1_concepts" / "04_vram_ledger" / "prompt_lengths.py"
@@ -88,11 +89,12 @@ def test_script_prints_the_table_and_the_ledger_uses_its_max(script, tmp_path, c
     n, p95 = len(train), rows["train"]["p95"]
     at_most_p95 = sum(x <= p95 for x in train)
     over_180 = sum(x > 180 for x in train)
+    per_step = gpu_recipe()["prompts_per_step"]  # GPU 配方每步抽几道题
     for quoted in (
         f"{n:,} 道题里有 {at_most_p95:,} 道不超过 {p95} token",
-        f"1 − ({at_most_p95}/{n})^8",
+        f"1 − ({at_most_p95}/{n})^{per_step}",
         f"超过 180 token 的也只有 {over_180} 道",
-        f"1 − ({n - over_180}/{n})^8",
+        f"1 − ({n - over_180}/{n})^{per_step}",
     ):
         assert quoted in lesson, f"L1.04 第 2.8 节的题数要按实测改成：{quoted}"
     assert train.count(train[-1]) == 1, "L1.04 第 2.8 节说最长的 prompt 只有一道题"

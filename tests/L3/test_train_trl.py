@@ -107,7 +107,10 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
         == seen["generation_batch_size"]
     )
     assert seen["reward_weights"] == [1.0, 0.0]
-    assert seen["lr_scheduler_type"] == "constant" and seen["warmup_steps"] == 0
+    # 配方预热 10 步：TRL 里是 constant_with_warmup + 同样的步数（grpo_train.py 的 warmup_lr 同样线性升到 lr）
+    assert cfg.warmup_steps == get_preset("qwen3-0.6b").overrides["warmup_steps"] > 0
+    assert seen["lr_scheduler_type"] == "constant_with_warmup"
+    assert seen["warmup_steps"] == cfg.warmup_steps
     assert cfg.lr == get_preset("qwen3-0.6b").overrides["lr"]  # 和 grpo_train.py 同一个预设的值
 
 
