@@ -4,6 +4,7 @@
     run = RunFolder(out)
     ckpt = run.open(config, resume=False)                     # new: lock, write config.json -> None
     ckpt = run.open(config, resume=True, may_change=(...))    # resume: lock, verify -> Checkpoint
+    plan_resume(out, config, may_change)                      # the verdict alone: reads only
     if run.needs_eval_before(): ...                           # new run, or eval_before.json lost
     with exit_cleanly(out, steps, errors=(...)): main()       # one Chinese line instead of a traceback
 
@@ -14,8 +15,8 @@ kill -9), so a second process refuses at once instead of interleaving its steps 
 ``run.lock`` is deleted when the process ends in an orderly way (finished, refused, Ctrl-C,
 SIGTERM); after kill -9 it stays, unlocked, and the next process simply takes it.
 
-A resume is checked before any model is built, and a refusal leaves every run file as it was:
-the checkpoint must load and pass its checksums (``common.checkpoint.read_checkpoint``), the
+A resume is checked before any model is built, by :func:`plan_resume`, which only reads, so a
+refusal leaves every run file as it was: the checkpoint must load and pass its checksums (``common.checkpoint.read_checkpoint``), the
 training settings it recorded must equal ``config.json``'s, and ``metrics.jsonl`` must hold exactly
 one row for each step up to the checkpoint (``common.metrics.read_metrics`` refuses a bad line
 anywhere but a half-written last one). Rows after the checkpoint are recomputed, bit-identically on
@@ -32,6 +33,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from common.atomic_io import TMP_SUFFIX, WriteError
 from common.bad_step import save_bad_step
@@ -185,11 +187,9 @@ class RunFolder:
     ) -> Checkpoint | None:
         """Lock the folder, then start a new run (write config.json; returns None) or check a resume.
 
-        resume=True returns the verified checkpoint, or None when the run never saved one (no
-        checkpoint and no metrics row: it starts at step 0); it raises (and writes nothing) when there is
-        no loadable checkpoint, when it is past ``config["steps"]``, when ``config`` differs from the
-        settings the checkpoint was trained with (keys in ``may_change`` and :data:`IDENTITY_KEYS`
-        may differ), or when metrics.jsonl lost or repeats a row up to the checkpoint's step.
+        resume=True returns the verified checkpoint, or None when the run never saved one (it
+        starts at step 0); the verdict is :func:`plan_resume`'s, and a refusal writes nothing.
+        A new run is refused when the folder already holds a run's files.
         record: written into a new run's config.json beside the settings (e.g. "provenance"),
         never compared on resume. device: add the run's provenance (common.provenance) to it.
         """
@@ -198,96 +198,31 @@ class RunFolder:
         self.lock()
         try:
             if resume:
-                return self._resume(config, may_change)
-            return self._start({**config, **(record or {})})
+                plan = plan_resume(self.path, config, (*may_change, *IDENTITY_KEYS))
+                if plan.checkpoint is None:
+                    rows = plan.rows_to_recompute
+                    done = (
+                        f"metrics.jsonl 有 {rows} 行，都会重算"
+                        if rows
+                        else "metrics.jsonl 也没有一行"
+                    )
+                    print(
+                        f"{self.path} 里还没有存好的 checkpoint（{done}）：上次在第一个 checkpoint 存好之前就停了"
+                        "（加载模型出错、被中断、存盘时被杀……），这次从第 0 步开始，用 config.json 里的设置"
+                    )
+                return plan.checkpoint
+            present = [name for name in RUN_FILES if self.file(name).exists()]
+            if present:
+                raise RunFolderError(
+                    f"{self.path} 里已经有一次运行（{', '.join(present)}）：续跑用 --resume {self.path}，"
+                    "否则换一个 --out"
+                )
+            write_json(self.file(CONFIG_NAME), {**config, **(record or {})})
+            self._new = True
+            return None
         except BaseException:
             self.close()  # a refusal lets go of the folder at once
             raise
-
-    def _resume(self, config: dict, may_change) -> Checkpoint | None:
-        rows = rows_before_first_checkpoint(self.path)
-        if rows is not None:
-            done = f"metrics.jsonl 有 {rows} 行，都会重算" if rows else "metrics.jsonl 也没有一行"
-            print(
-                f"{self.path} 里还没有存好的 checkpoint（{done}）：上次在第一个 checkpoint 存好之前就停了"
-                "（加载模型出错、被中断、存盘时被杀……），这次从第 0 步开始，用 config.json 里的设置"
-            )
-            return None
-        try:
-            ckpt = read_checkpoint(self.path)
-        except CheckpointError as err:
-            raise CheckpointError(f"{err}。{self._untouched()}") from None
-        target = config.get("steps")
-        if isinstance(target, int) and ckpt.step > target:
-            raise RunFolderError(
-                f"--steps {target} 比 checkpoint 的第 {ckpt.step} 步还小：续跑只能接着往后跑，"
-                f"给一个 >= {ckpt.step} 的 --steps。{self._untouched()}"
-            )
-        self._check_same_settings(ckpt, config, (*may_change, *IDENTITY_KEYS))
-        self._check_rows(ckpt.step)
-        return ckpt
-
-    def _untouched(self) -> str:
-        return f"{self.path} 里的文件都没有动"
-
-    def _start(self, config: dict) -> None:
-        present = [name for name in RUN_FILES if self.file(name).exists()]
-        if present:
-            raise RunFolderError(
-                f"{self.path} 里已经有一次运行（{', '.join(present)}）：续跑用 --resume {self.path}，"
-                "否则换一个 --out"
-            )
-        write_json(self.file(CONFIG_NAME), config)
-        self._new = True
-        return None
-
-    def _check_same_settings(self, ckpt: Checkpoint, config: dict, may_change) -> None:
-        stored = ckpt.extra.get("config")
-        if not isinstance(stored, dict):
-            raise CheckpointError(
-                f"{ckpt.path} 里没有记下训练设置（不是这个脚本写的 checkpoint），无法核对 "
-                f"{CONFIG_NAME}：{self._untouched()}"
-            )
-        keys = (set(stored) | set(config)) - set(may_change)
-        differ = sorted(k for k in keys if stored.get(k) != config.get(k))
-        if differ:
-            shown = "；".join(
-                f"{k} = {config.get(k)!r}，checkpoint 里是 {stored.get(k)!r}" for k in differ[:5]
-            )
-            raise RunFolderError(
-                f"{self.file(CONFIG_NAME)} 和 {ckpt.path} 记下的训练设置不一致（{shown}）："
-                f"{CONFIG_NAME} 在运行开始后被改过。改回去再续跑；要换设置请开一个新的 --out。"
-                f"{self._untouched()}"
-            )
-
-    def _check_rows(self, step: int) -> None:
-        path = self.file(METRICS_NAME)
-        if step > 0 and not path.is_file():
-            raise RunFolderError(
-                f"{path} 不见了，而 checkpoint 已经到第 {step} 步：续跑会丢掉前 {step} 步的记录。"
-                f"找回这个文件再续跑（真要不要这些记录，就建一个空的 {METRICS_NAME}）"
-            )
-        try:
-            rows = read_metrics(path)
-        except MetricsError as err:
-            raise MetricsError(f"{err}（{self._untouched()}）") from None
-        steps = [r["step"] for r in rows if r["step"] <= step]
-        if steps != list(range(1, step + 1)) and path.stat().st_size > 0:
-            missing = sorted(set(range(1, step + 1)) - set(steps))
-            repeated = sorted({s for s in steps if steps.count(s) > 1})
-            what = "、".join(
-                part
-                for part in (
-                    f"缺第 {missing[:5]} 步" if missing else "",
-                    f"第 {repeated[:5]} 步出现了不止一次" if repeated else "",
-                    "" if missing or repeated else "行的顺序乱了",
-                )
-                if part
-            )
-            raise RunFolderError(
-                f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。"
-                f"续跑会让记录缺行或重复；{self._untouched()}"
-            )
 
     def needs_eval_before(self) -> bool:
         """True for a new run, and for a resume whose eval_before.json is missing or unreadable."""
@@ -315,8 +250,8 @@ class RunFolder:
         if ckpt is not None:
             start = apply_checkpoint(ckpt, model=model, optimizer=optimizer, generators=streams)
             start = start["step"]
-        self._metrics = MetricsLogger(self.file(METRICS_NAME), resume_from_step=start)
-        self._questions = MetricsLogger(self.file(QUESTIONS_NAME), resume_from_step=start)
+        logs = (self.file(METRICS_NAME), self.file(QUESTIONS_NAME))
+        self._metrics, self._questions = (MetricsLogger(p, resume_from_step=start) for p in logs)
         return start, streams
 
     def log(self, row: dict) -> None:
@@ -355,6 +290,86 @@ class RunFolder:
         """NonFiniteError when a loss, the gradient norm, a weight or an optimizer state of this
         step is NaN/inf (common.finite_guard): nothing non-finite reaches the checkpoint."""
         guard_finite(step, **values)
+
+
+class ResumePlan(NamedTuple):
+    """Where a resume starts: the verified checkpoint, or None (step 0) and the rows it recomputes."""
+
+    checkpoint: Checkpoint | None
+    rows_to_recompute: int = 0
+
+
+def plan_resume(out: str | Path, config: dict, may_change=()) -> ResumePlan:
+    """Read ``out``'s checkpoint, config.json and metrics.jsonl and decide where a resume starts.
+
+    Writes nothing: a refusal (RunFolderError, CheckpointError, MetricsError) leaves every file as
+    it was. A run that stopped before its first checkpoint (:func:`rows_before_first_checkpoint`)
+    starts again at step 0. Otherwise the checkpoint must load and pass its checksums, be at most
+    ``config["steps"]``, have been trained with ``config`` (keys in ``may_change`` may differ), and
+    metrics.jsonl must hold exactly one row for each step up to it.
+    """
+    out = Path(out)
+    untouched = f"{out} 里的文件都没有动"
+    rows = rows_before_first_checkpoint(out)
+    if rows is not None:
+        return ResumePlan(None, rows)
+    try:
+        ckpt = read_checkpoint(out)
+    except CheckpointError as err:
+        raise CheckpointError(f"{err}。{untouched}") from None
+    # the step: a resume only goes forward
+    target = config.get("steps")
+    if isinstance(target, int) and ckpt.step > target:
+        raise RunFolderError(
+            f"--steps {target} 比 checkpoint 的第 {ckpt.step} 步还小：续跑只能接着往后跑，"
+            f"给一个 >= {ckpt.step} 的 --steps。{untouched}"
+        )
+    # the settings: those the checkpoint was trained with
+    stored = ckpt.extra.get("config")
+    if not isinstance(stored, dict):
+        raise CheckpointError(
+            f"{ckpt.path} 里没有记下训练设置（不是这个脚本写的 checkpoint），无法核对 "
+            f"{CONFIG_NAME}：{untouched}"
+        )
+    keys = (set(stored) | set(config)) - set(may_change)
+    differ = sorted(k for k in keys if stored.get(k) != config.get(k))
+    if differ:
+        shown = "；".join(
+            f"{k} = {config.get(k)!r}，checkpoint 里是 {stored.get(k)!r}" for k in differ[:5]
+        )
+        raise RunFolderError(
+            f"{out / CONFIG_NAME} 和 {ckpt.path} 记下的训练设置不一致（{shown}）："
+            f"{CONFIG_NAME} 在运行开始后被改过。改回去再续跑；要换设置请开一个新的 --out。"
+            f"{untouched}"
+        )
+    # the metrics: one row for each step up to the checkpoint
+    path, step = out / METRICS_NAME, ckpt.step
+    if step > 0 and not path.is_file():
+        raise RunFolderError(
+            f"{path} 不见了，而 checkpoint 已经到第 {step} 步：续跑会丢掉前 {step} 步的记录。"
+            f"找回这个文件再续跑（真要不要这些记录，就建一个空的 {METRICS_NAME}）"
+        )
+    try:
+        steps = [r["step"] for r in read_metrics(path) if r["step"] <= step]
+    except MetricsError as err:
+        raise MetricsError(f"{err}（{untouched}）") from None
+    if steps != list(range(1, step + 1)) and path.stat().st_size > 0:
+        missing = sorted(set(range(1, step + 1)) - set(steps))
+        repeated = sorted({s for s in steps if steps.count(s) > 1})
+        what = "、".join(
+            part
+            for part in (
+                f"缺第 {missing[:5]} 步" if missing else "",
+                f"第 {repeated[:5]} 步出现了不止一次" if repeated else "",
+                "" if missing or repeated else "行的顺序乱了",
+            )
+            if part
+        )
+        raise RunFolderError(
+            f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。"
+            f"续跑会让记录缺行或重复；{untouched}"
+        )
+    return ResumePlan(ckpt)
 
 
 def _checkpoint_step(out: Path) -> int | None:

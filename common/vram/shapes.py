@@ -94,30 +94,6 @@ class ModelShape:
             family=kind.removesuffix("_moe"),
         )
 
-    @classmethod
-    def from_config(cls, config, name: str = "", hub_id: str = "") -> ModelShape:
-        """The shape of a transformers Qwen3Config / Qwen3MoeConfig (e.g. a preset's model.config)."""
-        get = lambda key, default=0: getattr(config, key, default) or default
-        return cls(
-            name or get("_name_or_path", "model"),
-            hub_id or get("_name_or_path", ""),
-            hidden=config.hidden_size,
-            layers=config.num_hidden_layers,
-            heads=config.num_attention_heads,
-            kv_heads=config.num_key_value_heads,
-            head_dim=get("head_dim", config.hidden_size // config.num_attention_heads),
-            intermediate=config.intermediate_size,
-            vocab=config.vocab_size,
-            tied=bool(config.tie_word_embeddings),
-            max_position=config.max_position_embeddings,
-            experts=get("num_experts"),
-            experts_per_token=get("num_experts_per_tok"),
-            moe_intermediate=get("moe_intermediate_size"),
-            rope_theta=(get("rope_parameters", {}) or {}).get("rope_theta", 1_000_000.0),
-            rms_norm_eps=get("rms_norm_eps", 1e-6),
-            family=get("model_type", "qwen3").removesuffix("_moe"),
-        )
-
     def config_dict(self) -> dict:
         """The config.json fields above under their HF names (e.g. for transformers' Qwen3Config)."""
         cfg = dict(
