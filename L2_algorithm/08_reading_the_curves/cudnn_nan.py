@@ -110,8 +110,10 @@ def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
     dtype = compute_dtype(spec, device)
     problems = D.load_gsm8k("train")[:8]
     rows = []
+    built = []  # 每个宽度实际拼出来的 (prompt 宽度, 总宽度)
     for width in WIDTHS:
         ro = build_batch(tok, spec, problems, width, device)
+        built.append((int(ro.prompt_ids.shape[1]), int(ro.sequences.shape[1])))
         for cudnn in (True, False):
             torch.backends.cuda.enable_cudnn_sdp(cudnn)
             for r in range(repeats):
@@ -124,12 +126,19 @@ def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
                     f"  宽度 {width}  cuDNN {'开' if cudnn else '关'}  loss {loss:.4f}  梯度范数 {norm:.4g}  {sec:.3f} s"
                 )
     torch.backends.cuda.enable_cudnn_sdp(False)
-    widths = [
-        int(ro.sequences.shape[1])
-        for ro in [build_batch(tok, spec, problems, w, device) for w in WIDTHS]
-    ]
-    return {"model": spec.name, "rows": rows, "batch_rows": len(problems), "widths_built": widths,
-            "prompt_width": int(build_batch(tok, spec, problems, 640, device).prompt_ids.shape[1])}  # fmt: skip
+    return {"model": spec.name, "rows": rows, "batch_rows": len(problems),
+            "widths_built": [w for _, w in built], "prompt_width": built[0][0]}  # fmt: skip
+
+
+def prompt_width(tok, problems, ids, cache: dict) -> int:
+    """这几道题（训练集下标 ids）里最长的 prompt 有多少 token；cache 记着算过的题。"""
+    from common import data as D
+
+    for i in ids:
+        if i not in cache:
+            text = D.build_prompt(tok, problems[i].question)
+            cache[i] = len(tok(text, add_special_tokens=False)["input_ids"])
+    return max(cache[i] for i in ids)
 
 
 def old_run_widths(
@@ -149,11 +158,7 @@ def old_run_widths(
     out = []
     for step in range(1, steps + 1):
         pick = torch.randperm(len(train), generator=gen, device="cuda")[:per_step].tolist()
-        for i in pick:
-            if i not in lengths:
-                text = D.build_prompt(tok, train[i].question)
-                lengths[i] = len(tok(text, add_special_tokens=False)["input_ids"])
-        tp = max(lengths[i] for i in pick)
+        tp = prompt_width(tok, train, pick, lengths)
         out.append(
             {
                 "step": step,
@@ -183,11 +188,9 @@ def run_widths(model_dir: str, runs: list[Path]) -> dict:
         rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         widths = []
         for r in rows:
-            for i in r["prompt_ids"]:
-                if i not in lengths:
-                    text = D.build_prompt(tok, train[i].question)
-                    lengths[i] = len(tok(text, add_special_tokens=False)["input_ids"])
-            widths.append(max(lengths[i] for i in r["prompt_ids"]) + r["completion_len_max"])
+            widths.append(
+                prompt_width(tok, train, r["prompt_ids"], lengths) + r["completion_len_max"]
+            )
         hits = [r["step"] for r, w in zip(rows, widths) if w % 128 == 64]
         out[run.name] = {"widths": widths, "steps_width_64_mod_128": hits}
     return out
