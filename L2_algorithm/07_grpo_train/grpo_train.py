@@ -156,9 +156,6 @@ def main(cfg):
     ev = None
 
     for step in bar:
-        # 学习率预热：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr，之后不变
-        for group in opt.param_groups:
-            group["lr"] = warmup_lr(step, cfg.lr, cfg.warmup_steps)
         # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
         t0 = time.time()
         pick = torch.randperm(len(train), generator=rng["prompts"])[: cfg.prompts_per_step]
@@ -178,7 +175,10 @@ def main(cfg):
         adv = L.group_advantages(rewards, G).to(device)
         mask = L.completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
 
-        # 5)-8) old / 参考 log-probs、micro-batch 的 loss 和 backward、裁剪、AdamW：grpo_update
+        # 5)-8) old / 参考 log-probs、micro-batch 的 loss 和 backward、裁剪、AdamW：grpo_update。
+        #    这一步的学习率（预热）：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr，之后不变
+        for group in opt.param_groups:
+            group["lr"] = warmup_lr(step, cfg.lr, cfg.warmup_steps)
         t1 = time.time()
         batch = dict(prompt_ids=pick, rollout=ro, rewards=rewards, advantages=adv, texts=texts)
         upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step)
