@@ -228,18 +228,24 @@ def load_model(
 def _load(spec: ModelSpec, init: str, device: torch.device, lora_rank: int, gradient_checkpointing):
     """load_model once the spec, the device and the LoRA rank are known."""
     dtype = compute_dtype(spec, device)
-    if init == "random":  # seed-0 weights of the exact shape; tiny's are made on the CPU
+    if init == "pretrained":
+        net, tokenizer = _load_tiny(spec) if spec.tiny else _load_pretrained(spec, dtype)
+        _refuse_nonfinite(net, spec)
+    else:  # "random": seed-0 weights of the exact shape; tiny's are made on the CPU
+        tokenizer = _tokenizer(spec)
         where = torch.device("cpu") if spec.tiny else device
         net = _random_model(spec.shape.hf_config(**spec.stop_tokens, dtype=dtype), where)
-        tokenizer = _tokenizer(spec)
-    elif spec.tiny:
-        net, tokenizer = _load_tiny(spec)
-    else:
-        net, tokenizer = _load_pretrained(spec, dtype)
-    if init == "pretrained":
-        _refuse_nonfinite(net, spec)
-    if lora_rank:
-        net = _add_lora(net, lora_rank)
+    if lora_rank:  # LoRA on every linear layer of the blocks; the base is frozen
+        from peft import LoraConfig, get_peft_model
+
+        lora = LoraConfig(
+            r=lora_rank,
+            lora_alpha=2 * lora_rank,
+            lora_dropout=0.0,
+            target_modules=list(LORA_TARGET_MODULES),
+            task_type="CAUSAL_LM",
+        )
+        net = get_peft_model(net, lora)
     net.to(device)
     if gradient_checkpointing is None:
         gradient_checkpointing = uses_gradient_checkpointing(spec, device)
@@ -270,7 +276,8 @@ def load_for_training(spec: ModelSpec, device: torch.device, cfg) -> TrainingMod
     trainable weights become fp32 master weights: bf16 keeps 8 significant bits, so an update of
     lr = 1e-6 would round to 0; the forward still runs under bf16 autocast (``dtype``).
     """
-    model, tokenizer = _load(spec, cfg.init, resolve_device(spec, device), cfg.lora_rank, None)
+    device = resolve_device(spec, device)
+    model, tokenizer = _load(spec, cfg.init, device, cfg.lora_rank, None)
     frozen_copy = cfg.beta > 0 and not cfg.lora_rank
     ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
     params = [p for p in model.parameters() if p.requires_grad]
@@ -359,16 +366,3 @@ def _refuse_nonfinite(model, spec: ModelSpec) -> None:
             f"{spec.name} 的权重里有 NaN/inf（{', '.join(bad[:3])}{'…' if len(bad) > 3 else ''}）："
             "权重文件损坏了。删掉它重新下载（或重新生成）。"
         )
-
-
-def _add_lora(model, rank: int):
-    from peft import LoraConfig, get_peft_model
-
-    config = LoraConfig(
-        r=rank,
-        lora_alpha=2 * rank,
-        lora_dropout=0.0,
-        target_modules=list(LORA_TARGET_MODULES),
-        task_type="CAUSAL_LM",
-    )
-    return get_peft_model(model, config)
