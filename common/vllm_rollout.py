@@ -208,11 +208,11 @@ class VLLMEngine:
         ro.engine_logp = logp[:, : ro.completion_ids.shape[1]].to(ids.device) * ro.completion_mask
         return ro
 
-    @torch.no_grad()
     def mismatch(self, ro: Rollout, trainer_logp: torch.Tensor, mask: torch.Tensor) -> dict:
         """How far this engine's log-probs of ``ro`` are from the trainer's (`logp_mismatch`, L2.09)."""
         return logp_mismatch(ro.engine_logp, trainer_logp, mask)
 
+    @torch.no_grad()
     def sync_weights(self, model) -> float:
         """Push the current weights of `model` into the engine -> seconds taken (also in `sync_s`)."""
         start = time.perf_counter()
