@@ -19,9 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 COURSE_ROOT = Path(__file__).resolve().parents[1]
-PROJECT_FILE = (
-    COURSE_ROOT / "pyproject.toml"
-)  # its [tool.rl-course] table says where the presets are
+# its [tool.rl-course] table says where the presets are
+PROJECT_FILE = COURSE_ROOT / "pyproject.toml"
 DEFAULT_PRESET = "tiny"
 
 
