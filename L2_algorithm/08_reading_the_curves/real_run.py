@@ -380,6 +380,8 @@ def plot(pairs: list[tuple[Path, Path | None]], path: Path) -> None:
                         ax.plot(*zip(*sorted(pts.items())), "s" + style, color=color, label=label)
                     continue
                 rows = [r for r in read_metrics(folder / "metrics.jsonl") if r.get(key) is not None]
+                if not rows:  # β = 0 时每一步的 kl 都是 null：不画空线，格子里写明没测
+                    continue
                 steps = [r["step"] for r in rows]
                 values = [r[key] for r in rows]
                 if key in SMOOTHED:
