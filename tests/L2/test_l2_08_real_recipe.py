@@ -110,6 +110,12 @@ def test_the_summary_numbers_come_from_the_runs():
         _in_lesson(f"{vs['p']:.3g}", "第 6 节开头")
         _in_lesson(f"{control.mean(50, 'greedy'):.3f}", "第 6 节开头")
     diffs = [C.difference(r, c, 50, "greedy")["diff"] for r, c in pairs]
+    gains, moves = (
+        [C.paired(x.values(0, "greedy"), x.values(50, "greedy"))["diff"] for x in xs]
+        for xs in ([r for r, _ in pairs], [c for _, c in pairs])
+    )
+    _in_lesson(f"涨了 {'、'.join(map(C.signed, gains))}", "第 6.3 节")
+    _in_lesson(f"对照同时在往下走（{'、'.join(map(C.signed, moves))}）", "第 6.3 节")
     _in_lesson(f"均值 {C.signed(statistics.fmean(diffs))}", "第 6 节开头")
     for run, late in _pairs100():
         at100 = C.paired(run.values(0, "greedy"), run.values(100, "greedy"))
@@ -125,6 +131,18 @@ def test_the_summary_numbers_come_from_the_runs():
     )
     late = [C.difference(r, c, 100, "greedy")["diff"] for r, c in _pairs100()]
     _in_lesson(f"的 {C.signed(late[0])} 和 {C.signed(late[1])}", "第 6 节开头")
+    drops = [
+        -C.paired(c.values(0, "greedy"), c.values(100, "greedy"))["diff"] for _, c in _pairs100()
+    ]
+    _in_lesson(
+        f"seed 0 的 {C.signed(late[0])} 里有 {drops[0]:.3f} 是对照掉下去，"
+        f"seed 1 的 {C.signed(late[1])} 里是 {drops[1]:.3f}",
+        "第 6 节开头",
+    )
+    _in_lesson(
+        f"{C.signed(late[0])} 和 {C.signed(late[1])} 里有 {drops[0]:.3f} 和 {drops[1]:.3f} 是对照掉下去",
+        "第 6.3 节",
+    )
     _in_lesson(f"均值 {C.signed((r0['diff'] + r1['diff']) / 2)}", "第 6.6 节")
     gap = abs(a0.mean(100, "greedy") - a1.mean(100, "greedy"))
     _in_lesson(f"运行第 100 步差 {gap:.3f}", "第 6.3 节")
@@ -134,9 +152,12 @@ def test_the_summary_numbers_come_from_the_runs():
     )
     drop = C.paired(c0.values(0, "greedy"), c0.values(100, "greedy"))
     _in_lesson(f"翻对 {drop['up']} 题、翻错 {drop['down']} 题", "第 6.3 节")
-    for s, (_, late) in enumerate(_pairs100()):
-        d = C.paired(late.values(0, "greedy"), late.values(100, "greedy"))
-        _in_lesson(f"{C.signed(d['diff'])}", f"第 6.6 节（对照 seed {s} 第 100 步比起点）")
+    d0, d1 = (C.paired(c.values(0, "greedy"), c.values(100, "greedy")) for _, c in _pairs100())
+    _in_lesson(
+        f"一个 seed 没有明显变化（{C.signed(d1['diff'])}，p = {d1['p']:.3g}），"
+        f"一个把模型推坏了（{C.signed(d0['diff'])}）",
+        "第 6.6 节",
+    )
     presets = PRESETS.read_text(encoding="utf-8")
     assert f"{C.signed(r0['diff'])} / {C.signed(r1['diff'])}" in presets, "presets.toml 的依据"
     assert f"p = {r0['p']:.2g} / {r1['p']:.2g}" in presets, "presets.toml 的依据"
@@ -156,6 +177,15 @@ def test_the_same_seed_on_two_gpus():
     h100 = [_run(f"control100-s{s}").mean(50, "greedy") for s in (0, 1)]
     _in_lesson(f"H200 上是 {h200[0]:.3f} 和 {h200[1]:.3f}", "第 6.3 节")
     _in_lesson(f"H100 上是 {h100[0]:.3f} 和 {h100[1]:.3f}", "第 6.3 节")
+
+
+def test_clipping_never_acted_in_these_runs():
+    """第 6.3 节：每批只更新一次，ratio 恒为 1，clip 的偏差（Spurious Rewards 的解释）在这里不起作用。"""
+    for name in ALL:
+        config = json.loads((RUNS / name / "config.json").read_text(encoding="utf-8"))
+        assert config["num_iterations"] == 1
+        assert all(r["clip_fraction"] == 0 for r in _rows(name).values()), name
+    _in_lesson("`clip_fraction` 每一步都是 0", "第 6.3 节")
 
 
 def test_the_control_that_fell_wrote_code():
@@ -209,8 +239,13 @@ def test_reward_segments_and_curve_claims():
     _in_lesson(
         f"从 {e0[0]:.3f}、{e1[0]:.3f} 降到 91–100 步的 {e0[-1]:.3f}、{e1[-1]:.3f}", "第 6.3 节"
     )
-    up, down = max(_seg("control100-s0", "entropy")), min(_seg("control100-s1", "entropy"))
-    _in_lesson(f"一个升到 {up:.3f}、一个降到 {down:.3f}", "第 6.3 节")
+    up, down = _seg("control100-s0", "entropy"), _seg("control100-s1", "entropy")
+    i, j = up.index(max(up)), down.index(min(down))
+    _in_lesson(
+        f"一个在 {10 * i + 1}–{10 * i + 10} 步升到 {up[i]:.3f}、"
+        f"一个在 {10 * j + 1}–{10 * j + 10} 步降到 {down[j]:.3f}",
+        "第 6.3 节",
+    )
     _in_lesson(
         f"41–50 步是 {_seg('control-s0', 'reward_mean')[4]:.3f} 和 "
         f"{_seg('control-s1', 'reward_mean')[4]:.3f}",
@@ -286,8 +321,9 @@ def test_time_and_memory_figures():
         f"{peaks[n]:.2f}" for n in ("recipe-s0", "recipe-s1", "control100-s0", "control100-s1")
     }
     assert len(run_peak) == 1, "跑过第 50 步评估的四个目录，显存峰值应该一样"
-    ctl = sorted(peaks[n] for n in ("control-s0", "control-s1"))
-    _in_lesson(f"运行 {run_peak.pop()} GiB，对照 {ctl[0]:.2f}–{ctl[1]:.2f} GiB", "第 6.5 节")
+    low = sorted(peaks[n] for n in ("control-s0", "control-s1", "recipe-s2", "control-s2"))
+    _in_lesson(f"两个跑到第 100 步的对照）{run_peak.pop()} GiB", "第 6.5 节")
+    _in_lesson(f"只跑到第 50 步的四个目录 {low[0]:.2f}–{low[-1]:.2f} GiB", "第 6.5 节")
     for name in ("recipe-s0", "control100-s0"):  # 峰值第一次出现在第 50 步的评估之后
         top = f"{peaks[name]:.2f}"
         first = min(s for s, r in _rows(name).items() if f"{r['peak_vram_gb']:.2f}" == top)
