@@ -46,6 +46,7 @@ from common.checkpoint import (
     save_checkpoint,
 )
 from common.finite_guard import NonFiniteError, guard_finite
+from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import (
     CONFIG_NAME,
     CURVES_NAME,
@@ -55,10 +56,7 @@ from common.metrics import (
     MetricsError,
     MetricsLogger,
     plot_curves,
-    read_json,
     read_metrics,
-    write_json,
-    write_jsonl,
 )
 from common.provenance import provenance
 from common.random_streams import random_streams

@@ -43,7 +43,8 @@ import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
 from common.grpo_config import GRPOConfig, knob, to_json
-from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
+from common.json_files import write_json
+from common.metrics import MetricsLogger, plot_curves, read_metrics
 from common.model_dir import ModelDirError
 from common.model_plan import plan_or_exit
 from common.models import load_model, model_spec

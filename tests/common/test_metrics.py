@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from common.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics, write_json
+from common.json_files import write_json
+from common.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics
 
 
 def test_log_append_and_truncate_on_resume(tmp_path):
@@ -44,12 +45,6 @@ def test_deterministic_part_drops_timing_and_memory():
         "peak_vram_gb": 3.1,
     }
     assert deterministic_part(row) == {"step": 3, "reward_mean": 0.5}
-
-
-def test_write_json_is_complete(tmp_path):
-    write_json(tmp_path / "eval.json", {"accuracy": 0.25, "n": 4})
-    assert json.loads((tmp_path / "eval.json").read_text()) == {"accuracy": 0.25, "n": 4}
-    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_plot_curves_writes_png(tmp_path):
@@ -187,11 +182,3 @@ def test_plot_curves_survives_a_broken_config_json(tmp_path):
     out = plot_curves(_rows(), tmp_path / "curves.png")
     assert out.read_bytes()[:4] == b"\x89PNG"
     assert not list(tmp_path.glob("*.tmp*"))
-
-
-def test_read_json_is_none_for_anything_but_an_object(tmp_path):
-    from common.metrics import read_json
-
-    for name, content in [("a", b"[1]"), ("b", b"{"), ("c", b"\xff"), ("d", b'{"x": 1}')]:
-        (tmp_path / name).write_bytes(content)
-    assert [read_json(tmp_path / n) for n in "abcde"] == [None, None, None, {"x": 1}, None]
