@@ -18,16 +18,13 @@ import json
 from pathlib import Path
 
 from common.atomic_io import append_line, atomic_write
-from common.json_files import json_value, read_json
+from common.json_files import json_value
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
-# Files of a run folder that this module writes or reads (common.run_folder knows the whole folder).
+# The files of a run folder that this module writes (common.run_folder knows the whole folder).
 METRICS_NAME = "metrics.jsonl"
 CURVES_NAME = "curves.png"
-CONFIG_NAME = "config.json"
-EVAL_BEFORE_NAME = "eval_before.json"
-EVAL_AFTER_NAME = "eval_after.json"
 
 # (key in metrics.jsonl, panel title) for curves.png, in the order a reader checks them (L2.08).
 CURVES = (
@@ -242,27 +239,26 @@ def curves_figure(
 
 
 def plot_curves(
-    rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy"
+    rows: list[dict],
+    out_png: str | Path,
+    title: str = "",
+    eval_key: str = "eval_accuracy",
+    *,
+    config: dict | None = None,
+    before: dict | None = None,
 ) -> Path:
     """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``. Written atomically.
 
     Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel sets
     the sampled training-batch accuracy beside the held-out evaluations (greedy, and pass@1 / pass@k
-    when logged), from step 0 (``eval_before.json``). ``config.json`` and ``eval_before.json`` are
-    read from the folder of ``out_png`` (the run folder) when they are there: with beta = 0 the KL
-    panel says there is no reference model, and with num_iterations = 1 the clip-fraction panel says
-    why it is 0. Other never-logged metrics say so instead of drawing an empty axis.
+    when logged), from step 0 (``before``: the run's ``eval_before.json``). ``config`` is the run's
+    ``config.json``: with beta = 0 the KL panel says there is no reference model, and with
+    num_iterations = 1 the clip-fraction panel says why it is 0. Other never-logged metrics say so
+    instead of drawing an empty axis.
     """
     import matplotlib.pyplot as plt
 
-    out_png = Path(out_png)
-    fig = curves_figure(
-        rows,
-        title,
-        config=read_json(out_png.parent / CONFIG_NAME),
-        before=read_json(out_png.parent / EVAL_BEFORE_NAME),
-        eval_key=eval_key,
-    )
+    fig = curves_figure(rows, title, config=config, before=before, eval_key=eval_key)
     png = io.BytesIO()
     try:
         fig.savefig(png, format="png", dpi=80)

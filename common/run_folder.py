@@ -48,10 +48,7 @@ from common.checkpoint import (
 from common.finite_guard import NonFiniteError, guard_finite
 from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import (
-    CONFIG_NAME,
     CURVES_NAME,
-    EVAL_AFTER_NAME,
-    EVAL_BEFORE_NAME,
     METRICS_NAME,
     MetricsError,
     MetricsLogger,
@@ -66,6 +63,9 @@ try:
 except ImportError:  # Windows: no advisory locks here; the rest works without one
     fcntl = None
 
+CONFIG_NAME = "config.json"
+EVAL_BEFORE_NAME = "eval_before.json"
+EVAL_AFTER_NAME = "eval_after.json"
 LOCK_NAME = "run.lock"
 QUESTIONS_NAME = "eval_questions.jsonl"  # per-question held-out results, one row per evaluation
 RUN_FILES = (
@@ -277,8 +277,15 @@ class RunFolder:
         save_checkpoint(self.path, **state, extra={"config": config})
 
     def plot_curves(self, title: str) -> None:
-        """curves.png from metrics.jsonl (common.metrics.plot_curves)."""
-        plot_curves(read_metrics(self.file(METRICS_NAME)), self.file(CURVES_NAME), title=title)
+        """curves.png from metrics.jsonl (common.metrics.plot_curves), with config.json and
+        eval_before.json when they can be read (the panel notes and the held-out points at step 0)."""
+        plot_curves(
+            read_metrics(self.file(METRICS_NAME)),
+            self.file(CURVES_NAME),
+            title=title,
+            config=read_json(self.file(CONFIG_NAME)),
+            before=read_json(self.file(EVAL_BEFORE_NAME)),
+        )
 
     def save_bad_step(self, step: int, **evidence) -> None:
         """``bad_step_<step>.pt`` (common.bad_step), then NonFiniteError: the gradients went NaN/inf."""
