@@ -30,7 +30,7 @@ from common.grpo_config import (  # noqa: F401  (offered: the config's text form
     step_list,
     to_json,
 )
-from common.metrics import read_json_object
+from common.json_files import read_json_object
 from common.model_dir import WARMSTART_FILE
 from common.out_dir import out_dir_problem
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names

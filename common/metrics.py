@@ -15,19 +15,16 @@ from __future__ import annotations
 
 import io
 import json
-import math
 from pathlib import Path
 
 from common.atomic_io import append_line, atomic_write
+from common.json_files import json_value
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
-# Files of a run folder that this module writes or reads (common.run_folder knows the whole folder).
+# The files of a run folder that this module writes (common.run_folder knows the whole folder).
 METRICS_NAME = "metrics.jsonl"
 CURVES_NAME = "curves.png"
-CONFIG_NAME = "config.json"
-EVAL_BEFORE_NAME = "eval_before.json"
-EVAL_AFTER_NAME = "eval_after.json"
 
 # (key in metrics.jsonl, panel title) for curves.png, in the order a reader checks them (L2.08).
 CURVES = (
@@ -50,15 +47,6 @@ def is_nondeterministic_key(key: str) -> bool:
 def deterministic_part(row: dict) -> dict:
     """The row without timing/memory keys: what must be bit-identical across a resume on a CPU."""
     return {k: v for k, v in row.items() if not is_nondeterministic_key(k)}
-
-
-def _clean(value):
-    """JSON has no NaN/inf: store them as null (and make the problem visible instead of crashing)."""
-    if hasattr(value, "item"):  # 0-d torch / numpy scalars
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
 
 
 class MetricsError(ValueError):
@@ -121,47 +109,8 @@ class MetricsLogger:
         if "step" not in row:
             raise ValueError("每一行 metrics 都必须有 'step' 键")
         append_line(
-            self.path, json.dumps({k: _clean(v) for k, v in row.items()}, ensure_ascii=False)
+            self.path, json.dumps({k: json_value(v) for k, v in row.items()}, ensure_ascii=False)
         )
-
-
-def write_json(path: str | Path, obj: dict) -> None:
-    """Write a small JSON file atomically (write a temp file, then rename over the target)."""
-    text = json.dumps({k: _clean(v) for k, v in obj.items()}, ensure_ascii=False, indent=2)
-    atomic_write(path, text + "\n")
-
-
-def read_json(path: str | Path) -> dict | None:
-    """A small JSON object file; None if it is missing, unreadable, not UTF-8 JSON or not an object."""
-    try:
-        obj = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-        return None
-    return obj if isinstance(obj, dict) else None
-
-
-def read_json_object(path: str | Path, hint: str, error: type[Exception] = ValueError) -> dict:
-    """A JSON object file, or ``error`` with one Chinese line: what is wrong with ``path``, then ``hint``."""
-    path = Path(path)
-    try:
-        obj = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise error(f"{path} 读不出来（{type(err).__name__}: {err}）：{hint}") from None
-    if not isinstance(obj, dict):
-        raise error(f"{path} 不是一个 JSON 对象：{hint}")
-    return obj
-
-
-def write_jsonl(path: str | Path, rows: list[dict]) -> None:
-    """Write rows as JSON lines atomically (common.atomic_io: temp file, fsync, rename)."""
-    lines = (json.dumps({k: _clean(v) for k, v in r.items()}, ensure_ascii=False) for r in rows)
-    atomic_write(path, "".join(line + "\n" for line in lines))
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    """Every line of a JSON-lines file written by :func:`write_jsonl`; raises OSError / ValueError."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _smooth(values: list[float], window: int) -> list[float]:
@@ -249,7 +198,7 @@ def curves_figure(
     window = max(1, len(rows) // 20)
     fig, axes = plt.subplots(3, 3, figsize=(13, 9), constrained_layout=True)
     for ax, (key, label) in zip(axes.flat, CURVES):
-        values = [_clean(r.get(key)) for r in rows]
+        values = [json_value(r.get(key)) for r in rows]
         ax.set_title(label, fontsize=10)
         ax.set_xlabel("step", fontsize=8)
         ax.grid(alpha=0.3)
@@ -290,27 +239,26 @@ def curves_figure(
 
 
 def plot_curves(
-    rows: list[dict], out_png: str | Path, title: str = "", eval_key: str = "eval_accuracy"
+    rows: list[dict],
+    out_png: str | Path,
+    title: str = "",
+    eval_key: str = "eval_accuracy",
+    *,
+    config: dict | None = None,
+    before: dict | None = None,
 ) -> Path:
     """Draw ``curves.png``: one panel per entry of :data:`CURVES` against ``step``. Written atomically.
 
     Thin line = raw per-step value, thick line = trailing moving average. The accuracy panel sets
     the sampled training-batch accuracy beside the held-out evaluations (greedy, and pass@1 / pass@k
-    when logged), from step 0 (``eval_before.json``). ``config.json`` and ``eval_before.json`` are
-    read from the folder of ``out_png`` (the run folder) when they are there: with beta = 0 the KL
-    panel says there is no reference model, and with num_iterations = 1 the clip-fraction panel says
-    why it is 0. Other never-logged metrics say so instead of drawing an empty axis.
+    when logged), from step 0 (``before``: the run's ``eval_before.json``). ``config`` is the run's
+    ``config.json``: with beta = 0 the KL panel says there is no reference model, and with
+    num_iterations = 1 the clip-fraction panel says why it is 0. Other never-logged metrics say so
+    instead of drawing an empty axis.
     """
     import matplotlib.pyplot as plt
 
-    out_png = Path(out_png)
-    fig = curves_figure(
-        rows,
-        title,
-        config=read_json(out_png.parent / CONFIG_NAME),
-        before=read_json(out_png.parent / EVAL_BEFORE_NAME),
-        eval_key=eval_key,
-    )
+    fig = curves_figure(rows, title, config=config, before=before, eval_key=eval_key)
     png = io.BytesIO()
     try:
         fig.savefig(png, format="png", dpi=80)

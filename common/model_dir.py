@@ -25,7 +25,7 @@ from pathlib import Path
 
 from common.cli import CourseParser
 from common.gguf_convert import PROXY_NOTE, GGUFError, from_gguf
-from common.metrics import read_json_object
+from common.json_files import read_json_object
 from common.tokenizer import QWEN_STOP_TOKENS
 from common.vram.shapes import (
     DENSE_FAMILIES,

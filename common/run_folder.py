@@ -46,19 +46,14 @@ from common.checkpoint import (
     save_checkpoint,
 )
 from common.finite_guard import NonFiniteError, guard_finite
+from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import (
-    CONFIG_NAME,
     CURVES_NAME,
-    EVAL_AFTER_NAME,
-    EVAL_BEFORE_NAME,
     METRICS_NAME,
     MetricsError,
     MetricsLogger,
     plot_curves,
-    read_json,
     read_metrics,
-    write_json,
-    write_jsonl,
 )
 from common.provenance import provenance
 from common.random_streams import random_streams
@@ -68,6 +63,9 @@ try:
 except ImportError:  # Windows: no advisory locks here; the rest works without one
     fcntl = None
 
+CONFIG_NAME = "config.json"
+EVAL_BEFORE_NAME = "eval_before.json"
+EVAL_AFTER_NAME = "eval_after.json"
 LOCK_NAME = "run.lock"
 QUESTIONS_NAME = "eval_questions.jsonl"  # per-question held-out results, one row per evaluation
 RUN_FILES = (
@@ -279,8 +277,15 @@ class RunFolder:
         save_checkpoint(self.path, **state, extra={"config": config})
 
     def plot_curves(self, title: str) -> None:
-        """curves.png from metrics.jsonl (common.metrics.plot_curves)."""
-        plot_curves(read_metrics(self.file(METRICS_NAME)), self.file(CURVES_NAME), title=title)
+        """curves.png from metrics.jsonl (common.metrics.plot_curves), with config.json and
+        eval_before.json when they can be read (the panel notes and the held-out points at step 0)."""
+        plot_curves(
+            read_metrics(self.file(METRICS_NAME)),
+            self.file(CURVES_NAME),
+            title=title,
+            config=read_json(self.file(CONFIG_NAME)),
+            before=read_json(self.file(EVAL_BEFORE_NAME)),
+        )
 
     def save_bad_step(self, step: int, **evidence) -> None:
         """``bad_step_<step>.pt`` (common.bad_step), then NonFiniteError: the gradients went NaN/inf."""
@@ -310,7 +315,7 @@ def plan_resume(out: str | Path, config: dict, may_change=()) -> ResumePlan:
     """
     out = Path(out)
     untouched = f"{out} 里的文件都没有动"
-    rows = rows_before_first_checkpoint(out)
+    rows, read = _rows_if_never_saved(out)
     if rows is not None:
         return ResumePlan(None, rows)
     try:
@@ -342,17 +347,16 @@ def plan_resume(out: str | Path, config: dict, may_change=()) -> ResumePlan:
             f"{CONFIG_NAME} 在运行开始后被改过。改回去再续跑；要换设置请开一个新的 --out。"
             f"{untouched}"
         )
-    # the metrics: one row for each step up to the checkpoint
+    # the metrics (read above, once): one row for each step up to the checkpoint
     path, step = out / METRICS_NAME, ckpt.step
     if step > 0 and not path.is_file():
         raise RunFolderError(
             f"{path} 不见了，而 checkpoint 已经到第 {step} 步：续跑会丢掉前 {step} 步的记录。"
             f"找回这个文件再续跑（真要不要这些记录，就建一个空的 {METRICS_NAME}）"
         )
-    try:
-        steps = [r["step"] for r in read_metrics(path) if r["step"] <= step]
-    except MetricsError as err:
-        raise MetricsError(f"{err}（{untouched}）") from None
+    if isinstance(read, MetricsError):  # reported only now: a checkpoint problem comes first
+        raise MetricsError(f"{read}（{untouched}）")
+    steps = [r["step"] for r in read if r["step"] <= step]
     if steps != list(range(1, step + 1)) and path.stat().st_size > 0:
         missing = sorted(set(range(1, step + 1)) - set(steps))
         repeated = sorted({s for s in steps if steps.count(s) > 1})
@@ -386,6 +390,27 @@ def _checkpoint_step(out: Path) -> int | None:
     return step if isinstance(step, int) else None
 
 
+def _rows_if_never_saved(out: Path) -> tuple[int | None, list[dict] | MetricsError]:
+    """(rows_before_first_checkpoint(out), metrics.jsonl's rows or the MetricsError reading it raised).
+
+    metrics.jsonl is read once, here, for both that verdict and plan_resume's row check.
+    """
+    try:
+        read = read_metrics(out / METRICS_NAME)
+    except MetricsError as err:
+        read = err
+    if (out / CHECKPOINT_NAME).exists() or (out / EVAL_AFTER_NAME).exists():
+        return None, read
+    config = read_json(out / CONFIG_NAME)
+    if config is None or isinstance(read, MetricsError):
+        return None, read
+    steps = [r["step"] for r in read]
+    every, total = config.get("save_every"), config.get("steps")
+    first_save = min(every, total) if all(isinstance(v, int) for v in (every, total)) else 0
+    rows = len(steps) if all(isinstance(s, int) and s <= first_save for s in steps) else None
+    return rows, read
+
+
 def rows_before_first_checkpoint(out: str | Path) -> int | None:
     """The metrics rows of a run that stopped before its first checkpoint was complete, or None.
 
@@ -394,20 +419,7 @@ def rows_before_first_checkpoint(out: str | Path) -> int | None:
     all): nothing a checkpoint held was ever lost, so it can start again from step 0. A run with
     rows past that step had a checkpoint once; losing it is refused, not papered over.
     """
-    out = Path(out)
-    if (out / CHECKPOINT_NAME).exists() or (out / EVAL_AFTER_NAME).exists():
-        return None
-    config = read_json(out / CONFIG_NAME)
-    if config is None:
-        return None
-    metrics = out / METRICS_NAME
-    try:
-        steps = [r["step"] for r in read_metrics(metrics)] if metrics.exists() else []
-    except MetricsError:
-        return None
-    every, total = config.get("save_every"), config.get("steps")
-    first_save = min(every, total) if all(isinstance(v, int) for v in (every, total)) else 0
-    return len(steps) if all(isinstance(s, int) and s <= first_save for s in steps) else None
+    return _rows_if_never_saved(Path(out))[0]
 
 
 def resume_hint(out: str | Path, steps: int | None = None) -> str:

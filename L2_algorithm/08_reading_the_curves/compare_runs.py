@@ -24,7 +24,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
 from common.evaluate import pass_at_k
-from common.metrics import MetricsError, read_json_object, read_metrics
+from common.json_files import read_json_object
+from common.metrics import MetricsError, read_metrics
 from common.paired_stats import binomial_se, paired, signed, spread
 
 HERE = Path(__file__).resolve().parent

@@ -28,7 +28,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
-from common.metrics import read_json, read_jsonl, read_metrics
+from common.json_files import read_json, read_jsonl
+from common.metrics import read_metrics
 from common.paired_stats import binomial_se, signed
 from common.paired_stats import paired as paired_values
 from common.reward import extract_answer

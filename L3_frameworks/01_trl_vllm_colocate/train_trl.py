@@ -43,13 +43,15 @@ import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
 from common.grpo_config import GRPOConfig, knob, to_json
-from common.metrics import MetricsLogger, plot_curves, read_metrics, write_json
+from common.json_files import read_json, write_json
+from common.metrics import MetricsLogger, plot_curves, read_metrics
 from common.model_dir import ModelDirError
 from common.model_plan import plan_or_exit
 from common.models import load_model, model_spec
 from common.presets import PresetError
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
+from common.run_folder import CONFIG_NAME
 from common.stubs import require_written
 
 # grpo_train.py 的 GRPOConfig 里 TRL 这边也用的字段（同样的默认值、预设、检查）；其余字段 TRL 没有对应物
@@ -484,14 +486,15 @@ def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
     if main_process and not cfg.resume:
         device = trainer.accelerator.device
         record = {OPTIONS_KEY: dataclasses.asdict(opts), "provenance": provenance(device)}
-        write_json(out / "config.json", {**to_json(cfg), **record})
+        write_json(out / CONFIG_NAME, {**to_json(cfg), **record})
     resume = get_last_checkpoint(cfg.out) if cfg.resume else None
     if resume is not None and main_process:
         print(f"从 {resume} 续跑到第 {cfg.steps} 步")
     trainer.train(resume_from_checkpoint=resume)
     if main_process:
         title = f"TRL GRPO {cfg.preset or Path(cfg.model).name}  {out.name}"
-        plot_curves(read_metrics(out / "metrics.jsonl"), out / "curves.png", title=title)
+        rows, config = read_metrics(out / "metrics.jsonl"), read_json(out / CONFIG_NAME)
+        plot_curves(rows, out / "curves.png", title=title, config=config)
     if cfg.init == "pretrained":
         trainer.save_model(str(out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
     if main_process:

@@ -20,7 +20,7 @@ import unicodedata
 from pathlib import Path
 
 from common.cli import CourseParser
-from common.metrics import read_json_object
+from common.json_files import read_json_object
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
     FITS_MAX_USAGE,

@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from common.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics, write_json
+from common.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics
 
 
 def test_log_append_and_truncate_on_resume(tmp_path):
@@ -44,12 +44,6 @@ def test_deterministic_part_drops_timing_and_memory():
         "peak_vram_gb": 3.1,
     }
     assert deterministic_part(row) == {"step": 3, "reward_mean": 0.5}
-
-
-def test_write_json_is_complete(tmp_path):
-    write_json(tmp_path / "eval.json", {"accuracy": 0.25, "n": 4})
-    assert json.loads((tmp_path / "eval.json").read_text()) == {"accuracy": 0.25, "n": 4}
-    assert not list(tmp_path.glob("*.tmp"))
 
 
 def test_plot_curves_writes_png(tmp_path):
@@ -126,16 +120,15 @@ def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
     plt.close(fig)
 
 
-def test_plot_curves_reads_config_and_eval_before_from_the_run_folder(tmp_path, monkeypatch):
+def test_plot_curves_draws_with_the_config_and_eval_before_it_is_given(tmp_path, monkeypatch):
     import common.metrics as M
 
     seen = {}
     real = M.curves_figure
     monkeypatch.setattr(M, "curves_figure", lambda *a, **kw: seen.update(kw) or real(*a, **kw))
-    write_json(tmp_path / "config.json", {"beta": 0.0, "num_iterations": 1, "temperature": 1.0})
-    write_json(tmp_path / "eval_before.json", {"accuracy": 0.06})
-    M.plot_curves(_rows(), tmp_path / "curves.png")
-    assert seen["config"]["beta"] == 0.0 and seen["before"] == {"accuracy": 0.06}
+    config = {"beta": 0.0, "num_iterations": 1, "temperature": 1.0}
+    M.plot_curves(_rows(), tmp_path / "curves.png", config=config, before={"accuracy": 0.06})
+    assert seen["config"] == config and seen["before"] == {"accuracy": 0.06}
 
 
 # ---- 读 metrics.jsonl 时从不悄悄丢行；写入失败不留半行 ---------------------------------------------
@@ -179,19 +172,3 @@ def test_last_line_without_newline_complete_is_kept_partial_is_dropped(tmp_path)
     path.write_text(_lines({"step": 1}) + '{"step": 2, "rew', encoding="utf-8")
     MetricsLogger(path, resume_from_step=5)  # 截断时把半行也清掉，之后的追加不会粘在它后面
     assert path.read_text(encoding="utf-8") == _lines({"step": 1})
-
-
-def test_plot_curves_survives_a_broken_config_json(tmp_path):
-    (tmp_path / "config.json").write_text('{"beta": 0.0, "num_it', encoding="utf-8")
-    (tmp_path / "eval_before.json").write_bytes(b"\xff\xfe")
-    out = plot_curves(_rows(), tmp_path / "curves.png")
-    assert out.read_bytes()[:4] == b"\x89PNG"
-    assert not list(tmp_path.glob("*.tmp*"))
-
-
-def test_read_json_is_none_for_anything_but_an_object(tmp_path):
-    from common.metrics import read_json
-
-    for name, content in [("a", b"[1]"), ("b", b"{"), ("c", b"\xff"), ("d", b'{"x": 1}')]:
-        (tmp_path / name).write_bytes(content)
-    assert [read_json(tmp_path / n) for n in "abcde"] == [None, None, None, {"x": 1}, None]

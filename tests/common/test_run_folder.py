@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
+from common.json_files import write_json
 from common.metrics import MetricsError, MetricsLogger
 from common.out_dir import out_dir_problem
 from common.run_folder import (
@@ -175,6 +176,27 @@ def test_missing_eval_before_is_recomputed_not_a_crash_at_the_end(tmp_path, caps
     run = RunFolder(folder)
     run.open(CONFIG, resume=True, may_change=("steps", "resume"))
     assert run.needs_eval_before() and "重新做一次训练前评估" in capsys.readouterr().out
+
+
+def test_curves_get_config_and_eval_before_from_the_run_folder(tmp_path, monkeypatch):
+    import common.run_folder as R
+
+    seen = {}
+    monkeypatch.setattr(R, "plot_curves", lambda rows, png, **kw: seen.update(kw, png=png))
+    write_json(tmp_path / "config.json", {"beta": 0.0, "num_iterations": 1, "temperature": 1.0})
+    write_json(tmp_path / "eval_before.json", {"accuracy": 0.06})
+    RunFolder(tmp_path).plot_curves("t")
+    assert seen["png"] == tmp_path / "curves.png" and seen["title"] == "t"
+    assert seen["config"]["beta"] == 0.0 and seen["before"] == {"accuracy": 0.06}
+
+
+def test_curves_survive_a_broken_config_json(tmp_path):
+    (tmp_path / "config.json").write_text('{"beta": 0.0, "num_it', encoding="utf-8")
+    (tmp_path / "eval_before.json").write_bytes(b"\xff\xfe")
+    MetricsLogger(tmp_path / "metrics.jsonl").log({"step": 1, "reward_mean": 0.3})
+    RunFolder(tmp_path).plot_curves("t")
+    assert (tmp_path / "curves.png").read_bytes()[:4] == b"\x89PNG"
+    assert not list(tmp_path.glob("*.tmp*"))
 
 
 def test_exit_cleanly(tmp_path, capsys):
