@@ -32,7 +32,7 @@ from common.grpo_config import (  # noqa: F401  (offered: the config's text form
 )
 from common.json_files import read_json_object
 from common.model_dir import WARMSTART_FILE
-from common.out_dir import out_dir_problem
+from common.out_dir import CONFIG_NAME, out_dir_problem
 from common.presets import DEFAULT_PRESET, PresetError, get_preset, gpu_recipe, preset_names
 from common.stubs import require_written
 
@@ -143,7 +143,7 @@ def preset_config(name: str = DEFAULT_PRESET) -> GRPOConfig:
 
 
 def _resume(run_dir: str, given: dict, can_change: tuple, options: type | None):
-    path = Path(run_dir) / "config.json"
+    path = Path(run_dir) / CONFIG_NAME
     if not path.is_file():
         refuse([f"{path} 不存在：--resume 要指向之前某次运行的目录"])
     try:
@@ -231,7 +231,7 @@ def parse_config(
     cfg.out = cfg.out or f"runs/{out_prefix}{label}-{time.strftime('%Y%m%d-%H%M%S')}"
     if problem := out_dir_problem(cfg.out):
         refuse([problem])
-    if Path(cfg.out, "config.json").exists():
+    if Path(cfg.out, CONFIG_NAME).exists():
         refuse([f"{cfg.out} 里已经有一次运行：续跑用 --resume {cfg.out}，否则换一个 --out"])
     return cfg if options is None else (cfg, opts)
 

@@ -2,12 +2,15 @@
 
 Torch-free and importing nothing of the course, so the config modules (common/grpo_config.py,
 common/config_cli.py) call it at the top level; common/run_folder.py owns the folder itself.
+CONFIG_NAME lives here for the same reason: the command line checks it before run_folder loads.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+CONFIG_NAME = "config.json"  # a run's settings; a folder holding one already holds a run
 
 
 def out_dir_problem(out: str | Path) -> str | None:

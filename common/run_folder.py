@@ -55,6 +55,7 @@ from common.metrics import (
     plot_curves,
     read_metrics,
 )
+from common.out_dir import CONFIG_NAME
 from common.provenance import provenance
 from common.random_streams import random_streams
 
@@ -63,7 +64,6 @@ try:
 except ImportError:  # Windows: no advisory locks here; the rest works without one
     fcntl = None
 
-CONFIG_NAME = "config.json"
 EVAL_BEFORE_NAME = "eval_before.json"
 EVAL_AFTER_NAME = "eval_after.json"
 LOCK_NAME = "run.lock"

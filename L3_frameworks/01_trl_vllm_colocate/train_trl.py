@@ -44,14 +44,14 @@ from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
 from common.grpo_config import GRPOConfig, knob, to_json
 from common.json_files import read_json, write_json
-from common.metrics import MetricsLogger, plot_curves, read_metrics
+from common.metrics import METRICS_NAME, MetricsLogger, plot_curves, read_metrics
 from common.model_dir import ModelDirError
 from common.model_plan import plan_or_exit
 from common.models import load_model, model_spec
+from common.out_dir import CONFIG_NAME
 from common.presets import PresetError
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
-from common.run_folder import CONFIG_NAME
 from common.stubs import require_written
 
 # grpo_train.py 的 GRPOConfig 里 TRL 这边也用的字段（同样的默认值、预设、检查）；其余字段 TRL 没有对应物
@@ -184,7 +184,7 @@ class StepStats(TrainerCallback):
         self.cuda = torch.cuda.is_available()
         name = "steps.jsonl" if rank == 0 else f"steps_rank{rank}.jsonl"
         self.steps = MetricsLogger(out / name, resume_from_step=resume_step)
-        metrics = out / "metrics.jsonl"
+        metrics = out / METRICS_NAME
         self.metrics = MetricsLogger(metrics, resume_from_step=resume_step) if rank == 0 else None
         self.rank, self.t0 = rank, 0.0
         self.phase_s: dict[str, float] = {}
@@ -493,7 +493,7 @@ def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
     trainer.train(resume_from_checkpoint=resume)
     if main_process:
         title = f"TRL GRPO {cfg.preset or Path(cfg.model).name}  {out.name}"
-        rows, config = read_metrics(out / "metrics.jsonl"), read_json(out / CONFIG_NAME)
+        rows, config = read_metrics(out / METRICS_NAME), read_json(out / CONFIG_NAME)
         plot_curves(rows, out / "curves.png", title=title, config=config)
     if cfg.init == "pretrained":
         trainer.save_model(str(out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
