@@ -288,6 +288,20 @@ def _med(name, lo, hi, key=None):
     return statistics.median(pick(rows[s]) for s in range(lo, hi + 1))
 
 
+def _eval_seconds(name: str) -> float:
+    """第 50 步的评估用了多久：它落在第 51 步的 elapsed_s 里，减去第 51 步自己的 rollout 和训练。"""
+    rows = _rows(name)
+    return (
+        rows[51]["elapsed_s"] - rows[50]["elapsed_s"] - rows[51]["rollout_s"] - rows[51]["train_s"]
+    )
+
+
+def _slower_on_h100(key: str) -> float:
+    """同样两个进程同卡：H100 上 key（rollout_s / train_s）的中位数的均值 ÷ H200 上的。"""
+    h100 = statistics.fmean(_med(*a, key) for a in H100_STEPS)
+    return h100 / statistics.fmean(_med(*a, key) for a in H200_STEPS)
+
+
 def _span(values):
     lo, hi = f"{min(values):.1f}", f"{max(values):.1f}"
     return lo if lo == hi else f"{lo}–{hi}"
@@ -307,14 +321,8 @@ def test_time_and_memory_figures():
     _in_lesson(f"（第 52–99 步）{two[0]:.1f}–{two[1]:.1f} s", "第 6.5 节")
     _in_lesson(f"四个进程 {step4:.1f} / 4 ≈ 两个进程 {two[1]:.1f} / 2 ≈ 3.5 s", "第 6.5 节")
     assert abs(step4 / 4 - 3.5) < 0.1 and abs(two[1] / 2 - 3.5) < 0.1
-    for name in ("recipe-s0", "recipe-s1"):  # 第 50 步的评估落在第 51 步的 elapsed_s 里
-        rows = _rows(name)
-        ev = (
-            rows[51]["elapsed_s"]
-            - rows[50]["elapsed_s"]
-            - rows[51]["rollout_s"]
-            - rows[51]["train_s"]
-        )
+    for name in ("recipe-s0", "recipe-s1"):
+        ev = _eval_seconds(name)
         assert 9 < ev < 11, f"{name} 第 50 步的评估用了 {ev:.1f} s，课文写的是约 10 s"
     peaks = {n: max(r["peak_vram_gb"] for r in _rows(n).values()) for n in ALL}
     run_peak = {
@@ -343,18 +351,11 @@ def test_the_h100_timing_is_the_measurement():
         f"一步的中位数 {_span(h100)} s（rollout {_span(ro)} s、训练 {_span(tr)} s）", "第 6.5 节"
     )
     _in_lesson(f"7.0–7.1 s（rollout {_span(ro2)} s、训练 {_span(tr2)} s）", "第 6.5 节")
-    ro_ratio = statistics.fmean(ro) / statistics.fmean(ro2)
-    tr_ratio = statistics.fmean(tr) / statistics.fmean(tr2)
+    ro_ratio, tr_ratio = _slower_on_h100("rollout_s"), _slower_on_h100("train_s")
     _in_lesson(f"量到的只慢 {ro_ratio:.2f} 倍，和训练（{tr_ratio:.2f} 倍）差不多", "第 6.5 节")
     assert ro_ratio < 1.43, "课文的结论「rollout 没有按带宽放大」要求 rollout 慢得比带宽比少"
     for name in ("control100-s0", "control100-s1"):
-        rows = _rows(name)
-        ev = (
-            rows[51]["elapsed_s"]
-            - rows[50]["elapsed_s"]
-            - rows[51]["rollout_s"]
-            - rows[51]["train_s"]
-        )
+        ev = _eval_seconds(name)
         assert 5 < ev < 7, f"{name} 第 50 步的评估用了 {ev:.1f} s，课文写的是约 6 s"
 
 
@@ -391,7 +392,5 @@ def test_the_5090_page_quotes_the_same_runs():
     peak = max(r["peak_vram_gb"] for r in rows["recipe-s0"].values())
     assert f"显存峰值 {peak:.2f} GiB（micro-batch 32、eval batch 512）" in page
     h100 = _span([_med(*a) for a in H100_STEPS])
-    ro = statistics.fmean(_med(*a, "rollout_s") for a in H100_STEPS) / statistics.fmean(
-        _med(*a, "rollout_s") for a in H200_STEPS
-    )
+    ro = _slower_on_h100("rollout_s")
     assert f"一步 {h100} s，rollout 只比 H200 慢 {ro:.2f} 倍" in page, "L2.07 第 6.5 节的 H100 数字"
