@@ -44,7 +44,7 @@ from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
 from common.grpo_config import GRPOConfig, knob, to_json
 from common.json_files import read_json, write_json
-from common.metrics import METRICS_NAME, MetricsLogger, plot_curves, read_metrics
+from common.metrics import CURVES_NAME, METRICS_NAME, MetricsLogger, plot_curves, read_metrics
 from common.model_dir import ModelDirError
 from common.model_plan import plan_or_exit
 from common.models import load_model, model_spec
@@ -494,7 +494,7 @@ def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
     if main_process:
         title = f"TRL GRPO {cfg.preset or Path(cfg.model).name}  {out.name}"
         rows, config = read_metrics(out / METRICS_NAME), read_json(out / CONFIG_NAME)
-        plot_curves(rows, out / "curves.png", title=title, config=config)
+        plot_curves(rows, out / CURVES_NAME, title=title, config=config)
     if cfg.init == "pretrained":
         trainer.save_model(str(out / "final"))  # 多卡时每个进程都要调用（内部只由主进程写）
     if main_process:
