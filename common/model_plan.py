@@ -1,8 +1,8 @@
 """Which model a training config trains, and how: before anything heavy is loaded.
 
-    cfg = parse_config(argv)          # common.config_cli: the command line, the model as given
-    cfg, notes = plan_model(cfg)      # the preset's model, full fine-tune or LoRA, or a refusal
-    cfg = plan_or_exit(cfg)           # the same for a script: notes printed, a refusal exits 1
+    cfg = parse_config(argv)            # common.config_cli: the command line, the model as given
+    cfg, spec, notes = plan_model(cfg)  # the preset's model, full fine-tune or LoRA, or a refusal
+    cfg, spec = plan_or_exit(cfg)       # the same for a script: notes printed, a refusal exits 1
 
 plan_model fills in `cfg.model` from the preset, checks a folder (strictly against the preset's
 shape when both are given), decides `cfg.lora_rank` with the VRAM ledger (common.vram.plan) when it
@@ -41,12 +41,13 @@ def gpu_gib(cap_gb: float | None) -> float | None:
 
 
 def plan_model(cfg):
-    """Resolve the model of a training config before anything heavy -> (cfg, lines to print).
+    """Resolve the model of a training config before anything heavy -> (cfg, spec, lines to print).
 
     Fills in `cfg.model` from the preset, checks a folder (strictly against the preset's shape when
     both are given), decides `cfg.lora_rank` with the VRAM ledger when it was left open (`--model DIR`
     alone: full fine-tuning if it fits the card or --cap-gb, else LoRA, else a refusal), and checks
-    that this machine can run it and that the answers fit the model's context.
+    that this machine can run it and that the answers fit the model's context. ``spec`` is the
+    planned model's ModelSpec (common.models.model_spec): the folder is read once, here.
     """
     notes = []
     preset = get_preset(cfg.preset) if cfg.preset else None
@@ -102,19 +103,20 @@ def plan_model(cfg):
             f"--max-new-tokens {cfg.max_new_tokens} 超出了 {spec.name} 的上下文"
             f"（max_position_embeddings = {spec.shape.max_position}，还要放 prompt）：改小它"
         )
-    return cfg, notes
+    return cfg, spec, notes
 
 
 def plan_or_exit(cfg):
-    """plan_model for a script's command line: prints the notes and returns the planned config; a
-    refusal exits like every bad setting (common.config_cli.refuse). A resumed run was planned when
-    it started (its config.json says which model and rank): it is returned as it is."""
-    if cfg.resume is not None:
-        return cfg
+    """plan_model for a script's command line -> (planned config, its model's ModelSpec); prints the
+    notes, and a refusal exits like every bad setting (common.config_cli.refuse). A resumed run was
+    planned when it started (its config.json says which model and rank): its config is returned as
+    it is, with the spec of that model."""
     try:
-        cfg, notes = plan_model(cfg)
+        if cfg.resume is not None:
+            return cfg, model_spec(cfg.model)
+        cfg, spec, notes = plan_model(cfg)
     except ValueError as err:  # ModelDirError, PresetError: a model this machine cannot run
         refuse([str(err)])
     for line in notes:
         print(line)
-    return cfg
+    return cfg, spec

@@ -28,7 +28,7 @@ from common.presets import PresetError, get_preset, preset_names
 from common.tokenizer import QWEN3_EOS_IDS, TINY_EOS_IDS, TINY_PAD_ID
 from common.vram.ledger import HIDDEN_CHUNK_ROWS  # noqa: F401  (offered: the log-prob head's chunk)
 from common.vram.measure import cap_to_gpu_gb
-from common.vram.shapes import ModelShape, shape_for_hub_id
+from common.vram.shapes import MODELS, SHAPES, ModelShape, shape_for_hub_id
 
 # Where the tiny warm-start checkpoint lives (made by L2_algorithm/07_grpo_train/make_warmstart.py).
 TINY_WARMSTART_DIR = Path(__file__).resolve().parent / "assets" / "tiny_warmstart"
@@ -113,8 +113,6 @@ def model_spec(model: str | Path | None = None, expect: ModelShape | None = None
         "/" in str(model) and not path.exists() and not str(model).startswith((".", "/", "~"))
     )
     if looks_like_hub_id and expect is None:
-        from common.vram.shapes import MODELS, SHAPES
-
         hubs = ", ".join(SHAPES[m].hub_id for m in MODELS if not SHAPES[m].is_moe)
         raise PresetError(
             f"不认识的模型 {model!r}：也不是本地目录。先把它下载到本地（见 README「权重从哪来」），"

@@ -37,7 +37,6 @@ from common.models import (  # noqa: E402
     PresetError,
     compute_dtype,
     load_model,
-    model_spec,
     resolve_device,
 )
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
@@ -163,8 +162,7 @@ def parse_args(argv=None):
         lora_rank=0 if a.full else d.lora_rank,
     )  # fmt: skip
     try:  # 先查目录（只读 config.json 和文件头），必要时问显存账本全参数还是 LoRA，再做任何重活
-        plan, notes = plan_model(plan)
-        a.spec = model_spec(plan.model)
+        plan, a.spec, notes = plan_model(plan)
     except ValueError as err:
         ap.error(str(err))
     for line in notes:

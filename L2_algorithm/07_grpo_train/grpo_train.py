@@ -28,7 +28,7 @@ from common import data as D
 from common.config_cli import RESUME_CAN_CHANGE, parse_config, refuse_unwritten, step_list, to_json
 from common.evaluate import evaluate, flip_floor
 from common.model_plan import plan_or_exit
-from common.models import HIDDEN_CHUNK_ROWS, load_for_training, model_spec, setup_device
+from common.models import HIDDEN_CHUNK_ROWS, load_for_training, setup_device
 from common.reward import correctness_reward, format_reward, training_rewards
 from common.rollout import generate, lend_rollout_memory_to_gradients, rollout_engine
 from common.run_folder import RunFolder, exit_cleanly
@@ -42,13 +42,12 @@ def warmup_lr(step, lr, warmup_steps):
     return lr
 
 
-def main(cfg):
+def main(cfg, spec):
     # 你在 L2 写的函数：--impl 选 solutions/（参考答案）或 exercises/（你自己的）。
     # 先确认要用的都写完了，再加载任何东西（fail fast）；之后每次调用都写成 L.函数名(...)
     L = exercises_impl if cfg.impl == "exercises" else solutions_impl
     refuse_unwritten(L, cfg)
     torch.manual_seed(cfg.seed)
-    spec = model_spec(cfg.model)  # 只读目录里的 config.json 等，不读权重（已在 plan_or_exit 查过）
     # GPU：--cap-gb 模拟 5090、TF32 矩阵乘；CPU：单线程（结果与核数无关）
     device = setup_device(spec, cap_gb=cfg.cap_gb)
     cuda = device.type == "cuda"
@@ -318,9 +317,9 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
 
 if __name__ == "__main__":
     cfg = parse_config()  # 命令行 -> GRPOConfig：默认值 < --preset < 命令行；续跑规则
-    cfg = plan_or_exit(cfg)  # 定下模型：预设的哪一个、全参数还是 LoRA（显存账本）、这台机器跑得动吗
-    # 数据、预设、优化器的错误都是 ValueError
-    with exit_cleanly(
-        cfg.out, cfg.steps, errors=(ValueError,)
-    ):  # 出错、Ctrl-C：一行中文（和怎么续跑）
-        main(cfg)
+    # 定下模型：预设的哪一个、全参数还是 LoRA（显存账本）、这台机器跑得动吗；spec = 这个模型的
+    # 目录、形状和停止 token（只读目录里的 config.json 等，不读权重）
+    cfg, spec = plan_or_exit(cfg)
+    # 出错、Ctrl-C：一行中文（和怎么续跑）；数据、预设、优化器的错误都是 ValueError
+    with exit_cleanly(cfg.out, cfg.steps, errors=(ValueError,)):
+        main(cfg, spec)

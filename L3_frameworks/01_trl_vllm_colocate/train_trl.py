@@ -368,8 +368,7 @@ def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
                 ]
             )
         return cfg, opts
-    cfg = plan_or_exit(cfg)  # 哪个模型、全参数还是 LoRA（显存账本）、这台机器跑得动吗
-    spec = model_spec(cfg.model)
+    cfg, spec = plan_or_exit(cfg)  # 哪个模型、全参数还是 LoRA（显存账本）、这台机器跑得动吗
     gpu = on_gpu(cfg)
     if not _given(argv, "steps"):  # TRL 这边的默认步数：tiny 20，GPU 200
         cfg.steps = 200 if gpu else 20

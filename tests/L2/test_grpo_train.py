@@ -47,7 +47,7 @@ REQUIRED_KEYS = {
 
 def parse_config(argv):
     """What grpo_train.py does with its command line: parse it, then plan the model."""
-    return plan_or_exit(parse_command_line(argv))
+    return plan_or_exit(parse_command_line(argv))[0]
 
 
 def _run(*args, check=True):

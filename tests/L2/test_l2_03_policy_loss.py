@@ -419,9 +419,10 @@ def _run_script_and_record(tmp_path, monkeypatch, *argv):
 
     monkeypatch.setattr(functions, "grpo_loss", recording)  # 脚本调用的是 L.grpo_loss(...)
     cfg = script.parse_config(["--out", str(tmp_path), "--impl", "solutions", *SMALL, *argv])
+    cfg, spec = script.plan_or_exit(cfg)
     threads = torch.get_num_threads()
     try:
-        script.main(cfg)
+        script.main(cfg, spec)
     finally:
         torch.set_num_threads(threads)  # 脚本在 CPU 上切到单线程；别影响同一进程里后面的测试
     return calls

@@ -15,7 +15,7 @@ from common.model_plan import plan_or_exit
 
 def parse_config(argv):
     """What grpo_train.py does with its command line: parse it, then plan the model."""
-    return plan_or_exit(parse_command_line(argv))
+    return plan_or_exit(parse_command_line(argv))[0]
 
 
 CASES = [
