@@ -22,10 +22,8 @@ LESSON = (HERE / "README.md").read_text(encoding="utf-8")
 PRESETS = ROOT / "L2_algorithm" / "07_grpo_train" / "presets.toml"
 NAMES = ("recipe-s0", "control-s0", "recipe-s1", "control-s1")  # 第一批：H200，四个进程同卡
 SECOND = ("control100-s0", "control100-s1", "recipe-s2", "control-s2")  # 第二批：H100，两个进程同卡
-THIRD = (
-    "recipe100-s2",
-    "control100-s2",
-)  # 第三批：又一台 H100，两个进程同卡，seed 2 再跑一次到第 100 步
+# 第三批：又一台 H100，两个进程同卡，seed 2 再跑一次到第 100 步
+THIRD = ("recipe100-s2", "control100-s2")
 RERUN = "rerun10-s2"  # 第三批：同一台机器、同一份代码，紧接着把 recipe100-s2 的命令再跑 10 步
 SINGLE = "single-s2"  # 第三批：单独一个进程计时（metrics.jsonl 没取回，只有机器上打印的每步时间）
 ALL = NAMES + SECOND + THIRD
@@ -321,7 +319,7 @@ def test_the_same_seed_twice():
     _in_lesson(
         f"上面那 {C.signed(gpu[0]['diff'])} 和 {C.signed(gpu[1]['diff'])} 不能算成", "第 6.3 节"
     )
-    # 课文说「一样大」：同型号重跑的差不比换 GPU 的小
+    # 课文说「差不多大」：同型号重跑的差不比换 GPU 的小
     assert max(d["diff"] for d in same) >= max(d["diff"] for d in gpu)
     r, c = (_run(f"{k}-s2") for k in ("recipe", "control"))
     r2, c2 = (_run(f"{k}100-s2") for k in ("recipe", "control"))
