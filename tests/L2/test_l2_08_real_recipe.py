@@ -6,6 +6,7 @@ presets.toml 的 [recipe.gpu] 就是这些运行用的配方。
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import json
 import statistics
@@ -21,9 +22,15 @@ LESSON = (HERE / "README.md").read_text(encoding="utf-8")
 PRESETS = ROOT / "L2_algorithm" / "07_grpo_train" / "presets.toml"
 NAMES = ("recipe-s0", "control-s0", "recipe-s1", "control-s1")  # 第一批：H200，四个进程同卡
 SECOND = ("control100-s0", "control100-s1", "recipe-s2", "control-s2")  # 第二批：H100，两个进程同卡
-ALL = NAMES + SECOND
+# 第三批：又一台 H100，两个进程同卡，seed 2 再跑一次到第 100 步
+THIRD = ("recipe100-s2", "control100-s2")
+RERUN = "rerun10-s2"  # 第三批：同一台机器、同一份代码，紧接着把 recipe100-s2 的命令再跑 10 步
+SINGLE = "single-s2"  # 第三批：单独一个进程计时（metrics.jsonl 没取回，只有机器上打印的每步时间）
+ALL = NAMES + SECOND + THIRD
 SEGMENT_ORDER = ("recipe-s0", "control-s0", "control100-s0", "recipe-s1", "control-s1",
-                 "control100-s1", "recipe-s2", "control-s2")  # fmt: skip
+                 "control100-s1", "recipe-s2", "control-s2", "recipe100-s2", "control100-s2",
+                 RERUN)  # fmt: skip
+A727 = {"commit": "a727cbaa099014d8905df2e07eb7b181b11cac6e", "dirty": False}
 
 
 def _load(name):
@@ -42,21 +49,42 @@ def _in_lesson(text: str, where: str) -> None:
     assert text in LESSON, f"L2.08 {where} 和附带的运行对不上，应该写：{text}"
 
 
+@functools.cache
 def _rows(name: str) -> dict[int, dict]:
     lines = (RUNS / name / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
     return {r["step"]: r for r in map(json.loads, lines)}
 
 
+@functools.cache
 def _run(name: str):
     return C.Run(RUNS / name)
+
+
+@functools.cache
+def _config(name: str) -> dict:
+    return json.loads((RUNS / name / "config.json").read_text(encoding="utf-8"))
 
 
 def _pairs50():
     return [(_run(f"recipe-s{s}"), _run(f"control-s{s}")) for s in (0, 1, 2)]
 
 
+RUNS100 = ("recipe-s0", "recipe-s1", "recipe100-s2")  # 跑到第 100 步的三个运行，seed 0、1、2
+
+
 def _pairs100():
-    return [(_run(f"recipe-s{s}"), _run(f"control100-s{s}")) for s in (0, 1)]
+    return [(_run(r), _run(f"control100-s{s}")) for s, r in enumerate(RUNS100)]
+
+
+def _gain(run, step: int = 100) -> dict:
+    """运行自己和起点比（贪心，逐题配对）。"""
+    return C.paired(run.values(0, "greedy"), run.values(step, "greedy"))
+
+
+def _join(values) -> str:
+    """「a、b 和 c」：课文列三个数的写法。"""
+    values = list(values)
+    return "、".join(values[:-1]) + " 和 " + values[-1]
 
 
 def _block(tag: str) -> str:
@@ -85,8 +113,48 @@ def test_the_folders_are_the_recipe_and_hold_no_checkpoint():
         assert config["steps"] == (100 if name.startswith("control100") else 50)
         assert len(_rows(name)) == config["steps"]
     _in_lesson("commit 8991d54（干净，`provenance` 里记着）", "第 6.2 节")
+    for name in THIRD:
+        config = _config(name)
+        assert config["provenance"]["git"] == A727, "第 6.2 节说第三批是 commit a727cba（干净）"
+        assert config["steps"] == 100 and len(_rows(name)) == 100
+    _in_lesson("commit a727cba，干净", "第 6.2 节")
     before = {(RUNS / n / "answers_before.jsonl").read_bytes() for n in ("recipe-s0", "recipe-s1")}
     assert len(before) == 1, "两个运行附带的 answers_before.jsonl 应该逐字节相同（同一份起点）"
+
+
+def _argv_without(config: dict, *flags: str) -> list[str]:
+    """provenance 里的完整命令，去掉 flags 这几个选项和它们的值。"""
+    argv, out = config["provenance"]["command"], []
+    skip = False
+    for x in argv:
+        if skip:
+            skip = False
+        elif x in flags:
+            skip = True
+        else:
+            out.append(x)
+    return out
+
+
+def test_the_rerun_and_the_timing_run_are_the_same_recipe():
+    """第 6.2 节：rerun10-s2 = recipe100-s2 的命令只改 --steps；single-s2 只改 --n-heldout、--steps，
+    不带 --start-evals 2；同一个 commit、同一种卡。"""
+    first, rerun, single = _config("recipe100-s2"), _config(RERUN), _config(SINGLE)
+    for other in (rerun, single):
+        assert other["provenance"]["git"] == A727
+        assert other["provenance"]["device"] == first["provenance"]["device"]
+        assert not list((RUNS / RERUN).glob("*.pt")) and not list((RUNS / SINGLE).glob("*.pt"))
+    assert (rerun["steps"], rerun["seed"], rerun["reward"]) == (10, 2, "correctness")
+    assert _argv_without(rerun, "--steps", "--out") == _argv_without(first, "--steps", "--out")
+    assert (single["steps"], single["n_heldout"], single["seed"]) == (12, 16, 2)
+    flags = ("--steps", "--out", "--n-heldout", "--start-evals")
+    assert _argv_without(single, *flags) == _argv_without(first, *flags)
+    assert "--start-evals" not in single["provenance"]["command"]
+    assert first["provenance"]["started"] > single["provenance"]["started"], "计时那次在这一对之前"
+    assert rerun["provenance"]["started"] > first["provenance"]["started"]
+    assert rerun["out"].endswith("recipe10-s2"), "第 6.2 节说机器上的目录叫 recipe10-s2"
+    _in_lesson("在机器上叫 `recipe10-s2`", "第 6.2 节")
+    assert len(_rows(RERUN)) == 10
 
 
 def test_the_pasted_comparisons_are_what_the_tool_prints():
@@ -117,55 +185,112 @@ def test_the_summary_numbers_come_from_the_runs():
     _in_lesson(f"涨了 {'、'.join(map(C.signed, gains))}", "第 6.3 节")
     _in_lesson(f"对照同时在往下走（{'、'.join(map(C.signed, moves))}）", "第 6.3 节")
     _in_lesson(f"均值 {C.signed(statistics.fmean(diffs))}", "第 6 节开头")
-    for run, late in _pairs100():
-        at100 = C.paired(run.values(0, "greedy"), run.values(100, "greedy"))
-        assert f"{run.mean(100, 'greedy'):.3f}" in LESSON
-        _in_lesson(f"{C.signed(at100['diff'])}", "第 6 节开头")
-        _in_lesson(f"{at100['p']:.3g}", "第 6 节开头")
-        _in_lesson(f"{late.mean(100, 'greedy'):.3f}", "第 6 节开头")
-    r0, r1 = (C.paired(r.values(0, "greedy"), r.values(100, "greedy")) for r, _ in _pairs100())
-    (a0, c0), (a1, c1) = _pairs100()
+    # 第 100 步：三个运行各自和起点比，三个对照，运行 − 对照
+    runs, controls = [r for r, _ in _pairs100()], [c for _, c in _pairs100()]
+    at100 = [_gain(r) for r in runs]
+    acc = [f"{r.mean(100, 'greedy'):.3f}" for r in runs]
+    up = [C.signed(g["diff"]) for g in at100]
+    ps = [f"{g['p']:.3g}" for g in at100]
     _in_lesson(
-        f"0.290 → {a0.mean(100, 'greedy'):.3f} 和 0.290 → {a1.mean(100, 'greedy'):.3f}",
+        f"0.290 → {_join(acc)}（第 100 步，{_join(up)}，和训练前逐题配对 p = {_join(ps)}）",
         "第 6 节开头",
     )
+    assert all(g["diff"] > 0 for g in at100), "课文说三个运行都比起点高"
+    ctl = [c.mean(100, "greedy") for c in controls]
+    assert all(x < c.mean(0, "greedy") for x, c in zip(ctl, controls)), "课文说三个对照都低于起点"
+    _in_lesson(f"三个对照第 100 步是 {_join(f'{x:.3f}' for x in ctl)}，都低于起点", "第 6 节开头")
     late = [C.difference(r, c, 100, "greedy")["diff"] for r, c in _pairs100()]
-    _in_lesson(f"的 {C.signed(late[0])} 和 {C.signed(late[1])}", "第 6 节开头")
-    drops = [
-        -C.paired(c.values(0, "greedy"), c.values(100, "greedy"))["diff"] for _, c in _pairs100()
-    ]
+    drops = [-_gain(c)["diff"] for c in controls]
+    _in_lesson(f"「运行 − 对照」的 {_join(map(C.signed, late))}\n", "第 6 节开头")
+    _in_lesson(f"（里面分别有 {_join(f'{d:.3f}' for d in drops)} 是对照掉下去）", "第 6 节开头")
+    _in_lesson(f"（{'、'.join(up)}，第 6.3 节）", "第 6 节开头")
     _in_lesson(
-        f"seed 0 的 {C.signed(late[0])} 里有 {drops[0]:.3f} 是对照掉下去，"
-        f"seed 1 的 {C.signed(late[1])} 里是 {drops[1]:.3f}",
-        "第 6 节开头",
-    )
-    _in_lesson(
-        f"{C.signed(late[0])} 和 {C.signed(late[1])} 里有 {drops[0]:.3f} 和 {drops[1]:.3f} 是对照掉下去",
+        f"{_join(map(C.signed, late))} 里有 {_join(f'{d:.3f}' for d in drops)} 是对照掉下去",
         "第 6.3 节",
     )
-    _in_lesson(f"均值 {C.signed((r0['diff'] + r1['diff']) / 2)}", "第 6.6 节")
-    gap = abs(a0.mean(100, "greedy") - a1.mean(100, "greedy"))
-    _in_lesson(f"运行第 100 步差 {gap:.3f}", "第 6.3 节")
+    _in_lesson(f"（{late[2]:.3f} 里 {drops[2]:.3f}）", "第 6.3 节")
+    # 目标
+    over6 = [g["diff"] >= 0.06 for g in at100]
+    assert over6 == [True, True, False]
+    _in_lesson(f"三个 seed 里两个做到（seed 2 是 {up[2]}）", "第 6 节开头")
+    best = [g["diff"] >= 0.08 and g["p"] < 0.01 for g in at100]
+    assert best == [True, False, False], "「比起点高 +0.08 以上、p < 0.01」只有 seed 0 做到"
+    # 第 6.3 节「该怎么读（第 100 步）」
+    _in_lesson(
+        f"第 100 步 {_join(acc)}，比起点 {up[0]}（p = {ps[0]}）、{up[1]}（p = {ps[1]}）和 {up[2]}（p = {ps[2]}）",
+        "第 6.3 节",
+    )
+    mean_gain = C.signed(statistics.fmean(g["diff"] for g in at100))
+    _in_lesson(f"**配方的涨幅是这三个数**，均值 {mean_gain}", "第 6.3 节")
+    on = [C.paired(r.values(50, "greedy"), r.values(100, "greedy")) for r in runs]
+    _in_lesson(
+        f"第 50 → 100 步是 {C.signed(on[0]['diff'])} 和 {C.signed(on[1]['diff'])}", "第 6.3 节"
+    )
+    _in_lesson(
+        f"第 50 步已经到 {runs[2].mean(50, 'greedy'):.3f}，到第 100 步是 {C.signed(on[2]['diff'])}"
+        f"（翻对 {on[2]['up']} 题、翻错 {on[2]['down']} 题，p = {on[2]['p']:.1g}）",
+        "第 6.3 节",
+    )
+    assert all(o["p"] > 0.05 for o in on), "课文说第 50 → 100 步的三个变化单看都在噪声之内"
+    c0, c1, c2 = controls
     _in_lesson(
         f"0.290 → {c0.mean(50, 'greedy'):.3f}（第 50 步）→ {c0.mean(100, 'greedy'):.3f}（第 100 步）",
         "第 6.3 节",
     )
-    drop = C.paired(c0.values(0, "greedy"), c0.values(100, "greedy"))
-    _in_lesson(f"翻对 {drop['up']} 题、翻错 {drop['down']} 题", "第 6.3 节")
-    d0, d1 = (C.paired(c.values(0, "greedy"), c.values(100, "greedy")) for _, c in _pairs100())
+    d0, d1, d2 = (_gain(c) for c in controls)
+    _in_lesson(f"翻对 {d0['up']} 题、翻错 {d0['down']} 题", "第 6.3 节")
     _in_lesson(
-        f"一个 seed 没有明显变化（{C.signed(d1['diff'])}，p = {d1['p']:.3g}），"
-        f"一个把模型推坏了（{C.signed(d0['diff'])}）",
+        f"seed 1 的对照 {c1.mean(50, 'greedy'):.3f} → {c1.mean(100, 'greedy'):.3f}", "第 6.3 节"
+    )
+    _in_lesson(
+        f"seed 2 的对照 {c2.mean(50, 'greedy'):.3f} → {c2.mean(100, 'greedy'):.3f}"
+        f"（翻对 {d2['up']} 题、翻错 {d2['down']} 题，p = {d2['p']:.3g}）",
+        "第 6.3 节",
+    )
+    again = C.difference(runs[2], c2, 50, "greedy")
+    _in_lesson(
+        f"同一对在第 50 步是 {C.signed(again['diff'])}（{again['up']} / {again['down']} 题，"
+        f"p = {again['p']:.3g}），seed 2 的第一对在第 50 步是 {C.signed(diffs[2])}",
+        "第 6.3 节",
+    )
+    sd = statistics.stdev(g["diff"] for g in at100)
+    _in_lesson(
+        f"运行第 100 步在 {min(acc)} 到 {max(acc)} 之间，涨幅 {C.signed(min(g['diff'] for g in at100))} "
+        f"到 {C.signed(max(g['diff'] for g in at100))}（标准差 {sd:.3f}）",
+        "第 6.3 节",
+    )
+    # 第 6.6 节
+    _in_lesson(f"（100 步，{_join(up)}，p = {_join(ps)}：", "第 6.6 节")
+    assert [g["p"] < 0.01 for g in at100] == [True, True, False], "第 6.6 节：前两个 p < 0.01"
+    assert at100[2]["p"] < 0.05
+    _in_lesson(
+        f"一个没有明显变化（{C.signed(d1['diff'])}，p = {d1['p']:.3g}），\n"
+        f"一个明显变差（{C.signed(d2['diff'])}，p = {d2['p']:.3g}），一个把模型推坏了（{C.signed(d0['diff'])}）",
         "第 6.6 节",
     )
+    _in_lesson(f"三个 seed 是 {_join(up)}，均值 {mean_gain}", "第 6.6 节")
+    _in_lesson(f"第 100 步是 {_join(acc)}，seed 2 没到", "第 6.6 节")
+    assert [float(a) >= 0.35 for a in acc] == [True, True, False]
+    _in_lesson(
+        f"第 50 → 100 步 {C.signed(on[0]['diff'])}、{C.signed(on[1]['diff'])}，"
+        f"seed 2 的第二次运行 {C.signed(on[2]['diff'])}",
+        "第 6.6 节",
+    )
+    _in_lesson(f"高 {late[0]:.2f}」（或 {late[1]:.2f}、{late[2]:.2f}）", "第 6.6 节")
+    _in_lesson(f"这三个差里分别有 {'、'.join(f'{d:.3f}' for d in drops)} 是对照掉下去", "第 6.6 节")
+    # 第 6.8 节
+    span = f"{C.signed(min(g['diff'] for g in at100))} 到 {C.signed(max(g['diff'] for g in at100))}"
+    _in_lesson(f"（三个 seed：{span}）", "第 6.8 节")
+    # presets.toml 的依据
     presets = PRESETS.read_text(encoding="utf-8")
-    assert f"{C.signed(r0['diff'])} / {C.signed(r1['diff'])}" in presets, "presets.toml 的依据"
-    assert f"p = {r0['p']:.2g} / {r1['p']:.2g}" in presets, "presets.toml 的依据"
+    assert " / ".join(up) in presets, "presets.toml 的依据"
+    assert "p = " + " / ".join(f"{g['p']:.2g}" for g in at100) in presets, "presets.toml 的依据"
     assert " / ".join(C.signed(x) for x in diffs) in presets, "presets.toml 的依据"
+    assert " / ".join(f"{x:.3f}" for x in ctl) in presets, "presets.toml 的依据"
 
 
-def test_the_same_seed_on_two_gpus():
-    """第 6.3 节「同一个 seed，换一张 GPU」：两批的对照在第 50 步逐题配对。"""
+def test_the_same_seed_twice():
+    """第 6.3 节「同一个 seed 跑两次」：换 GPU（第一、二批的对照），不换 GPU（seed 2 的第二、三批）。"""
     texts = []
     for s in (0, 1):
         first, second = _run(f"control-s{s}"), _run(f"control100-s{s}")
@@ -177,6 +302,112 @@ def test_the_same_seed_on_two_gpus():
     h100 = [_run(f"control100-s{s}").mean(50, "greedy") for s in (0, 1)]
     _in_lesson(f"H200 上是 {h200[0]:.3f} 和 {h200[1]:.3f}", "第 6.3 节")
     _in_lesson(f"H100 上是 {h100[0]:.3f} 和 {h100[1]:.3f}", "第 6.3 节")
+    gpu = [
+        C.difference(_run(f"control-s{s}"), _run(f"control100-s{s}"), 50, "greedy") for s in (0, 1)
+    ]
+    same = []
+    for kind in ("recipe", "control"):
+        first, second = _run(f"{kind}-s2"), _run(f"{kind}100-s2")
+        assert C.fairness(second, first)[1] == "训练题：第 1–50 步每一步都相同"
+        d = C.difference(second, first, 50, "greedy")
+        same.append(d)
+        _in_lesson(
+            f"{second.mean(50, 'greedy'):.3f} 和 {first.mean(50, 'greedy'):.3f}，差 {C.signed(d['diff'])} ± "
+            f"{d['se']:.3f}（{d['up']} / {d['down']} 题，p = {d['p']:.3g}）",
+            "第 6.3 节",
+        )
+    _in_lesson(
+        f"上面那 {C.signed(gpu[0]['diff'])} 和 {C.signed(gpu[1]['diff'])} 不能算成", "第 6.3 节"
+    )
+    # 课文说「差不多大」：同型号重跑的差不比换 GPU 的小
+    assert max(d["diff"] for d in same) >= max(d["diff"] for d in gpu)
+    r, c = (_run(f"{k}-s2") for k in ("recipe", "control"))
+    r2, c2 = (_run(f"{k}100-s2") for k in ("recipe", "control"))
+    _in_lesson(
+        f"第 50 步运行 {r.mean(50, 'greedy'):.3f} 和 {r2.mean(50, 'greedy'):.3f}，对照 "
+        f"{c.mean(50, 'greedy'):.3f} 和 {c2.mean(50, 'greedy'):.3f}，\n  差 {C.signed(same[0]['diff'])} 和 "
+        f"{C.signed(same[1]['diff'])}；换 GPU（H200 对 H100）的两个对照差 {C.signed(gpu[0]['diff'])} 和 "
+        f"{C.signed(gpu[1]['diff'])}",
+        "第 6 节开头",
+    )
+    _in_lesson(f"第 50 步就差 {same[0]['diff']:.3f}", "第 6.3 节")
+    _in_lesson(f"在第 50 步就能差 {same[0]['diff']:.2f}", "第 6.6 节")
+    _in_lesson(f"第 50 步就能差 {same[0]['diff']:.2f}（第 6.3 节）", "第 6.8 节")
+    page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    assert f"第 50 步就差了 {same[0]['diff']:.3f}" in page, "L2.07 第 6.6 节：同一个 seed 重跑的差"
+    lo, hi = sorted(f"{d['diff']:.3f}" for d in same)
+    glo, ghi = sorted(f"{d['diff']:.3f}" for d in gpu)
+    top = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"第 50 步差 {lo}–{hi}，和换 GPU（H200 对 H100，{glo}–{ghi}）差不多大" in top, (
+        "README 的结果"
+    )
+
+
+def _cell(a: float, b: float, fmt: str) -> str:
+    return f"{a:{fmt}} / {b:{fmt}}".replace("-", "−")
+
+
+def _rerun_table(steps=4) -> str:
+    first, again = _rows("recipe100-s2"), _rows(RERUN)
+    lines = [
+        "| 步 | 选到的题 | 训练 batch 的正确率 | 回答的平均长度 | loss | 梯度范数 |",
+        "|---:|---|---|---|---|---|",
+    ]
+    for s in range(1, steps + 1):
+        a, b = first[s], again[s]
+        same = "相同" if a["prompt_ids"] == b["prompt_ids"] else "不同"
+        lines.append(
+            f"| {s} | {same} | {_cell(a['accuracy'], b['accuracy'], '.3f')} | "
+            f"{_cell(a['completion_len_mean'], b['completion_len_mean'], '.1f')} | "
+            f"{_cell(a['loss'], b['loss'], '.4f')} | {_cell(a['grad_norm'], b['grad_norm'], '.6f')} |"
+        )
+    return "\n".join(lines)
+
+
+def test_the_same_machine_rerun_is_the_measurement():
+    """第 6.3 节：同一台机器、同一份代码再跑 10 步。题每步相同，第 1 步采样相同，梯度第 1 步就不同。"""
+    assert _block("real-rerun").strip() == _rerun_table(), (
+        "第 6.3 节重跑的表和附带的 metrics.jsonl 对不上"
+    )
+    first, again = _rows("recipe100-s2"), _rows(RERUN)
+    assert all(first[s]["prompt_ids"] == again[s]["prompt_ids"] for s in range(1, 11))
+    for key in ("accuracy", "completion_len_mean", "entropy", "loss"):
+        assert first[1][key] == again[1][key], f"第 1 步的 {key} 应该逐位相同"
+    assert first[1]["grad_norm"] != again[1]["grad_norm"], "课文说第 1 步的梯度范数就不同"
+    for s in range(2, 11):  # 「第 5–10 步也一样：其余几列每一步都不同」
+        for key in ("accuracy", "completion_len_mean", "loss", "grad_norm"):
+            assert first[s][key] != again[s][key], f"第 {s} 步的 {key} 两次相同，课文说不同"
+    g = f"（{first[1]['grad_norm']:.6f} 对 {again[1]['grad_norm']:.6f}）"
+    _in_lesson(f"梯度范数第 1 步就差了一点{g}", "第 6 节开头")
+    _in_lesson(f"第 1 步的梯度范数就不一样了{g}", "第 6.3 节")
+    for name in ("eval_before.json", "eval_floor.json"):
+        assert (RUNS / RERUN / name).read_bytes() == (RUNS / "recipe100-s2" / name).read_bytes(), (
+            name
+        )
+    assert (RUNS / RERUN / "eval_before.json").read_bytes() == (
+        RUNS / "recipe-s0" / "eval_before.json"
+    ).read_bytes(), "起点评估在 H200 和 H100 上也逐字节相同"
+    _in_lesson("和评估底噪（`eval_floor.json`）逐字节相同", "第 6.3 节")
+
+
+def test_the_first_step_is_the_same_for_every_folder_of_a_seed():
+    """第 6.3 节：附带的有 metrics.jsonl 的目录里，同一个 seed 的第 1 步正确率和平均长度都相同（H200 和 H100 也一样）。"""
+    folders = sorted(p.parent.name for p in RUNS.glob("*/metrics.jsonl"))
+    assert sorted(SEGMENT_ORDER) == folders
+    by_seed: dict[int, set] = {}
+    for name in folders:
+        r = _rows(name)[1]
+        by_seed.setdefault(_config(name)["seed"], set()).add(
+            (r["accuracy"], r["completion_len_mean"])
+        )
+    assert all(len(v) == 1 for v in by_seed.values()), by_seed
+    devices = {_config(n)["provenance"]["device"].split(" (")[0] for n in folders}
+    assert any("H200" in d for d in devices) and any("H100" in d for d in devices)
+    _in_lesson(f"附带的{_cn(len(folders))}个有 `metrics.jsonl` 的目录里", "第 6.3 节")
+
+
+def _cn(n: int) -> str:
+    return {10: "十", 11: "十一", 12: "十二"}[n]
 
 
 def test_clipping_never_acted_in_these_runs():
@@ -189,12 +420,15 @@ def test_clipping_never_acted_in_these_runs():
 
 
 def test_the_control_that_fell_wrote_code():
-    """第 6.3 节：seed 0 的对照第 100 步在写代码块、编造运行结果。"""
+    """第 6.3 节：seed 0 的对照第 100 步在写代码块、编造运行结果；seed 1、2 的对照往反方向走，seed 2 的运行全去掉了。"""
     before = R.answers(RUNS / "recipe-s0", "before")
     after0 = R.answers(RUNS / "control100-s0", "after")
     after1 = R.answers(RUNS / "control100-s1", "after")
+    after2 = R.answers(RUNS / "control100-s2", "after")
+    run2 = R.answers(RUNS / "recipe100-s2", "after")
     table = R.habit_columns([("训练前", before), ("对照 seed 0，第 100 步", after0),
-                             ("对照 seed 1，第 100 步", after1)])  # fmt: skip
+                             ("对照 seed 1，第 100 步", after1), ("对照 seed 2，第 100 步", after2),
+                             ("运行 seed 2，第 100 步", run2)])  # fmt: skip
     _in_lesson(table, "第 6.3 节的写法表")
 
     def code(row):
@@ -219,7 +453,23 @@ def test_the_control_that_fell_wrote_code():
     plain_before = right([r for r in before if not code(r)])
     plain_after = right([r for r in after0 if not code(r)])
     _in_lesson(f"正确率从 {plain_before:.3f} 掉到 {plain_after:.3f}", "第 6.3 节")
-    _in_lesson(f"代码块从 {sum(map(code, before))} 题变成 {sum(map(code, after1))} 题", "第 6.3 节")
+    n2 = sum(map(code, after2))
+    assert n2 == sum("```output" in r["completion"] for r in after2), (
+        "课文说这些题都接着编了 output 块"
+    )
+    _in_lesson(
+        f"代码块从 {sum(map(code, before))} 题变成 {sum(map(code, after1))} 题和 {n2} 题"
+        f"（seed 2 的 {n2} 题都还接着编了",
+        "第 6.3 节",
+    )
+    _in_lesson(
+        f"**seed 2 的运行把代码块全去掉了**（{sum(map(code, before))} → {sum(map(code, run2))}），"
+        f"它的对照还剩 {n2} 题",
+        "第 6.3 节",
+    )
+    for name, rows in (("control100-s2", after2), ("recipe100-s2", run2)):
+        ea = json.loads((RUNS / name / "eval_after.json").read_text(encoding="utf-8"))
+        assert ea["step"] == 100 and abs(ea["accuracy"] - right(rows)) < 1e-9, name
     eval_after = json.loads(
         (RUNS / "control100-s0" / "eval_after.json").read_text(encoding="utf-8")
     )
@@ -234,16 +484,25 @@ def _seg(name, key):
 def test_reward_segments_and_curve_claims():
     rows = "\n".join(R.segment_row(RUNS / name) for name in SEGMENT_ORDER)
     _in_lesson(rows, "第 6.3 节的 reward 分段表")
-    assert sorted(SEGMENT_ORDER) == sorted(ALL)
-    e0, e1 = _seg("recipe-s0", "entropy"), _seg("recipe-s1", "entropy")
+    assert sorted(SEGMENT_ORDER) == sorted(ALL + (RERUN,))
+    ent = [_seg(n, "entropy") for n in RUNS100]
     _in_lesson(
-        f"从 {e0[0]:.3f}、{e1[0]:.3f} 降到 91–100 步的 {e0[-1]:.3f}、{e1[-1]:.3f}", "第 6.3 节"
+        f"从 {'、'.join(f'{e[0]:.3f}' for e in ent)} 降到 91–100 步的 "
+        f"{'、'.join(f'{e[-1]:.3f}' for e in ent)}",
+        "第 6.3 节",
     )
-    up, down = _seg("control100-s0", "entropy"), _seg("control100-s1", "entropy")
-    i, j = up.index(max(up)), down.index(min(down))
+    up0, down1, up2 = (_seg(f"control100-s{s}", "entropy") for s in (0, 1, 2))
+    i, j, k = up0.index(max(up0)), down1.index(min(down1)), up2.index(max(up2))
     _in_lesson(
-        f"一个在 {10 * i + 1}–{10 * i + 10} 步升到 {up[i]:.3f}、"
-        f"一个在 {10 * j + 1}–{10 * j + 10} 步降到 {down[j]:.3f}",
+        f"seed 0 的在 {10 * i + 1}–{10 * i + 10} 步升到 {up0[i]:.3f}，"
+        f"seed 2 的在 {10 * k + 1}–{10 * k + 10} 步升到 {up2[k]:.3f}，"
+        f"seed 1 的在 {10 * j + 1}–{10 * j + 10} 步降到 {down1[j]:.3f}",
+        "第 6.3 节",
+    )
+    rew = [_seg(n, "reward_mean") for n in RUNS100]
+    first, last = sorted(r[0] for r in rew), sorted(r[-1] for r in rew)
+    _in_lesson(
+        f"从 1–10 步的 {first[0]:.3f}–{first[-1]:.3f} 到 91–100 步的 {last[0]:.3f}–{last[-1]:.3f}",
         "第 6.3 节",
     )
     _in_lesson(
@@ -252,6 +511,11 @@ def test_reward_segments_and_curve_claims():
         "第 6.3 节",
     )
     _in_lesson(f"81–90 步落到 {_seg('control100-s0', 'reward_mean')[8]:.3f}", "第 6.3 节")
+    _in_lesson(
+        f"seed 2 的对照 91–100 步是 {_seg('control100-s2', 'reward_mean')[9]:.3f}", "第 6.3 节"
+    )
+    three = [_seg(n, "reward_mean")[0] for n in ("recipe-s2", "recipe100-s2", RERUN)]
+    _in_lesson(f"第 1–10 步就是 {'、'.join(f'{x:.3f}' for x in three)}", "第 6.3 节")
     lens = [v for n in ALL for v in _seg(n, "completion_len_mean")]
     _in_lesson(f"在 {min(lens):.0f}–{max(lens):.0f} token 之间", "第 6.3 节")
     trunc = [statistics.fmean(r["truncation_rate"] for r in _rows(n).values()) for n in ALL]
@@ -325,14 +589,13 @@ def test_time_and_memory_figures():
         ev = _eval_seconds(name)
         assert 9 < ev < 11, f"{name} 第 50 步的评估用了 {ev:.1f} s，课文写的是约 10 s"
     peaks = {n: max(r["peak_vram_gb"] for r in _rows(n).values()) for n in ALL}
-    run_peak = {
-        f"{peaks[n]:.2f}" for n in ("recipe-s0", "recipe-s1", "control100-s0", "control100-s1")
-    }
-    assert len(run_peak) == 1, "跑过第 50 步评估的四个目录，显存峰值应该一样"
+    past50 = ("recipe-s0", "recipe-s1", "control100-s0", "control100-s1") + THIRD
+    run_peak = {f"{peaks[n]:.2f}" for n in past50}
+    assert len(run_peak) == 1, "跑过第 50 步评估的六个目录，显存峰值应该一样"
     low = sorted(peaks[n] for n in ("control-s0", "control-s1", "recipe-s2", "control-s2"))
-    _in_lesson(f"两个跑到第 100 步的对照）{run_peak.pop()} GiB", "第 6.5 节")
+    _in_lesson(f"六个目录（三个运行、三个跑到第 100 步的对照）{run_peak.pop()} GiB", "第 6.5 节")
     _in_lesson(f"只跑到第 50 步的四个目录 {low[0]:.2f}–{low[-1]:.2f} GiB", "第 6.5 节")
-    for name in ("recipe-s0", "control100-s0"):  # 峰值第一次出现在第 50 步的评估之后
+    for name in ("recipe-s0", "control100-s0") + THIRD:  # 峰值第一次出现在第 50 步的评估之后
         top = f"{peaks[name]:.2f}"
         first = min(s for s, r in _rows(name).items() if f"{r['peak_vram_gb']:.2f}" == top)
         assert first == 51, (
@@ -359,7 +622,80 @@ def test_the_h100_timing_is_the_measurement():
         assert 5 < ev < 7, f"{name} 第 50 步的评估用了 {ev:.1f} s，课文写的是约 6 s"
 
 
-@pytest.mark.parametrize("name", ("recipe-s0", "recipe-s1", "recipe-s2"))
+def _single() -> dict[int, dict]:
+    """single-s2：机器上从 metrics.jsonl 打印出来的每步时间（那份 metrics.jsonl 没取回）。"""
+    text = (RUNS / SINGLE / "timing_printed_on_box.txt").read_text(encoding="utf-8")
+    keys = ("rollout_s", "train_s", "completion_len_mean", "peak_vram_gb")
+    out = {}
+    for line in text.splitlines():
+        if line.strip() and not line.startswith("#"):
+            step, *values = line.split()
+            out[int(step)] = dict(zip(keys, map(float, values)))
+    return out
+
+
+def test_the_single_process_timing():
+    """第 6.5 节：H100 上单独一个进程一步多久，和两个进程同卡比。"""
+    text = (RUNS / SINGLE / "timing_printed_on_box.txt").read_text(encoding="utf-8")
+    assert "a727cba" in text and "NVIDIA H100 80GB HBM3" in text, "打印的计时要写明 commit 和卡"
+    assert _config(SINGLE)["provenance"]["device"].startswith("NVIDIA H100 80GB HBM3")
+    rows = _single()
+    assert sorted(rows) == list(range(1, 13)), "计时那次跑了 12 步"
+    steady = [rows[s] for s in range(3, 13)]
+    ro = [r["rollout_s"] for r in steady]
+    tr = [r["train_s"] for r in steady]
+    step = statistics.median(r["rollout_s"] + r["train_s"] for r in steady)
+    ratio = statistics.median(tr) / statistics.median(ro)
+    _in_lesson(
+        f"第 3–12 步 rollout {min(ro):.2f}–{max(ro):.2f} s、训练 {min(tr):.2f}–{max(tr):.2f} s，"
+        f"一步的中位数 {step:.1f} s（rollout : 训练 ≈ 1 : {ratio:.1f}）",
+        "第 6.5 节",
+    )
+    _in_lesson(f"H100 上单独一个进程量到的是 1 : {ratio:.1f}", "第 6.5 节")
+    _in_lesson(
+        f"前两步的 rollout 是 {rows[1]['rollout_s']:.2f} s 和 {rows[2]['rollout_s']:.2f} s",
+        "第 6.5 节",
+    )
+    extra = rows[1]["rollout_s"] + rows[2]["rollout_s"] - 2 * statistics.median(ro)
+    _in_lesson(f"多出来的约 {extra:.0f} s", "第 6.5 节")
+    peak = max(r["peak_vram_gb"] for r in rows.values())
+    _in_lesson(f"12 步里的峰值是 {peak:.2f} GiB", "第 6.5 节")
+    # 两个进程同卡（第三批的一对，第 11–99 步）
+    two = [_med(n, 11, 99) for n in THIRD]
+    two_ro = [_med(n, 11, 99, "rollout_s") for n in THIRD]
+    two_tr = [_med(n, 11, 99, "train_s") for n in THIRD]
+    assert len({f"{x:.1f}" for x in two}) == 1
+    _in_lesson(
+        f"第 11–99 步）一步的中位数是 {two[0]:.1f} s（rollout {_span(two_ro)} s、训练 {_span(two_tr)} s）",
+        "第 6.5 节",
+    )
+    shared = statistics.fmean(two) / 2
+    _in_lesson(
+        f"同卡时每个进程一步 {two[0]:.1f} s，两个进程合起来每 {two[0]:.1f} s 走两步，也就是一步 "
+        f"{shared:.1f} s 的整卡时间，单独跑是 {step:.1f} s",
+        "第 6.5 节",
+    )
+    assert abs(shared / step - 1) < 0.05, "课文说同卡一起跑和一前一后跑差不多"
+    slow_ro = statistics.fmean(two_ro) / statistics.median(ro)
+    slow_tr = statistics.fmean(two_tr) / statistics.median(tr)
+    _in_lesson(f"rollout 慢到 {slow_ro:.2f} 倍、训练慢到 {slow_tr:.2f} 倍", "第 6.5 节")
+    _in_lesson(
+        f"单独一个进程在 H100 上一步约 {step:.1f} s（rollout 约 {statistics.median(ro):.1f} s、"
+        f"训练约 {statistics.median(tr):.1f} s）；两个进程同卡时每个一步 {two[0]:.1f} s",
+        "第 6 节开头",
+    )
+    for name in THIRD:
+        ev = _eval_seconds(name)
+        assert 5 < ev < 7, f"{name} 第 50 步的评估用了 {ev:.1f} s，课文写的是约 6 s"
+    page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    want = (
+        f"一步 {step:.1f} s（rollout {statistics.median(ro):.1f} s、训练 {statistics.median(tr):.1f} s），"
+        f"两个进程同卡时合起来一步 {shared:.1f} s"
+    )
+    assert want in page, f"L2.07 第 6.5 节的单进程数字，应该是：{want}"
+
+
+@pytest.mark.parametrize("name", ("recipe-s0", "recipe-s1", "recipe-s2", "recipe100-s2", RERUN))
 def test_the_flip_floor_is_zero_as_the_lesson_says(name):
     floor = json.loads((RUNS / name / "eval_floor.json").read_text(encoding="utf-8"))
     assert floor["grade_flips"] == 0 and floor["text_changes"] == 0
@@ -369,17 +705,25 @@ def test_the_flip_floor_is_zero_as_the_lesson_says(name):
 def test_the_5090_page_quotes_the_same_runs():
     """L2.07 第 6 节（5090 一页走完）引用的真模型数字 = 附带的运行算出的。"""
     page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
-    for s, (run, control) in enumerate(_pairs50()):
+    # 第 50 步一列是第一对（seed 2：第二批），第 100 步两列是跑到第 100 步的一对（seed 2：第三批）
+    for s, ((run, control), (run100, late)) in enumerate(zip(_pairs50(), _pairs100())):
         at50 = f"{run.mean(50, 'greedy'):.3f}（对照 {control.mean(50, 'greedy'):.3f}）"
-        if s < 2:
-            late = _run(f"control100-s{s}")
-            d = C.paired(run.values(0, "greedy"), run.values(100, "greedy"))
-            at100 = f"{run.mean(100, 'greedy'):.3f}（对照 {late.mean(100, 'greedy'):.3f}）"
-            gain = f"{C.signed(d['diff'])} ± {d['se']:.3f}，p = {d['p']:.3g}"
-        else:
-            at100 = gain = "—"
+        d = _gain(run100)
+        at100 = f"{run100.mean(100, 'greedy'):.3f}（对照 {late.mean(100, 'greedy'):.3f}）"
+        gain = f"{C.signed(d['diff'])} ± {d['se']:.3f}，p = {d['p']:.3g}"
         row = f"| seed {s} | {run.mean(0, 'greedy'):.3f} | {at50} | {at100} | {gain} |"
         assert row in page, f"L2.07 第 6.6 节的表和附带的运行对不上，应该是：{row}"
+    second = _pairs100()[2]
+    note = (
+        f"第二次在第 50 步是 {second[0].mean(50, 'greedy'):.3f}"
+        f"（对照 {second[1].mean(50, 'greedy'):.3f}）"
+    )
+    assert note in page, f"L2.07 第 6.6 节：{note}"
+    gains = [_gain(r)["diff"] for r, _ in _pairs100()]
+    span = f"高 {C.signed(min(gains))} 到 {C.signed(max(gains))}（均值 {C.signed(statistics.fmean(gains))}）"
+    assert span in page, f"L2.07 第 6.6 节：{span}"
+    ctl = "、".join(f"{c.mean(100, 'greedy'):.3f}" for _, c in _pairs100())
+    assert f"三个对照都低于起点（{ctl}）" in page, "L2.07 第 6.6 节的对照"
     rows = {n: _rows(n) for n in NAMES}
     step4 = statistics.median(rows["recipe-s0"][s]["rollout_s"] + rows["recipe-s0"][s]["train_s"]
                               for s in range(11, 50))  # fmt: skip
@@ -394,3 +738,52 @@ def test_the_5090_page_quotes_the_same_runs():
     h100 = _span([_med(*a) for a in H100_STEPS])
     ro = _slower_on_h100("rollout_s")
     assert f"一步 {h100} s，rollout 只比 H200 慢 {ro:.2f} 倍" in page, "L2.07 第 6.5 节的 H100 数字"
+
+
+def test_the_front_pages_quote_the_same_runs():
+    """README、L1.01、L2.07 引用的第 100 步结果 = 附带的三个 seed 算出的。"""
+    runs = [r for r, _ in _pairs100()]
+    gains = [_gain(r) for r in runs]
+    acc = [f"{r.mean(100, 'greedy'):.3f}" for r in runs]
+    up = [C.signed(g["diff"]) for g in gains]
+    p2 = [f"{g['p']:.2g}" for g in gains]
+    ctl = [f"{c.mean(100, 'greedy'):.3f}" for _, c in _pairs100()]
+    pages = {
+        "README.md": (
+            f"0.290 → {_join(acc)}**（第 100 步，三个 seed，\n  逐题配对 p = {_join(p2)}）",
+            f"三个 seed 100 步涨了 {_join(up)}",
+            f"three seeds went from 0.290 to {', '.join(acc[:2])} and {acc[2]}",
+            f"(paired sign test p = {', '.join(p2[:2])} and {p2[2]})",
+            f"all three controls ended below the start ({', '.join(ctl)})",
+            f"三个 seed 里两个做到（seed 2 是 {up[2]}）",
+        ),
+        "L1_concepts/01_what_you_need/README.md": (
+            f"三个 seed 100 步后 held-out 贪心正确率 0.290 → {_join(acc)}（逐题配对 p = {_join(p2)}）",
+        ),
+        "L2_algorithm/07_grpo_train/README.md": (
+            f"0.290 → {' / '.join(acc)}（第 100 步，{' / '.join(up)}，逐题配对的符号检验 p = {' / '.join(p2)}）",
+            f"100 步后 held-out 贪心正确率\n  0.290 → {_join(acc)}",
+        ),
+    }
+    for page, quotes in pages.items():
+        text = (ROOT / page).read_text(encoding="utf-8")
+        for quote in quotes:
+            assert quote in text, f"{page} 引用的真模型结果和附带的运行对不上，应该写：{quote}"
+
+
+def test_what_ships_in_real_recipe():
+    """第 6.2 节：附带了几个目录，起点的回答只附了两份（多大）。"""
+    folders = [p for p in RUNS.iterdir() if p.is_dir()]
+    _in_lesson(f"{_cn(len(folders))}个目录原样附在仓库里", "第 6.2 节")
+    assert not list(RUNS.glob("*/curves.png")), "第 6.2 节说没有附 curves.png"
+    size = (RUNS / "recipe-s0" / "answers_before.jsonl").stat().st_size / 1e6
+    _in_lesson(f"它有 {size:.1f} MB", "第 6.2 节")
+    with_after = sorted(p.parent.name for p in RUNS.glob("*/answers_after.jsonl"))
+    assert with_after == ["control100-s0", "control100-s1", "control100-s2", "recipe100-s2"]
+    assert sorted(p.name for p in (RUNS / RERUN).iterdir()) == [
+        "config.json", "eval_before.json", "eval_floor.json", "metrics.jsonl"]  # fmt: skip
+    assert sorted(p.name for p in (RUNS / SINGLE).iterdir()) == [
+        "config.json", "timing_printed_on_box.txt"]  # fmt: skip
+    for name in ("recipe-s0", "recipe100-s2"):  # 「seed 0、2 的运行后半段变短」
+        lens = _seg(name, "completion_len_mean")
+        assert statistics.fmean(lens[5:]) < statistics.fmean(lens[:5]), name
