@@ -13,7 +13,7 @@
 3. 每个 seed 的「运行 − 对照」：贪心、pass@1、pass@k 都逐题配对，带精确的符号检验 p 值；
 4. 几个 seed 放在一起：运行 − 对照的均值和 seed 之间的范围；
 5. 评估自己的底噪（运行用 --start-evals 2 时）：同样的权重换一种 batch 组合，有几题判分变了。
---plot 画 held-out 正确率随步数的变化：每个 seed 一个颜色，运行实线、对照虚线。
+--plot 画 held-out 正确率随步数的变化：每一对（一次运行和它的对照）一个颜色，运行实线、对照虚线。
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
-    fig.suptitle("runs (solid) vs their controls (dashed), one color per seed", fontsize=11)
+    fig.suptitle("runs (solid) vs their controls (dashed), one colour per pair", fontsize=11)
     tmp = path.with_name(path.stem + ".tmp.png")
     fig.savefig(tmp, dpi=80)
     plt.close(fig)

@@ -6,6 +6,7 @@ presets.toml 的 [recipe.gpu] 就是这些运行用的配方。
 
 from __future__ import annotations
 
+import datetime
 import functools
 import importlib.util
 import json
@@ -136,6 +137,81 @@ def _argv_without(config: dict, *flags: str) -> list[str]:
     return out
 
 
+FOLDER_ORDER = ("recipe-s0", "recipe-s1", "control-s0", "control-s1", "control100-s0",
+                "control100-s1", "recipe-s2", "control-s2", "recipe100-s2", "control100-s2",
+                RERUN, SINGLE)  # fmt: skip
+BATCH = {"e0b562f": "第一批", "8991d54": "第二批", "a727cba": "第三批"}
+USED_FOR = {
+    "recipe-s0": "seed 0 的运行，第 50、100 步",
+    "recipe-s1": "seed 1 的运行，第 50、100 步",
+    "control-s0": "seed 0 第 50 步的对照；换 GPU 的比较",
+    "control-s1": "seed 1 第 50 步的对照；换 GPU 的比较",
+    "control100-s0": "seed 0 第 100 步的对照；换 GPU 的比较；写法表",
+    "control100-s1": "seed 1 第 100 步的对照；换 GPU 的比较；写法表",
+    "recipe-s2": "seed 2 第 50 步的运行；不换 GPU 的比较",
+    "control-s2": "seed 2 第 50 步的对照；不换 GPU 的比较",
+    "recipe100-s2": "seed 2 第 100 步的运行；不换 GPU 的比较；和 `rerun10-s2` 逐步比",
+    "control100-s2": "seed 2 第 100 步的对照；不换 GPU 的比较；写法表",
+    RERUN: "同一台机器紧接着重跑；单进程计时的核对",
+    SINGLE: "单进程计时",
+}
+
+
+def _started(name: str) -> datetime.datetime:
+    return datetime.datetime.strptime(
+        _config(name)["provenance"]["started"], "%Y-%m-%d %H:%M:%S %z"
+    )
+
+
+def _folder_table() -> str:
+    """第 6.2 节开头的表：每格取自 config.json 的 provenance、metrics.jsonl（single-s2：打印的计时）。"""
+    with_rows = [n for n in FOLDER_ORDER if n != SINGLE]
+    # 同一时刻（10 s 之内）开始的目录算一组：同卡一起跑的几个进程
+    groups: list[list[str]] = []
+    for name in sorted(with_rows, key=_started):
+        if groups and (_started(name) - _started(groups[-1][0])).total_seconds() < 10:
+            groups[-1].append(name)
+        else:
+            groups.append([name])
+    for a, b in zip(groups, groups[1:]):  # 一组的训练结束之后，下一组才开始
+        end = max(_started(n) + datetime.timedelta(seconds=_rows(n)[max(_rows(n))]["elapsed_s"])
+                  for n in a)  # fmt: skip
+        assert end < _started(b[0]), f"{a} 和 {b} 在时间上重叠"
+    last = {n: max(_rows(n)) for n in with_rows} | {SINGLE: max(_single())}
+    procs = {SINGLE: "1"}
+    for group in groups:
+        for name in group:
+            after50 = sum(last[n] > 50 for n in group)
+            changes = last[name] > 50 and after50 < len(group)
+            procs[name] = f"{len(group)}（第 50 步之后 {after50}）" if changes else str(len(group))
+    lines = [
+        "| 目录 | 批次 | GPU | commit | 跑到第几步 | 同卡几个进程 | 用在哪 |",
+        "|---|---|---|---|---:|---|---|",
+    ]
+    for name in FOLDER_ORDER:
+        prov = _config(name)["provenance"]
+        commit = prov["git"]["commit"][:7]
+        gpu = "H200" if prov["device"].startswith("NVIDIA H200") else "H100"
+        dirty = "，有没提交的改动" if prov["git"]["dirty"] else ""
+        lines.append(
+            f"| `{name}` | {BATCH[commit]} | {gpu} | {commit}{dirty} | {last[name]} | "
+            f"{procs[name]} | {USED_FOR[name]} |"
+        )
+    return "\n".join(lines)
+
+
+def test_the_folder_table_is_the_provenance():
+    """第 6.2 节开头：十二个目录一张表（批次、GPU、commit、跑到第几步、同卡几个进程）。"""
+    assert sorted(FOLDER_ORDER) == sorted(p.name for p in RUNS.iterdir() if p.is_dir())
+    assert _block("real-folders").strip() == _folder_table(), (
+        "L2.08 第 6.2 节开头的目录表和附带目录的 config.json / metrics.jsonl 对不上"
+    )
+    text = (RUNS / SINGLE / "timing_printed_on_box.txt").read_text(encoding="utf-8")
+    assert "卡上只有它一个" in text, "single-s2 是单独一个进程"
+    _in_lesson("seed 2 第 50 步的数来自第二批的一对，第 100 步来自第三批的一对", "第 6 节开头")
+    assert _config("recipe-s2")["provenance"]["git"]["commit"].startswith("8991d54")
+
+
 def test_the_rerun_and_the_timing_run_are_the_same_recipe():
     """第 6.2 节：rerun10-s2 = recipe100-s2 的命令只改 --steps；single-s2 只改 --n-heldout、--steps，
     不带 --start-evals 2；同一个 commit、同一种卡。"""
@@ -232,22 +308,24 @@ def test_the_summary_numbers_come_from_the_runs():
         "第 6.3 节",
     )
     assert all(o["p"] > 0.05 for o in on), "课文说第 50 → 100 步的三个变化单看都在噪声之内"
-    c0, c1, c2 = controls
-    _in_lesson(
-        f"0.290 → {c0.mean(50, 'greedy'):.3f}（第 50 步）→ {c0.mean(100, 'greedy'):.3f}（第 100 步）",
-        "第 6.3 节",
-    )
     d0, d1, d2 = (_gain(c) for c in controls)
-    _in_lesson(f"翻对 {d0['up']} 题、翻错 {d0['down']} 题", "第 6.3 节")
+    late_moves = []
+    for s, (c, d) in enumerate(zip(controls, (d0, d1, d2))):  # 起点 → 第 50 步 → 第 100 步
+        _in_lesson(
+            f"seed {s} 的对照 {c.mean(0, 'greedy'):.3f} → {c.mean(50, 'greedy'):.3f}（第 50 步）→ "
+            f"{c.mean(100, 'greedy'):.3f}（第 100 步；和起点比翻对 {d['up']}、翻错 {d['down']}，"
+            f"p = {d['p']:.3g}）",
+            "第 6.3 节",
+        )
+        late_moves.append(C.paired(c.values(50, "greedy"), c.values(100, "greedy")))
+    m0, m1, m2 = late_moves
     _in_lesson(
-        f"seed 1 的对照 {c1.mean(50, 'greedy'):.3f} → {c1.mean(100, 'greedy'):.3f}", "第 6.3 节"
-    )
-    _in_lesson(
-        f"seed 2 的对照 {c2.mean(50, 'greedy'):.3f} → {c2.mean(100, 'greedy'):.3f}"
-        f"（翻对 {d2['up']} 题、翻错 {d2['down']} 题，p = {d2['p']:.3g}）",
+        f"三个对照是 {C.signed(m0['diff'])}（翻对 {m0['up']}、翻错 {m0['down']}，p = {m0['p']:.3g}）、"
+        f"{C.signed(m1['diff'])}（{m1['up']} / {m1['down']}，p = {m1['p']:.3g}）和 "
+        f"{C.signed(m2['diff'])}（{m2['up']} / {m2['down']}，p = {m2['p']:.3g}）",
         "第 6.3 节",
     )
-    again = C.difference(runs[2], c2, 50, "greedy")
+    again = C.difference(runs[2], controls[2], 50, "greedy")
     _in_lesson(
         f"同一对在第 50 步是 {C.signed(again['diff'])}（{again['up']} / {again['down']} 题，"
         f"p = {again['p']:.3g}），seed 2 的第一对在第 50 步是 {C.signed(diffs[2])}",
@@ -278,9 +356,19 @@ def test_the_summary_numbers_come_from_the_runs():
     )
     _in_lesson(f"高 {late[0]:.2f}」（或 {late[1]:.2f}、{late[2]:.2f}）", "第 6.6 节")
     _in_lesson(f"这三个差里分别有 {'、'.join(f'{d:.3f}' for d in drops)} 是对照掉下去", "第 6.6 节")
+    # 第 50 步的四对「运行 − 对照」（seed 2 有两对）：都是正的；第 50 步运行自己比起点的涨幅
+    four = diffs + [again["diff"]]
+    assert all(x > 0 for x in four), "课文说第 50 步四对都是正的"
+    listed = f"{'、'.join(map(C.signed, diffs))} 和 seed 2 第二对的 {C.signed(again['diff'])}"
+    _in_lesson(f"第 50 步四对都是正的（{listed}）", "第 6.3 节")
+    _in_lesson(f"（第 50 步四对都是正的：{listed}）", "第 6.6 节")
+    _in_lesson(f"第 50 步运行自己比起点只涨了 {'、'.join(map(C.signed, gains))}", "第 6.6 节")
+    _in_lesson(f"每个 p ≤ {max(C.difference(r, c, 50, 'greedy')['p'] for r, c in pairs):.3g}",
+               "第 6.3、6.6 节")  # fmt: skip
     # 第 6.8 节
     span = f"{C.signed(min(g['diff'] for g in at100))} 到 {C.signed(max(g['diff'] for g in at100))}"
     _in_lesson(f"（三个 seed：{span}）", "第 6.8 节")
+    _in_lesson(f"（四对：{C.signed(min(four))} 到 {C.signed(max(four))}）", "第 6.8 节")
     # presets.toml 的依据
     presets = PRESETS.read_text(encoding="utf-8")
     assert " / ".join(up) in presets, "presets.toml 的依据"
@@ -332,7 +420,25 @@ def test_the_same_seed_twice():
     )
     _in_lesson(f"第 50 步就差 {same[0]['diff']:.3f}", "第 6.3 节")
     _in_lesson(f"在第 50 步就能差 {same[0]['diff']:.2f}", "第 6.6 节")
-    _in_lesson(f"第 50 步就能差 {same[0]['diff']:.2f}（第 6.3 节）", "第 6.8 节")
+    _in_lesson(
+        f"第 50 步就能差 {same[0]['diff']:.2f}（第 6.3 节；只量了 seed 2 的一对", "第 6.8 节"
+    )
+    pair = f"我们只量了 seed 2 的一对：{same[0]['diff']:.3f} 和 {same[1]['diff']:.3f}"
+    _in_lesson(pair, "第 6.3 节")
+    _in_lesson(pair, "第 6.6 节")
+    # 两次的逐题结果（eval_questions.jsonl 的 greedy 列表）：第 50 步有几题对错不同
+    moved = []
+    for kind in ("recipe", "control"):
+        a, b = (_run(n).values(50, "greedy") for n in (f"{kind}-s2", f"{kind}100-s2"))
+        moved.append(sum(x != y for x, y in zip(a, b, strict=True)))
+    assert moved[0] == same[0]["up"] + same[0]["down"]
+    _in_lesson(f"第 50 步有 {moved[0]} 题两次的对错不同", "第 6 节开头")
+    _in_lesson(
+        f"有 {same[0]['up']} + {same[0]['down']} = {moved[0]} 题对错不同，两次的对照有 {moved[1]} 题",
+        "第 6.3 节",
+    )
+    _in_lesson(f"同一个 seed 再跑一次，第 50 步就有 {moved[0]} 题对错不同", "第 6.3 节")
+    assert all(_run(f"recipe{x}-s2").floor["grade_flips"] == 0 for x in ("", "100"))
     page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
     assert f"第 50 步就差了 {same[0]['diff']:.3f}" in page, "L2.07 第 6.6 节：同一个 seed 重跑的差"
     lo, hi = sorted(f"{d['diff']:.3f}" for d in same)
@@ -378,7 +484,10 @@ def test_the_same_machine_rerun_is_the_measurement():
         for key in ("accuracy", "completion_len_mean", "loss", "grad_norm"):
             assert first[s][key] != again[s][key], f"第 {s} 步的 {key} 两次相同，课文说不同"
     g = f"（{first[1]['grad_norm']:.6f} 对 {again[1]['grad_norm']:.6f}）"
-    _in_lesson(f"梯度范数第 1 步就差了一点{g}", "第 6 节开头")
+    _in_lesson(
+        f"梯度范数第 1 步就差了一点{g[:-1]}，前一个是 `recipe100-s2`，后一个是 `rerun10-s2`）",
+        "第 6 节开头",
+    )
     _in_lesson(f"第 1 步的梯度范数就不一样了{g}", "第 6.3 节")
     for name in ("eval_before.json", "eval_floor.json"):
         assert (RUNS / RERUN / name).read_bytes() == (RUNS / "recipe100-s2" / name).read_bytes(), (
@@ -450,9 +559,16 @@ def test_the_control_that_fell_wrote_code():
         f"翻错的 {len(down)} 题里，{coded} 题训练后的回答带代码块（训练前只有 {coded_before} 题带）",
         "第 6.3 节",
     )
-    plain_before = right([r for r in before if not code(r)])
-    plain_after = right([r for r in after0 if not code(r)])
-    _in_lesson(f"正确率从 {plain_before:.3f} 掉到 {plain_after:.3f}", "第 6.3 节")
+    # 同一批题比：训练前、第 100 步都不带代码块的那些题
+    plain = [i for i in range(len(before)) if not code(before[i]) and not code(after0[i])]
+    moved = C.paired([float(before[i]["reward"] > 0) for i in plain],
+                     [float(after0[i]["reward"] > 0) for i in plain])  # fmt: skip
+    _in_lesson(
+        f"训练前、第 100 步都不带代码块的 {len(plain)} 题，正确率从 "
+        f"{right([before[i] for i in plain]):.3f} 掉到 {right([after0[i] for i in plain]):.3f}"
+        f"（翻对 {moved['up']} 题、翻错 {moved['down']} 题）",
+        "第 6.3 节",
+    )
     n2 = sum(map(code, after2))
     assert n2 == sum("```output" in r["completion"] for r in after2), (
         "课文说这些题都接着编了 output 块"
@@ -591,9 +707,22 @@ def test_time_and_memory_figures():
     peaks = {n: max(r["peak_vram_gb"] for r in _rows(n).values()) for n in ALL}
     past50 = ("recipe-s0", "recipe-s1", "control100-s0", "control100-s1") + THIRD
     run_peak = {f"{peaks[n]:.2f}" for n in past50}
-    assert len(run_peak) == 1, "跑过第 50 步评估的六个目录，显存峰值应该一样"
+    assert sorted(past50) == sorted(n for n in ALL if max(_rows(n)) > 50), (
+        "第 50 步之后还继续训练的目录"
+    )
+    assert len(run_peak) == 1, "第 50 步评估之后还继续训练的六个目录，显存峰值应该一样"
     low = sorted(peaks[n] for n in ("control-s0", "control-s1", "recipe-s2", "control-s2"))
-    _in_lesson(f"六个目录（三个运行、三个跑到第 100 步的对照）{run_peak.pop()} GiB", "第 6.5 节")
+    _in_lesson(
+        f"第 50 步评估之后还继续训练的六个目录（三个运行、三个跑到第 100 步的对照）{run_peak.pop()} GiB",
+        "第 6.5 节",
+    )
+    # 取的两段步数：去掉前 10 步（预热）和第 50 步评估前后的第 50、51 步
+    assert H200_STEPS == (("recipe-s0", 52, 99), ("recipe-s1", 52, 99))
+    _in_lesson("四个进程同卡时（第 11–49 步）", "第 6.5 节")
+    _in_lesson("去掉了前 10 步（学习率预热的那几步", "第 6.5 节")
+    _in_lesson("和第 50 步评估前后的第 50、51 步", "第 6.5 节")
+    assert all(_config(n)["warmup_steps"] == 10 for n in NAMES)
+    assert all(max(_rows(n)) == 50 for n in ("control-s0", "control-s1")), "两个对照停在第 50 步"
     _in_lesson(f"只跑到第 50 步的四个目录 {low[0]:.2f}–{low[-1]:.2f} GiB", "第 6.5 节")
     for name in ("recipe-s0", "control100-s0") + THIRD:  # 峰值第一次出现在第 50 步的评估之后
         top = f"{peaks[name]:.2f}"
@@ -693,6 +822,59 @@ def test_the_single_process_timing():
         f"两个进程同卡时合起来一步 {shared:.1f} s"
     )
     assert want in page, f"L2.07 第 6.5 节的单进程数字，应该是：{want}"
+    # rerun10-s2 也是卡上只有它，metrics.jsonl 附了：核对打印的计时
+    again = _rows(RERUN)
+    steady2 = [again[s] for s in range(3, 11)]
+    step2 = statistics.median(r["rollout_s"] + r["train_s"] for r in steady2)
+    ro2 = statistics.median(r["rollout_s"] for r in steady2)
+    tr2 = statistics.median(r["train_s"] for r in steady2)
+    _in_lesson(
+        f"第 3–10 步一步的中位数 {step2:.2f} s（rollout {ro2:.2f} s、训练 {tr2:.2f} s）",
+        "第 6.5 节",
+    )
+    assert abs(step2 / step - 1) < 0.03, "课文说 rerun10-s2 和打印的数对得上"
+    _in_lesson(
+        f"它前两步的 rollout 是 {again[1]['rollout_s']:.2f} s 和 {again[2]['rollout_s']:.2f} s，"
+        "比 `single-s2` 的少",
+        "第 6.5 节",
+    )
+    assert all(again[s]["rollout_s"] < rows[s]["rollout_s"] for s in (1, 2))
+    assert (
+        _config(RERUN)["n_heldout"] == 500
+        and "--start-evals" in _config(RERUN)["provenance"]["command"]
+    )
+
+
+def test_the_5090_estimate_is_this_arithmetic():
+    """第 6.5 节：把 H200 上一步的 3.5 s 按量到的 rollout : 训练拆开，再按带宽、算力的比例换到 5090。"""
+    spans = [_med(n, lo, hi, "train_s") / _med(n, lo, hi, "rollout_s")
+             for n, lo, hi in (("recipe-s0", 11, 49), ("recipe-s1", 11, 49), ("control-s0", 11, 49),
+                               ("control-s1", 11, 49)) + H200_STEPS]  # fmt: skip
+    rows = _rows("recipe-s0")
+    ratio = statistics.median(rows[s]["train_s"] / rows[s]["rollout_s"] for s in range(11, 50))
+    _in_lesson(
+        f"rollout : 训练 ≈ 1 : {ratio:.2f}（H200 上四个进程、两个进程时各个目录的中位数在 "
+        f"1 : {min(spans):.2f} 到 1 : {max(spans):.2f} 之间）",
+        "第 6.5 节",
+    )
+    step = 3.5  # 课文的「一步要一整张 H200 约 3.5 s」（test_time_and_memory_figures 核对）
+    rollout, train = step / (1 + ratio), step * ratio / (1 + ratio)
+    _in_lesson(f"也就是 rollout 约 {rollout:.1f} s、训练约 {train:.1f} s", "第 6.5 节")
+    bandwidth, compute = 4.8 / 1.79, 989 / 419  # 课文引用的公开规格：H200 / 5090
+    ro5090 = rollout * bandwidth
+    _in_lesson(f"这一半慢 {bandwidth:.1f} 倍，约 {ro5090:.1f} s", "第 6.5 节")
+    tr5090 = (train * compute, train * compute * 2)
+    _in_lesson(f"差 {compute:.1f} 倍", "第 6.5 节")
+    _in_lesson(
+        f"那就是 {compute * 2:.1f} 倍。训练这一半就是 {tr5090[0]:.1f}–{tr5090[1]:.1f} s",
+        "第 6.5 节",
+    )
+    total = [ro5090 + t for t in tr5090]
+    _in_lesson(
+        f"一步约 {total[0]:.0f}–{total[1]:.0f} s，150 步约 "
+        f"{150 * total[0] / 60:.0f}–{150 * total[1] / 60:.0f} 分钟",
+        "第 6.5 节",
+    )
 
 
 @pytest.mark.parametrize("name", ("recipe-s0", "recipe-s1", "recipe-s2", "recipe100-s2", RERUN))
@@ -730,7 +912,8 @@ def test_the_5090_page_quotes_the_same_runs():
     assert f"四个进程同卡时一步的中位数 {step4:.1f} s" in page
     ratio = statistics.median(rows["recipe-s0"][s]["train_s"] / rows["recipe-s0"][s]["rollout_s"]
                               for s in range(11, 50))  # fmt: skip
-    assert f"rollout 和训练约 1 : {ratio:.1f}" in page, (
+    assert f"rollout : 训练 ≈ 1 : {ratio:.2f}。" in page, "L2.07 第 6.5 节换到 5090 的推算"
+    assert f"rollout 和训练约 1 : {ratio:.2f}" in page, (
         f"L2.07 第 6.5 节：训练 / rollout ≈ {ratio:.2f}"
     )
     peak = max(r["peak_vram_gb"] for r in rows["recipe-s0"].values())
