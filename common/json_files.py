@@ -49,10 +49,14 @@ def read_json_object(path: str | Path, hint: str, error: type[Exception] = Value
     return obj
 
 
+def json_line(row: dict) -> str:
+    """One JSON-lines row (no newline): UTF-8 text as is, values through :func:`json_value`."""
+    return json.dumps({k: json_value(v) for k, v in row.items()}, ensure_ascii=False)
+
+
 def write_jsonl(path: str | Path, rows: list[dict]) -> None:
     """Write rows as JSON lines atomically (common.atomic_io: temp file, fsync, rename)."""
-    lines = (json.dumps({k: json_value(v) for k, v in r.items()}, ensure_ascii=False) for r in rows)
-    atomic_write(path, "".join(line + "\n" for line in lines))
+    atomic_write(path, "".join(json_line(r) + "\n" for r in rows))
 
 
 def read_jsonl(path: str | Path) -> list[dict]:

@@ -18,7 +18,7 @@ import json
 from pathlib import Path
 
 from common.atomic_io import append_line, atomic_write
-from common.json_files import json_value
+from common.json_files import json_line, json_value, write_jsonl
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
@@ -103,14 +103,12 @@ class MetricsLogger:
         Also drops a half-written last line. A bad line elsewhere raises MetricsError (file unchanged).
         """
         kept = [r for r in read_metrics(self.path) if r["step"] <= step]
-        atomic_write(self.path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in kept))
+        write_jsonl(self.path, kept)
 
     def log(self, row: dict) -> None:
         if "step" not in row:
             raise ValueError("每一行 metrics 都必须有 'step' 键")
-        append_line(
-            self.path, json.dumps({k: json_value(v) for k, v in row.items()}, ensure_ascii=False)
-        )
+        append_line(self.path, json_line(row))
 
 
 def _smooth(values: list[float], window: int) -> list[float]:
