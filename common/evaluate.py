@@ -155,24 +155,32 @@ def completer(
     temperature: float = 1.0,
     top_p: float = 1.0,
     process_logits=None,
+    dtype: torch.dtype | None = None,
 ) -> Complete:
-    """A `complete` function for :func:`evaluate` from a model: the course prompt, eager rollout.
+    """A `complete` function for :func:`evaluate` from a model: the course prompt, the course rollout
+    (`common.rollout.generate`, backend auto: the fast decoder on a GPU, eager on a CPU).
 
-    Scripts that only evaluate (make_warmstart.py, L2.08's before_after.py) use it; it decodes
-    exactly like grpo_train.py's rollout on a CPU, so their numbers equal eval_before.json's.
+    Scripts that only evaluate (make_warmstart.py, L2.08's before_after.py) and L3.01's train_trl.py
+    use it; it decodes like grpo_train.py's rollout, so their numbers equal eval_before.json's.
     process_logits: the sampling transform (L2.06's; common/ does not import solutions/).
+    dtype: an autocast dtype (bf16 on a GPU, as grpo_train.py decodes fp32 master weights); None: none.
     """
+    from contextlib import nullcontext
+
     from common.data import build_prompt
     from common.rollout import generate
 
     eos, pad = list(spec.eos_token_ids), spec.pad_token_id
+    device_type = next(model.parameters()).device.type
+    amp = lambda: torch.autocast(device_type, dtype=dtype) if dtype is not None else nullcontext()
 
     def complete(problems, greedy, generator):
         prompts = [tokenizer(build_prompt(tokenizer, p.question), add_special_tokens=False)["input_ids"]
                    for p in problems]  # fmt: skip
-        ro = generate(model, prompts, max_new_tokens=max_new_tokens, eos_token_ids=eos,
-                      pad_token_id=pad, temperature=temperature, top_p=top_p, greedy=greedy,
-                      process_logits=process_logits, generator=generator)  # fmt: skip
+        with amp():
+            ro = generate(model, prompts, max_new_tokens=max_new_tokens, eos_token_ids=eos,
+                          pad_token_id=pad, temperature=temperature, top_p=top_p, greedy=greedy,
+                          process_logits=process_logits, generator=generator)  # fmt: skip
         ids = zip(ro.completion_ids, ro.lengths)
         return [tokenizer.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 

