@@ -133,7 +133,7 @@ def setup_device(
     device = resolve_device(spec, device)
     cuda = device.type == "cuda"
     if cuda and cap_gb is not None:
-        cap_to_gpu_gb(cap_gb, device)
+        cap_to_gpu_gb(cap_gb, device if device.index is not None else None)  # None: current card
     torch.backends.cuda.matmul.fp32_precision = "tf32"
     # cuDNN's attention backward returns NaN in grad_q on H100/H200 (torch >= 2.11) when a mask is
     # passed and the width is 64 mod 128 (pytorch/pytorch#196678, huggingface/trl#7181). The training
