@@ -160,6 +160,49 @@ def test_model_folder_is_validated_in_parse_args(T, tmp_path):
     assert not (tmp_path / "run").exists()
 
 
+def test_refusal_on_a_cpu_box_prices_the_gpu_recipe(T, tmp_path):
+    """没有 GPU 的机器上给一个要 GPU 的模型：拒绝的那一行按它在 GPU 上的样子算显存账（配方的 micro-batch），
+    不是 tiny 那样一次算完整批（以前 P·G = 128 条一起算，说 41.1 GiB、装不下 5090）。"""
+    from common.vram.plan import choose_method, run_settings
+    from common.vram.shapes import shape_for_hub_id
+
+    if torch.cuda.is_available():
+        pytest.skip("这台机器有 CUDA")
+    recipe = gpu_recipe()
+    P, G, T_new = recipe["prompts_per_step"], recipe["group_size"], recipe["max_new_tokens"]
+
+    def line(micro_batch):
+        settings = run_settings(prompts=P, group=G, max_new_tokens=T_new, beta=recipe["beta"],
+                                micro_batch=micro_batch, optimizer="adamw")  # fmt: skip
+        return choose_method(shape_for_hub_id("Qwen/Qwen3-0.6B"), settings, 32.0).explain()
+
+    with pytest.raises(SystemExit) as info:
+        T.parse_args(["--preset", "qwen3-0.6b", "--out", str(tmp_path / "run")])
+    msg = str(info.value.code)
+    assert "需要 NVIDIA GPU" in msg
+    assert line(recipe["micro_batch"]) in msg, f"拒绝里的显存账要按配方的 micro-batch 算：\n{msg}"
+    assert line(P * G) not in msg
+    assert not (tmp_path / "run").exists()
+
+
+def test_train_trl_sets_up_the_device_like_grpo_train(T, tmp_path):
+    """train_trl.py 走的路径和 grpo_train.py 一样设置设备（common.models.setup_device）：cuDNN 的 attention
+    被关掉（它的反向在 H100/H200 上带 mask 时出 NaN，L2.08 第 6 节），fp32 矩阵乘用 TF32。"""
+    before = torch.backends.cuda.cudnn_sdp_enabled()
+    torch.backends.cuda.enable_cudnn_sdp(True)
+    torch.backends.cuda.matmul.fp32_precision = "ieee"
+    try:
+        cfg, opts = _tiny_args(T, tmp_path, "--steps", "1", "--no-vllm")
+        T.build_trainer(cfg, opts)
+        assert not torch.backends.cuda.cudnn_sdp_enabled(), (
+            "train_trl.py 建好 trainer 以后 cuDNN 的 attention 还开着：它要和 grpo_train.py 一样调用 "
+            "common.models.setup_device"
+        )
+        assert torch.backends.cuda.matmul.fp32_precision == "tf32"
+    finally:
+        torch.backends.cuda.enable_cudnn_sdp(before)
+
+
 def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
     from trl import GRPOConfig
 
