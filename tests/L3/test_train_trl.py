@@ -414,6 +414,13 @@ def test_resume_continues_from_trls_checkpoint(T, tmp_path):
     T.main(b, b_opts)
     assert [r["step"] for r in read_metrics(run / "metrics.jsonl")] == [1, 2, 3]
     assert [r["step"] for r in read_metrics(run / "steps.jsonl")] == [1, 2, 3]
+    # 课程自己的 held-out 评估：训练前一次、每次运行的最后一步一次；续跑不重做训练前的那次
+    assert [r["step"] for r in read_metrics(run / "eval_questions.jsonl")] == [0, 2, 3]
+    after = json.loads((run / "eval_after.json").read_text())
+    assert after["step"] == 3 and after["n"] == a.n_heldout
+    before = json.loads((run / "eval_before.json").read_text())
+    assert len(before["per_question"]["greedy"]) == a.n_heldout
+    assert "eval_accuracy" in read_metrics(run / "metrics.jsonl")[-1]
     with pytest.raises(SystemExit):
         T.parse_args(["--resume", str(run), "--lr", "0.5"])
 

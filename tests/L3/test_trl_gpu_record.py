@@ -160,3 +160,15 @@ def test_the_vllm_extra_resolves_to_the_pinned_versions():
     assert resolved["trl"] == pinned("trl") == "1.16.0"
     assert resolved["transformers"].startswith("5.17.")
     assert "vLLM 0.31.0 + torch 2.13.0 + transformers 5.17 + trl 1.16.0" in README
+
+
+def test_the_front_page_quotes_the_record(S):
+    front = (ROOT / "README.md").read_text(encoding="utf-8")
+    acc = S.heldout()
+    hw, trl = S.hw_timing(), S.trl_timing()
+    line = (f"500 题贪心 {acc['trl'][0]:.3f} → {acc['trl'][50]:.3f}（第 50 步）→ {acc['trl'][100]:.3f}"
+            f"（第 100 步），同一个 seed 的手写脚本是")  # fmt: skip
+    assert line in front.replace("\n  ", "")
+    assert f"{acc['hw'][50]:.3f} → {acc['hw'][100]:.3f}" in front
+    assert f"每步 {trl['step_s']:.1f} s 对手写的 {hw['step_s']:.1f} s" in front
+    assert f"PyTorch 峰值 {trl['peak_alloc_gb']:.1f} GiB" in front
