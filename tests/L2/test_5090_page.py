@@ -26,14 +26,13 @@ import json
 import os
 import re
 import shlex
-import shutil
-import struct
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from small_qwen import header_only_dir
 
 from common.grpo_config import GRPOConfig
 from common.presets import get_preset, gpu_recipe
@@ -139,50 +138,6 @@ def _set(argv: list[str], name: str, value: str) -> list[str]:
     else:
         argv += [name, value]
     return argv
-
-
-def header_only_dir(folder: Path, shape) -> Path:
-    """形状与 `shape` 完全相同、却没有权重的模型目录：model.safetensors 只有文件头，数据区是稀疏文件。
-
-    common.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
-    只是不能加载。CPU 上带 --preset 的训练命令在加载之前就因为「没有 GPU」停下，正好用它。
-    """
-    from small_qwen import QWEN25_TEMPLATE
-
-    from common.tokenizer import qwen3_tokenizer_dir
-
-    folder.mkdir(parents=True)
-    config = {
-        "model_type": shape.family,
-        **shape.config_dict(),
-        "eos_token_id": 151645,
-        "pad_token_id": 151643,
-    }
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    tensors = {"model.embed_tokens.weight": [shape.vocab, shape.hidden]}
-    if not shape.tied:
-        tensors["lm_head.weight"] = [shape.vocab, shape.hidden]
-    for i in range(shape.layers):
-        tensors[f"model.layers.{i}.input_layernorm.weight"] = [shape.hidden]
-    header, offset = {}, 0
-    for name, dims in tensors.items():
-        size = 2 * dims[0] * (dims[1] if len(dims) > 1 else 1)
-        header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [offset, offset + size]}
-        offset += size
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with (folder / "model.safetensors").open("wb") as f:
-        f.write(struct.pack("<Q", len(head)) + head)
-        f.truncate(8 + len(head) + offset)  # 稀疏：长度对，磁盘上不占地方
-    for f in qwen3_tokenizer_dir().iterdir():
-        if f.is_file() and f.name != "tokenizer_config.json":
-            (folder / f.name).symlink_to(f)  # 11 MB 的 tokenizer.json 不必复制
-    shutil.copy(qwen3_tokenizer_dir() / "tokenizer_config.json", folder)
-    if shape.family == "qwen2":
-        tok = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok["chat_template"] = QWEN25_TEMPLATE.read_text(encoding="utf-8")
-        (folder / "tokenizer_config.json").write_text(json.dumps(tok), encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="module")
