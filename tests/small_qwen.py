@@ -1,6 +1,6 @@
 """测试用的小 Qwen 模型目录：结构是真的 Qwen3 / Qwen2，层数和宽度都很小，随机权重，配真实的 tokenizer 文件。
 
-布局与 `modelscope download --model Qwen/Qwen3-0.6B --local_dir ...` 下载到的目录相同：
+布局与 `modelscope download Qwen/Qwen3-0.6B --local-dir ...` 下载到的目录相同：
 config.json、generation_config.json、model.safetensors（或分片 + index）、tokenizer.json、
 tokenizer_config.json（含 chat template）、vocab.json、merges.txt。
 
