@@ -1080,7 +1080,9 @@ def test_groups_with_signal_and_the_old_kl_as_presets_toml_says():
     signal = [16 * (1 - z) for z in zero]
     assert all(round(x) == 9 for x in signal), signal
     quote = f"zero_std_frac 的均值 {zero[0]:.2f}–{zero[-1]:.2f}"
-    assert quote in text and "16 组里约 9 组带信号" in text, f"presets.toml 里的数和附带的运行对不上：{quote}"
+    assert quote in text and "16 组里约 9 组带信号" in text, (
+        f"presets.toml 里的数和附带的运行对不上：{quote}"
+    )
     _in_lesson("现在的配方三个运行平均 16 组里约 9 组带信号", "第 6.2 节")
     old = HERE / "real_run"
     kl = {}
