@@ -37,6 +37,15 @@ CHECKPOINT_NAME = "checkpoint.pt"
 FORMAT_VERSION = 2  # 2: per-part SHA-256 checksums (version 1 had none)
 PARTS = ("model", "optimizer", "rng", "meta")  # what the checksums cover
 SAVE_OVERHEAD_BYTES = 1 << 20  # pickle, zip headers and RNG states on top of the tensors' bytes
+# per trainable parameter: its fp32 weight + AdamW's fp32 m and v (the course's optimizer, "adamw")
+BYTES_PER_TRAINABLE_PARAM = 4 + 4 + 4
+
+
+def checkpoint_bytes(trainable_params: int) -> int:
+    """About how big ``checkpoint.pt`` is for a run that trains ``trainable_params`` with fp32 AdamW
+    (at most SAVE_OVERHEAD_BYTES more). A save writes a ``.tmp`` of this size beside the old file,
+    so a run folder briefly needs twice this much disk."""
+    return trainable_params * BYTES_PER_TRAINABLE_PARAM
 
 
 class CheckpointError(RuntimeError):

@@ -66,12 +66,18 @@ def did_you_mean(parser: argparse.ArgumentParser, message: str) -> str:
 
 
 class CourseParser(argparse.ArgumentParser):
-    """ArgumentParser with allow_abbrev=False and one Chinese error line (exit code 2)."""
+    """ArgumentParser with allow_abbrev=False and one Chinese error line (exit code 2).
 
-    def __init__(self, *args, **kwargs):
+    usage_on_error=False: the error line alone, without the usage block before it (a script with
+    twenty options would otherwise push the one line that matters off the screen).
+    """
+
+    def __init__(self, *args, usage_on_error: bool = True, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
+        self.usage_on_error = usage_on_error
 
     def error(self, message: str):
-        self.print_usage(sys.stderr)
+        if self.usage_on_error:
+            self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: 错误：{did_you_mean(self, message)}\n")

@@ -124,7 +124,32 @@ def gpu_info() -> dict | None:
         "bandwidth_tbs": tbs,
         "bandwidth_class": bandwidth_class(tbs),
         "cuda": torch.version.cuda,
+        "arch_list": torch.cuda.get_arch_list(),
     }
+
+
+# 这张卡不在这个 PyTorch 构建的 arch 列表里时怎么办（5090 = Blackwell，sm_120，要 CUDA ≥ 12.8 的构建）
+ARCH_FIX = (
+    "重装一个 CUDA 12.8 或更新的 PyTorch 构建（Blackwell 要 CUDA ≥ 12.8）："
+    "pip install --force-reinstall torch==2.13.0 --index-url https://download.pytorch.org/whl/cu128"
+    "（这条命令本课程没有在 5090 上跑过），装好再跑一次 python -m common.env_check；"
+    "驱动也要够新（nvidia-smi 第一行的 CUDA Version ≥ 12.8）"
+)
+
+
+def arch_problem(gpu: dict) -> str | None:
+    """None when this PyTorch build has kernels for the card (its sm_XY, an older minor of the same
+    major, or PTX it can JIT), else one Chinese line saying what to do."""
+    major, minor = (int(x) for x in gpu["capability"].split("."))
+    archs = gpu.get("arch_list") or []
+    sass = {f"sm_{major}{m}" for m in range(minor + 1)}
+    ptx = [int(a[len("compute_") :]) for a in archs if a.startswith("compute_") and a[8:].isdigit()]
+    if sass & set(archs) or any(p <= major * 10 + minor for p in ptx):
+        return None
+    return (
+        f"这个 PyTorch（CUDA {gpu['cuda']}）没有为这张卡（sm_{major}{minor}）编译的 kernel："
+        f"torch.cuda.get_arch_list() = {archs}。{ARCH_FIX}"
+    )
 
 
 def library_versions() -> dict[str, str | None]:
@@ -178,6 +203,12 @@ def report() -> str:
             f"compute capability {gpu['capability']}，CUDA {gpu['cuda']}"
         )
         lines.append(f"带宽：{gpu['bandwidth_class']}")
+        problem = arch_problem(gpu)
+        lines.append(
+            f"❌ {problem}"
+            if problem
+            else f"架构：sm_{gpu['capability'].replace('.', '')} 在这个 PyTorch 的 arch 列表里 ✅"
+        )
     lines.append(
         "库版本：" + "，".join(f"{k} {v or '未安装'}" for k, v in library_versions().items())
     )
@@ -261,6 +292,10 @@ def main(argv: list[str] | None = None) -> int:
         print(install_hint(missing), file=sys.stderr)
         return 1
     print(report())
+    gpu = gpu_info()
+    if gpu is not None and arch_problem(gpu):
+        print(f"错误：{arch_problem(gpu)}", file=sys.stderr)
+        return 1
     if argv:
         from common.model_dir import ModelDirError
 

@@ -215,7 +215,7 @@ class GRPOConfig:
         check=_is_step_list, hint="要是逗号分隔的正整数（如 1,2,3,5,10），或 none",
     )  # fmt: skip
     start_evals: int = knob(
-        1, "训练前的评估做几次：2 = 同样的权重换一种 batch 组合再评一次，量出评估自己的翻转底噪",
+        1, "训练前的评估做几次：2 = 同样的权重换题序、eval batch 减半再评一次，量出评估自己的翻转底噪",
         RUN, check=_count(1, 2),
     )  # fmt: skip
     pass_k: int = knob(

@@ -20,7 +20,7 @@ import torch
 from common.config_cli import refuse
 from common.model_dir import MAKE_WARMSTART, ModelDirError
 from common.models import model_spec, resolve_device
-from common.presets import PresetError, get_preset
+from common.presets import PresetError, get_preset, gpu_recipe, lora_recipe
 from common.vram.plan import (
     LORA_RANK,
     choose_method,
@@ -97,6 +97,9 @@ def plan_model(cfg):
             if decision.method is None:
                 raise PresetError(decision.explain())
             cfg = dataclasses.replace(cfg, lora_rank=LORA_RANK if decision.method == "lora" else 0)
+            if decision.method == "lora":
+                cfg, note = _lora_lr(cfg)
+                notes.append(note)
     room = spec.shape.max_position - cfg.max_new_tokens
     if room < 16:
         raise PresetError(
@@ -104,6 +107,21 @@ def plan_model(cfg):
             f"（max_position_embeddings = {spec.shape.max_position}，还要放 prompt）：改小它"
         )
     return cfg, spec, notes
+
+
+def _lora_lr(cfg):
+    """The ledger switched a full-parameter recipe to LoRA: LoRA's lr ([recipe.lora]) unless the
+    command line gave another one than the full-parameter recipe's -> (cfg, the line to print)."""
+    full, lora = gpu_recipe()["lr"], lora_recipe()["lr"]
+    if cfg.lr == full:
+        return dataclasses.replace(cfg, lr=lora), (
+            f"学习率：LoRA 用 presets.toml [recipe.lora] 的 lr {lora:g}，不是全参数配方的 {full:g}"
+            f"（LoRA 的常用学习率高一个量级；这个值本课程没有实测过）。要别的值就给 --lr。"
+        )
+    return cfg, (
+        f"学习率：保留命令行给的 --lr {cfg.lr:g}（LoRA 在 presets.toml [recipe.lora] 里是 {lora:g}，"
+        f"全参数配方是 {full:g}）。"
+    )
 
 
 def plan_or_exit(cfg):

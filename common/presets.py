@@ -8,7 +8,8 @@
 The file sits beside grpo_train.py so that a learner reads the 5090 recipe next to the script; it is
 data (TOML), not code. Which lesson owns it is the course's layout, not this library's: the path is
 pyproject.toml's `[tool.rl-course] presets` (relative to the repo root), the one place it is written.
-A preset with `recipe = "gpu"` is the [recipe.gpu] table with the preset's own lines on top.
+A preset with `recipe = "gpu"` is the [recipe.gpu] table with the preset's own lines on top (and,
+with lora_rank > 0, the [recipe.lora] table between them).
 """
 
 from __future__ import annotations
@@ -77,6 +78,11 @@ def gpu_recipe() -> dict:
     return _lines(_read()["recipe"]["gpu"])
 
 
+def lora_recipe() -> dict:
+    """The [recipe.lora] overrides: what LoRA changes on top of the GPU recipe (its lr)."""
+    return _lines(_read()["recipe"]["lora"])
+
+
 def preset_names() -> tuple[str, ...]:
     return tuple(_read()["preset"])
 
@@ -89,4 +95,6 @@ def get_preset(name: str) -> Preset:
     table = presets[name]
     recipes = _read().get("recipe", {})
     base = _lines(recipes[table["recipe"]]) if "recipe" in table else {}
+    if base and table.get("lora_rank", 0) > 0:  # a LoRA preset: [recipe.lora] on top of its recipe
+        base = {**base, **lora_recipe()}
     return Preset(name, table.get("why", ""), {**base, **_lines(table)})

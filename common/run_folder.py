@@ -13,7 +13,7 @@ A folder holds ``config.json``, ``metrics.jsonl``, ``eval_before.json``, ``eval_
 ``run.lock``, held for the life of the process and released by the OS when it dies (even by
 kill -9), so a second process refuses at once instead of interleaving its steps with the first.
 ``run.lock`` is deleted when the process ends in an orderly way (finished, refused, Ctrl-C,
-SIGTERM); after kill -9 it stays, unlocked, and the next process simply takes it.
+SIGTERM, SIGHUP); after kill -9 it stays, unlocked, and the next process simply takes it.
 
 A resume is checked before any model is built, by :func:`plan_resume`, which only reads, so a
 refusal leaves every run file as it was: the checkpoint must load and pass its checksums (``common.checkpoint.read_checkpoint``), the
@@ -441,34 +441,58 @@ ERRORS = (RunFolderError, CheckpointError, MetricsError, WriteError, NonFiniteEr
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM (``kill``, a job scheduler, a shutdown): handled exactly like Ctrl-C."""
+    """SIGTERM (``kill``, a job scheduler, a shutdown) or SIGHUP (the SSH session or terminal went
+    away): handled exactly like Ctrl-C. ``signum`` is the signal that came."""
+
+    def __init__(self, signum: int = signal.SIGTERM):
+        super().__init__(signum)
+        self.signum = signum
 
 
 def _raise_terminated(signum, frame):
-    raise Terminated()
+    raise Terminated(signum)
+
+
+def _stop_signals() -> list[signal.Signals]:
+    """SIGTERM, and SIGHUP unless it is ignored (``nohup`` ignores it on purpose: keep that)."""
+    stops = [signal.SIGTERM]
+    if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
+        stops.append(signal.SIGHUP)
+    return stops
+
+
+def _say(text: str) -> None:
+    """stderr may be a terminal that is gone (SIGHUP after SSH dropped): never fail on that."""
+    try:
+        print(text, file=sys.stderr, flush=True)
+    except OSError:
+        pass
 
 
 @contextmanager
 def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = ()):
-    """Turn the course's errors, Ctrl-C and SIGTERM into one Chinese line on stderr and a non-zero exit.
+    """Turn the course's errors, Ctrl-C, SIGTERM and SIGHUP into one Chinese line on stderr and exit != 0.
 
     errors: the caller's own error classes (data, preset, optimizer, ...) besides :data:`ERRORS`.
-    Ctrl-C exits 130 and SIGTERM 143 (128 + the signal), both with how to resume; a failed write
+    Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129 (128 + the signal), all with how to resume (a
+    SIGHUP from a dropped SSH session may find no terminal to print to: the lock still goes, and
+    ``nohup``'s ignored SIGHUP stays ignored); a failed write
     (a full disk) also says how to resume. On the way out the run folder's lock is let go.
     """
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    previous = {s: signal.signal(s, _raise_terminated) for s in _stop_signals()} if main else {}
     try:
         yield
     except KeyboardInterrupt as err:
-        what, code = ("SIGTERM", 143) if isinstance(err, Terminated) else ("Ctrl-C", 130)
-        print(f"\n已中断（{what}）。{resume_hint(out, steps)}", file=sys.stderr)
-        sys.exit(code)
+        signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
+        what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
+        _say(f"\n已中断（{what}）。{resume_hint(out, steps)}")
+        sys.exit(128 + signum)
     except (*ERRORS, *errors) as err:
         hint = f"\n{resume_hint(out, steps)}" if isinstance(err, WriteError) else ""
         sys.exit(f"错误：{err}{hint}")
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for stop, handler in previous.items():
+            signal.signal(stop, handler if handler is not None else signal.SIG_DFL)
         for run in list(_HELD):
             run.close()

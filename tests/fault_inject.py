@@ -4,6 +4,7 @@
 
 FAULT = <what>:<where>:<n>, the fault fires at the n-th time <where> happens:
   what   kill (SIGKILL: no cleanup at all), sigint (Ctrl-C), sigterm (kill, a scheduler),
+         sighup (the SSH session dropped),
          enospc (a full disk), nan, none
   where  replace=<file>  just before os.replace(<file>.tmp, <file>): the .tmp is complete
          append          inside a metrics.jsonl append, after half of the line is on disk
@@ -48,6 +49,8 @@ def fire() -> None:
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt at the next bytecode
     elif WHAT == "sigterm":
         os.kill(os.getpid(), signal.SIGTERM)
+    elif WHAT == "sighup":
+        os.kill(os.getpid(), signal.SIGHUP)
     elif WHAT == "enospc":
         err = RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598")
         err.__context__ = OSError(errno.ENOSPC, "No space left on device")

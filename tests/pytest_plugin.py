@@ -2,7 +2,8 @@
 
 It is registered there, not in tests/conftest.py, so that `pytest --impl exercises` parses even
 when no path is given (pytest then takes `exercises` for a path and reads only the conftest files
-on the way to it). It adds `--impl` and makes every failure start with one Chinese line:
+on the way to it). It adds `--impl`, says at the start (header) and at the end (before "N passed")
+which implementation was tested, and makes every failure start with one Chinese line:
 
 - a stub's NotImplementedError -> "还没实现：<file> 里的 <func>()。<hint> 写完后重跑：..." (always);
   only a `raise` written in the course's or the learner's code counts as a stub: a NotImplementedError
@@ -204,6 +205,18 @@ def pytest_addoption(parser):
         default="solutions",
         help="被测实现：solutions（默认，参考答案）或 exercises（你的练习）",
     )
+
+
+IMPL_LINE = {
+    "solutions": "这次测的是 solutions/（课程的参考答案），不是你写的 exercises/；"
+    "测你的代码：pytest --impl exercises",
+    "exercises": "这次测的是 exercises/（你写的代码）",
+}
+
+
+def pytest_report_header(config):
+    """开头一行：测的是哪一份实现（-q 时 pytest 不打印开头，结尾那一行照样有）。"""
+    return IMPL_LINE[config.getoption("impl")]
 
 
 def _rel(path, root: Path) -> str:
@@ -457,6 +470,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
     """先（在 FAILURES 之前）对每个还没写的函数说一行；最后，测试全被默认的 -m 去掉时说怎么运行它们。"""
     _stub_summary(terminalreporter)
     result = yield
+    if terminalreporter.stats.get("passed") or terminalreporter.stats.get("failed"):
+        terminalreporter.write_line(IMPL_LINE[config.getoption("impl")])
     if exitstatus != pytest.ExitCode.NO_TESTS_COLLECTED or not terminalreporter.stats.get(
         "deselected"
     ):

@@ -1,6 +1,6 @@
 """测试用的小 Qwen 模型目录：结构是真的 Qwen3 / Qwen2，层数和宽度都很小，随机权重，配真实的 tokenizer 文件。
 
-布局与 `modelscope download --model Qwen/Qwen3-0.6B --local_dir ...` 下载到的目录相同：
+布局与 `modelscope download Qwen/Qwen3-0.6B --local-dir ...` 下载到的目录相同：
 config.json、generation_config.json、model.safetensors（或分片 + index）、tokenizer.json、
 tokenizer_config.json（含 chat template）、vocab.json、merges.txt。
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import struct
 from pathlib import Path
 
 QWEN25_TEMPLATE = Path(__file__).resolve().parent / "fixtures" / "qwen2.5_chat_template.jinja"
@@ -79,4 +80,46 @@ def make_model_dir(folder: Path, family: str = "qwen3", max_shard_size=None, **c
         tok_config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
         tok_config["chat_template"] = QWEN25_TEMPLATE.read_text(encoding="utf-8")
         (folder / "tokenizer_config.json").write_text(json.dumps(tok_config), encoding="utf-8")
+    return folder
+
+
+def header_only_dir(folder: Path, shape) -> Path:
+    """形状与 `shape` 完全相同、却没有权重的模型目录：model.safetensors 只有文件头，数据区是稀疏文件。
+
+    common.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
+    只是不能加载。CPU 上带 --preset 的训练命令在加载之前就因为「没有 GPU」停下，正好用它。
+    """
+    from common.tokenizer import qwen3_tokenizer_dir
+
+    folder.mkdir(parents=True)
+    config = {
+        "model_type": shape.family,
+        **shape.config_dict(),
+        "eos_token_id": 151645,
+        "pad_token_id": 151643,
+    }
+    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
+    tensors = {"model.embed_tokens.weight": [shape.vocab, shape.hidden]}
+    if not shape.tied:
+        tensors["lm_head.weight"] = [shape.vocab, shape.hidden]
+    for i in range(shape.layers):
+        tensors[f"model.layers.{i}.input_layernorm.weight"] = [shape.hidden]
+    header, offset = {}, 0
+    for name, dims in tensors.items():
+        size = 2 * dims[0] * (dims[1] if len(dims) > 1 else 1)
+        header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [offset, offset + size]}
+        offset += size
+    head = json.dumps(header).encode()
+    head += b" " * (-len(head) % 8)
+    with (folder / "model.safetensors").open("wb") as f:
+        f.write(struct.pack("<Q", len(head)) + head)
+        f.truncate(8 + len(head) + offset)  # 稀疏：长度对，磁盘上不占地方
+    for f in qwen3_tokenizer_dir().iterdir():
+        if f.is_file() and f.name != "tokenizer_config.json":
+            (folder / f.name).symlink_to(f)  # 11 MB 的 tokenizer.json 不必复制
+    shutil.copy(qwen3_tokenizer_dir() / "tokenizer_config.json", folder)
+    if shape.family == "qwen2":
+        tok = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+        tok["chat_template"] = QWEN25_TEMPLATE.read_text(encoding="utf-8")
+        (folder / "tokenizer_config.json").write_text(json.dumps(tok), encoding="utf-8")
     return folder

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import pkgutil
 import re
+import subprocess
 
 import pytest
 from check_lesson_leaks import (
@@ -134,16 +135,57 @@ _CODE_IN_HINT = re.compile(
 )
 
 
-def _stub_hints() -> list[tuple[str, str]]:
-    hints = []
-    for path in sorted((ROOT / "exercises").glob(MODULE_GLOB)):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+def _stubs(source: str) -> dict[str, tuple[int, str]]:
+    """一个练习模块里的空桩：函数名 -> (raise 所在的行, 提示)。写好了的函数不在里面。"""
+    stubs = {}
+    for fn in ast.parse(source).body:
+        if not isinstance(fn, ast.FunctionDef):
+            continue
+        for node in ast.walk(fn):
             if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call):
                 if getattr(node.exc.func, "id", "") == "NotImplementedError" and node.exc.args:
                     text = "".join(
                         a.value for a in ast.walk(node.exc.args[0]) if isinstance(a, ast.Constant)
                     )
-                    hints.append((f"{path.stem}:{node.lineno}", text))
+                    stubs[fn.name] = (node.lineno, text)
+    return stubs
+
+
+def _git(*args: str) -> str:
+    """git 的输出；没有 git、不是 git 仓库或出错时是空串。"""
+    try:
+        proc = subprocess.run(
+            ["git", *args], cwd=ROOT, capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return proc.stdout if proc.returncode == 0 else ""
+
+
+def _course_stubs(rel: str, names: set[str]) -> dict[str, tuple[int, str]]:
+    """`names` 这几个函数在 git 里最近一次还是空桩时的样子（HEAD 起往回找）。"""
+    found: dict[str, tuple[int, str]] = {}
+    for sha in _git("log", "--format=%H", "--", rel).split():
+        for name, stub in _stubs(_git("show", f"{sha}:{rel}")).items():
+            if name in names and name not in found:
+                found[name] = stub
+        if set(found) == names:
+            break
+    return found
+
+
+def _stub_hints() -> list[tuple[str, str]]:
+    """每个练习函数的空桩提示，读课程放空桩的地方：工作区里还是空桩的就读工作区（维护者改了还没提交的
+    提示也查得到）；学习者已经写好的函数读 git 里它最近一次还是空桩的版本（issue 44：写完全部练习的学习者，
+    工作区里一个空桩都没有，这条检查查的又是课程的空桩，不是他的代码）。"""
+    hints = []
+    for path in sorted((ROOT / "exercises").glob(MODULE_GLOB)):
+        source = path.read_text(encoding="utf-8")
+        stubs = _stubs(source)
+        functions = {n.name for n in ast.parse(source).body if isinstance(n, ast.FunctionDef)}
+        if functions - set(stubs):
+            stubs |= _course_stubs(f"exercises/{path.name}", functions - set(stubs))
+        hints += [(f"{path.stem}:{name}:{line}", text) for name, (line, text) in stubs.items()]
     return hints
 
 
@@ -151,7 +193,10 @@ STUB_HINTS = _stub_hints()
 
 
 def test_stub_hints_point_to_the_lesson_and_hold_no_algorithm():
-    assert STUB_HINTS, "exercises/ 里一个空桩都没找到"
+    assert STUB_HINTS, (
+        "找不到课程的空桩：exercises/ 里没有，git 里也没有（这份课程不是 git clone 下来的？"
+        "这条检查要读 git 里的空桩）"
+    )
     bad = [f"{where}：{text}" for where, text in STUB_HINTS if _CODE_IN_HINT.search(text)]
     assert not bad, (
         "这些空桩的提示写了算法（它会原样出现在失败信息里）：改成只指向规格、例子和提示在课文的哪一节\n"
@@ -159,6 +204,14 @@ def test_stub_hints_point_to_the_lesson_and_hold_no_algorithm():
     )
     lost = [f"{where}：{text}" for where, text in STUB_HINTS if "节" not in text]
     assert not lost, "这些空桩的提示没有指向课文的哪一节：\n" + "\n".join(lost)
+
+
+def test_a_written_function_is_checked_by_its_course_stub_in_git():
+    """写完练习的学习者：函数在工作区里不再是空桩，提示就从 git 里它还是空桩的版本读（issue 44）。"""
+    rel = "exercises/l2_01_advantages.py"
+    head = _stubs(_git("show", f"HEAD:{rel}"))
+    assert head, f"git 的 HEAD 里 {rel} 没有空桩"
+    assert _course_stubs(rel, set(head)) == head
 
 
 @pytest.mark.parametrize(

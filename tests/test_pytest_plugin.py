@@ -301,3 +301,14 @@ def test_test_ids_are_readable(request):
     cjk = re.compile(r"\\u[4-9][0-9a-f]{3}")  # 被转义的汉字（U+4E00–U+9FFF 一带）
     escaped = [item.nodeid for item in request.session.items if cjk.search(item.nodeid)]
     assert not escaped, f"这些测试 id 里的中文被转义了，学习者读不出来：{escaped[:5]}"
+
+
+def test_the_summary_says_which_implementation_was_tested(pytester):
+    """issue 44 以前：没写练习时 `pytest tests/L2/...` 打印「90 passed」，没有一句话说测的是 solutions/。"""
+    from pytest_plugin import IMPL_LINE
+
+    pytester.makepyfile(test_one="def test_ok():\n    pass\n")
+    for impl in ("solutions", "exercises"):
+        out = _run(pytester, "-q", "--impl", impl).stdout.str()
+        assert IMPL_LINE[impl] in out, out
+    assert "solutions/" in IMPL_LINE["solutions"] and "--impl exercises" in IMPL_LINE["solutions"]

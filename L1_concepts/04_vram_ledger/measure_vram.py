@@ -30,6 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
 from common.config_cli import base_config  # noqa: E402
 from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
 from common.model_plan import plan_model  # noqa: E402
@@ -68,8 +69,8 @@ END_OF_PHASE = ("loaded", "after_step")
 
 
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(
-        allow_abbrev=False,
+    ap = CourseParser(  # 报错只有一行中文，不先打印二十多个参数的 usage（issue 44）
+        usage_on_error=False,
         description="跑几步 GRPO，逐阶段对照实测显存与 common.vram.ledger 的预测",
     )
     ap.add_argument(

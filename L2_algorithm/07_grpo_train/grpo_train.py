@@ -129,7 +129,7 @@ def main(cfg, spec):
     # ---- 训练前评估（新开时；续跑时 eval_before.json 丢了也从起点重算），再读回 checkpoint ----
     if run.needs_eval_before():
         ev = heldout_eval(answers=True)
-        if cfg.start_evals == 2:  # 同样的权重换一种 batch 组合再评一次：这次运行自己的翻转底噪
+        if cfg.start_evals == 2:  # 同样的权重换题序、batch 减半再评一次：这次运行自己的翻转底噪
             run.save_eval("floor", flip_floor(complete, heldout, ev, batch_size=cfg.eval_batch))
         run.save_eval("before", ev)  # 含逐题结果 per_question（配对比较靠它）；每题的回答另存
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")

@@ -44,6 +44,15 @@ def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     assert err.value.code != 0 and hint in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("args", [["--micro-batch", "0"], ["--micro-btach", "8"]])
+def test_the_error_is_one_line_without_the_usage_block(main, capsys, args):
+    """issue 44 以前：二十多个参数的 usage 先占满一屏，中文的那一行在最后。"""
+    with pytest.raises(SystemExit) as err:
+        main(args)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert err.value.code == 2 and len(lines) == 1 and "错误：" in lines[0], lines
+
+
 def test_micro_batch_defaults_to_the_presets_value():
     """不给 --micro-batch：取预设的（GPU 配方 8，和 grpo_train.py 一样），比 P·G 大时就是一次算完整批。"""
     from common.config_cli import base_config

@@ -22,18 +22,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
 import shlex
-import shutil
-import struct
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from small_qwen import header_only_dir
 
 from common.grpo_config import GRPOConfig
 from common.presets import get_preset, gpu_recipe
@@ -45,11 +45,12 @@ README = ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"
 PAGE = "L2.07 第 6、7 节（5090 一页走完 / 换一个模型）"
 BEGIN, END = "<!-- tested-commands:begin", "<!-- tested-commands:end -->"
 HUB_IDS = {SHAPES[m].hub_id for m in MODELS}
-# `modelscope download` 的参数（modelscope/modelscope 仓库 modelscope/cli/download.py 的 DownloadCMD.define_args，
-# commit 06058bb1a246）。modelscope 没装在课程的环境里，所以只能对着这张表核对写法。
+# `modelscope download --help` 列出的参数（modelscope 1.40.2，它的命令行来自 PyPI 上的 modelscope-hub 0.5.1：
+# modelscope_hub/cli/download.py 的 DownloadCommand.register；模型名是第一个位置参数 repo_id）。
+# modelscope 没装在课程的环境里，所以只能对着这张表核对写法。旧的 --model、--local_dir 还认，但已标为 deprecated。
 MODELSCOPE_DOWNLOAD_FLAGS = (
-    "--model", "--dataset", "--repo-type", "--revision", "--cache_dir", "--local_dir", "--include",
-    "--exclude", "--max-workers",
+    "--repo-type", "--revision", "--cache-dir", "--local-dir", "--max-workers", "--include",
+    "--exclude", "--force", "--continue-on-error", "--tracker-path", "--retry-failed",
 )  # fmt: skip
 PIP_PACKAGES = ("modelscope",)  # 页上允许直接 pip install 的包（不是本仓库的 extra）
 # 训练类命令在 CPU 上的缩小：1 步，每步 2 题 × 2 条，回答最多 8 token，held-out 2 题
@@ -73,9 +74,14 @@ SCRIPTS = {
     "L3_frameworks/01_trl_vllm_colocate/train_trl.py",
 }
 MODULES = {"common.env_check", "common.vram", "common.model_dir"}
-# compare_runs.py 的替身：仓库附带的真模型运行（两个 seed，各一个对照）
+# compare_runs.py 的替身：仓库附带的真模型运行（两个 seed，各一个跑到那一步的对照）
 REAL_RUNS = ROOT / "L2_algorithm" / "08_reading_the_curves" / "real_recipe"
-SHIPPED_PAIRS = (("recipe-s0", "control-s0"), ("recipe-s1", "control-s1"))
+SHIPPED_PAIRS = {
+    "50": (("recipe-s0", "control-s0"), ("recipe-s1", "control-s1")),
+    "100": (("recipe-s0", "control100-s0"), ("recipe-s1", "control100-s1")),
+}
+# 只核对写法的 shell 命令（空机器上的准备、tmux）：程序名 -> 种类
+SHELL = {"git": "git", "cd": "cd", "source": "source", "tmux": "tmux"}
 
 
 # ---------------------------------------------------------------- 从课文里取命令 ----------------------------------------
@@ -108,6 +114,12 @@ def _kind(argv: list[str]) -> str:
         return "modelscope"
     if prog[:2] == ["pip", "install"]:
         return "pip"
+    if prog[:1] == ["python3"]:  # 空机器上还没有虚拟环境：系统的 python3
+        return {"--version": "python-version", "-m": "venv"}.get(
+            prog[1] if len(prog) > 1 else "", "?"
+        )
+    if prog and prog[0] in SHELL:
+        return SHELL[prog[0]]
     if prog[:2] == ["python", "-m"] and len(prog) > 2 and prog[2] in MODULES:
         return prog[2]
     if prog[:1] == ["python"] and len(prog) > 1 and prog[1] in SCRIPTS:
@@ -115,7 +127,8 @@ def _kind(argv: list[str]) -> str:
     return "?"
 
 
-FAST = {"modelscope", "pip", "common.vram"}  # 其余的要起 hf 的命令行、import torch 或真的训练：slow
+# 其余的要起 hf 的命令行、import torch 或真的训练：slow
+FAST = {"modelscope", "pip", "common.vram", "python-version", "venv", *SHELL.values()}
 
 
 def _params():
@@ -139,50 +152,6 @@ def _set(argv: list[str], name: str, value: str) -> list[str]:
     else:
         argv += [name, value]
     return argv
-
-
-def header_only_dir(folder: Path, shape) -> Path:
-    """形状与 `shape` 完全相同、却没有权重的模型目录：model.safetensors 只有文件头，数据区是稀疏文件。
-
-    common.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
-    只是不能加载。CPU 上带 --preset 的训练命令在加载之前就因为「没有 GPU」停下，正好用它。
-    """
-    from small_qwen import QWEN25_TEMPLATE
-
-    from common.tokenizer import qwen3_tokenizer_dir
-
-    folder.mkdir(parents=True)
-    config = {
-        "model_type": shape.family,
-        **shape.config_dict(),
-        "eos_token_id": 151645,
-        "pad_token_id": 151643,
-    }
-    (folder / "config.json").write_text(json.dumps(config), encoding="utf-8")
-    tensors = {"model.embed_tokens.weight": [shape.vocab, shape.hidden]}
-    if not shape.tied:
-        tensors["lm_head.weight"] = [shape.vocab, shape.hidden]
-    for i in range(shape.layers):
-        tensors[f"model.layers.{i}.input_layernorm.weight"] = [shape.hidden]
-    header, offset = {}, 0
-    for name, dims in tensors.items():
-        size = 2 * dims[0] * (dims[1] if len(dims) > 1 else 1)
-        header[name] = {"dtype": "BF16", "shape": dims, "data_offsets": [offset, offset + size]}
-        offset += size
-    head = json.dumps(header).encode()
-    head += b" " * (-len(head) % 8)
-    with (folder / "model.safetensors").open("wb") as f:
-        f.write(struct.pack("<Q", len(head)) + head)
-        f.truncate(8 + len(head) + offset)  # 稀疏：长度对，磁盘上不占地方
-    for f in qwen3_tokenizer_dir().iterdir():
-        if f.is_file() and f.name != "tokenizer_config.json":
-            (folder / f.name).symlink_to(f)  # 11 MB 的 tokenizer.json 不必复制
-    shutil.copy(qwen3_tokenizer_dir() / "tokenizer_config.json", folder)
-    if shape.family == "qwen2":
-        tok = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
-        tok["chat_template"] = QWEN25_TEMPLATE.read_text(encoding="utf-8")
-        (folder / "tokenizer_config.json").write_text(json.dumps(tok), encoding="utf-8")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -257,6 +226,9 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
         "hf": _check_hf,
         "modelscope": _check_modelscope,
         "pip": _check_pip,
+        "python-version": _check_python_version,
+        "venv": _check_shell,
+        **dict.fromkeys(SHELL.values(), _check_shell),
     }.get(kind)
     if check is not None:
         check(cmd, argv)
@@ -276,8 +248,10 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
         script == "compare_runs.py"
     ):  # 替身：页上的运行目录指向仓库附带的真模型运行（L2.08 第 6.2 节）
         pairs = [argv[i + 1 : i + 3] for i, a in enumerate(argv) if a == "--pair"]
-        assert len(pairs) == len(SHIPPED_PAIRS), _fail_text(cmd, "页上应当比两个 seed 的运行和对照")
-        for names, shipped in zip(pairs, SHIPPED_PAIRS):
+        step = _flag(argv, "--step")
+        assert step in SHIPPED_PAIRS, _fail_text(cmd, f"--step 应当是 {sorted(SHIPPED_PAIRS)} 之一")
+        assert len(pairs) == 2, _fail_text(cmd, "页上应当比两个 seed 的运行和对照")
+        for names, shipped in zip(pairs, SHIPPED_PAIRS[step]):
             for name, folder in zip(names, shipped):
                 (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
                 (tmp_path / name).symlink_to(REAL_RUNS / folder)
@@ -358,9 +332,36 @@ def _check_modelscope(cmd: str, argv: list[str]) -> None:
     flags = [a for a in argv if a.startswith("-")]
     wrong = [f for f in flags if f not in MODELSCOPE_DOWNLOAD_FLAGS]
     assert not wrong, _fail_text(
-        cmd, f"modelscope download 没有这些参数：{wrong}（注意它用 --local_dir）"
+        cmd, f"modelscope download --help 里没有这些参数：{wrong}（目录是 --local-dir）"
     )
-    _check_repo_and_dir(cmd, _flag(argv, "--model"), _flag(argv, "--local_dir"))
+    repo = argv[2] if len(argv) > 2 and not argv[2].startswith("-") else None
+    assert repo, _fail_text(cmd, "模型名是 modelscope download 的第一个位置参数")
+    _check_repo_and_dir(cmd, repo, _flag(argv, "--local-dir"))
+
+
+def _check_python_version(cmd: str, argv: list[str]) -> None:
+    """页上说要 3.11 或更新：和 pyproject.toml 的 requires-python 一致。"""
+    need = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["requires-python"]
+    assert argv == ["python3", "--version"] and need == ">=3.11", _fail_text(cmd, need)
+    assert "Python 的版本（课程要 3.11 或更新" in README.read_text(encoding="utf-8")
+
+
+def _check_shell(cmd: str, argv: list[str]) -> None:
+    """空机器上的准备和 tmux：只核对写法（这台机器上不 clone、不建虚拟环境、不开 tmux 会话）。"""
+    ok = {
+        "git": len(argv) == 4 and argv[1] == "clone" and argv[2] == "$COURSE_REPO",
+        "cd": len(argv) == 2,
+        "python3": argv[1:3] == ["-m", "venv"] and len(argv) == 4 and _ignored(argv[3]),
+        "source": len(argv) == 2 and argv[1].endswith("/bin/activate"),
+        "tmux": argv[1:3] == ["new", "-s"] and len(argv) == 4,
+    }[argv[0]]
+    assert ok, _fail_text(cmd, "写法不是测试认得的那一种（见 _check_shell）")
+
+
+def _ignored(path: str) -> bool:
+    """git 不跟踪这个目录（虚拟环境、下载的权重不该被 git add . 加进去）。"""
+    proc = subprocess.run(["git", "check-ignore", "-q", f"{path}/x"], cwd=ROOT)
+    return proc.returncode == 0
 
 
 def _check_repo_and_dir(cmd: str, repo: str | None, local_dir: str | None) -> None:
@@ -511,3 +512,123 @@ def test_the_ledger_figures_in_the_presets_are_current():
             assert f"{full:.1f} GiB" in row, (
                 f"L2.07 第 7.4 节 {name} 那一行的账本数字应为 {full:.1f} GiB"
             )
+
+
+# ---------------------------------------------------------------- 一条路、一套命令（issue 44） ----------------------------
+L208 = ROOT / "L2_algorithm" / "08_reading_the_curves" / "README.md"
+FRONT = ROOT / "README.md"
+
+
+def _argvs(kind: str) -> list[list[str]]:
+    return [a for a in map(shlex.split, page_commands()) if _kind(a) == kind]
+
+
+def _bash_commands(text: str) -> list[str]:
+    out = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            argv = shlex.split(line, comments=True)
+            if argv:
+                out.append(shlex.join(argv))
+    return out
+
+
+def test_every_compare_command_names_its_step():
+    """issue 44 以前：页上的比较命令没有 --step，compare_runs.py 就比最后一个共同的步（150），那里没有证据。"""
+    compares = _argvs("compare_runs.py")
+    assert compares, f"{PAGE}：页上没有 compare_runs.py 的命令"
+    missing = [shlex.join(a) for a in compares if "--step" not in a]
+    assert not missing, f"{PAGE}：这些比较命令没有写 --step：{missing}"
+    steps = sorted(int(_flag(a, "--step")) for a in compares)
+    assert steps == [50, 100], f"{PAGE}：课文的结论绑在第 50 步（运行 − 对照）和第 100 步（比起点）"
+
+
+def test_the_runs_are_started_in_a_named_tmux_session():
+    """训练命令之前先开一个有名字的 tmux 会话，页上说怎么回到它（SSH 断开时进程不被 SIGHUP 停下）。"""
+    commands = [shlex.split(c) for c in page_commands()]
+    kinds = [_kind(a) for a in commands]
+    assert "tmux" in kinds, f"{PAGE}：页上没有 tmux new -s 名字"
+    name = commands[kinds.index("tmux")][3]
+    first_run = kinds.index("grpo_train.py")
+    assert kinds.index("tmux") < first_run, f"{PAGE}：tmux 会话要在第一条训练命令之前开"
+    text = _page()
+    assert f"tmux attach -t {name}" in text, f"{PAGE}：要说怎么回到会话（tmux attach -t {name}）"
+
+
+def test_the_setup_commands_fit_together():
+    """clone 到的目录就是 cd 进去的目录；虚拟环境建在哪就从哪 source。"""
+    clone, cd = _argvs("git")[0], _argvs("cd")[0]
+    assert clone[3] == cd[1], f"{PAGE}：git clone 到 {clone[3]}，却 cd {cd[1]}"
+    venv, source = _argvs("venv")[0], _argvs("source")[0]
+    assert source[1] == f"{venv[3]}/bin/activate", (
+        f"{PAGE}：venv 建在 {venv[3]}，却 source {source[1]}"
+    )
+    kinds = [_kind(shlex.split(c)) for c in page_commands()]
+    order = ["python-version", "git", "cd", "venv", "source", "pip", "common.env_check"]
+    assert kinds[: len(order)] == order, (
+        f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[:7]}"
+    )
+
+
+def test_the_model_folders_the_page_downloads_are_ignored_by_git():
+    """issue 44 以前：./Qwen3-0.6B 不在 .gitignore 里，git add . 会把 1.5 GB 的权重加进去。"""
+    folders = {_flag(a, "--local-dir") for a in _argvs("hf") + _argvs("modelscope")}
+    folders |= {d for a in map(shlex.split, page_commands()) for d in _model_dirs(a)}
+    assert folders
+    tracked = [d for d in sorted(folders) if not _ignored(d)]
+    assert not tracked, f"这些模型目录不在 .gitignore 里：{tracked}"
+
+
+def test_the_page_states_the_disk_per_run_folder_in_gb():
+    """checkpoint.pt = 可训练参数 × 12 B（fp32 权重 + AdamW 的 m、v）：Qwen3-0.6B 和 L2.08 的代理。"""
+    from common.checkpoint import checkpoint_bytes
+
+    text = _page()
+    qwen3 = checkpoint_bytes(SHAPES["Qwen3-0.6B"].n_params()) / 1e9
+    # L2.08 的代理：Qwen2.5-0.5B-Instruct 的形状，输出矩阵和词嵌入不共享（L2.08 第 6.1 节「存储的参数 630.2M」）
+    proxy_shape = dataclasses.replace(SHAPES["Qwen2.5-0.5B-Instruct"], tied=False)
+    assert f"存储的参数 {proxy_shape.n_params() / 1e6:.1f}M" in L208.read_text(encoding="utf-8")
+    proxy = checkpoint_bytes(proxy_shape.n_params()) / 1e9
+    runs = len([a for a in _argvs("grpo_train.py") if _flag(a, "--out").startswith("runs/q3")])
+    quotes = [
+        f"每个运行目录约 {qwen3:.2f} GB（Qwen3-0.6B）",
+        f"Qwen3-0.6B 是 {SHAPES['Qwen3-0.6B'].n_params() / 1e6:.1f}M 参数 × 12 B = {qwen3:.2f} GB",
+        f"{proxy_shape.n_params() / 1e6:.1f}M 参数（输出矩阵和词嵌入不共享）× 12 B = {proxy:.2f} GB",
+        f"那几秒一个目录要 {2 * qwen3:.1f} GB",
+        f"跑完是 {runs} × {qwen3:.2f} = {runs * qwen3:.1f} GB，最后一次存盘时最多 {(runs + 1) * qwen3:.1f} GB",
+    ]
+    for quote in quotes:
+        assert quote in text, f"{PAGE}第 6.5 节的磁盘数字应该写：{quote}"
+    assert f"{proxy:.2f} GB" == "7.56 GB", (
+        "审稿人在 H100 上量到的 checkpoint.pt 是 7.56 GB（issue 44）"
+    )
+    biggest = max(
+        sum(f.stat().st_size for f in d.iterdir()) for d in REAL_RUNS.iterdir() if d.is_dir()
+    )
+    assert f"附带的 `real_recipe/` 目录最大的 {biggest / 1e6:.1f} MB" in text and biggest < 2e6
+
+
+def _gpu_train_commands(commands: list[str]) -> set[str]:
+    """给 GPU 的 grpo_train.py 命令（带 --model 或 tiny 以外的 --preset）。"""
+    out = set()
+    for cmd in commands:
+        argv = shlex.split(cmd)
+        if _kind(argv) == "grpo_train.py" and (
+            "--model" in argv or _flag(argv, "--preset") not in (None, "tiny")
+        ):
+            out.add(shlex.join(argv))
+    return out
+
+
+def test_l2_08_and_the_readme_have_no_training_command_the_page_lacks():
+    """issue 44 以前：L2.08 第 6.8 节有另一套命令（--preset qwen3-0.6b，pass@8 和前几步的评估都开着）。"""
+    page = _gpu_train_commands(page_commands())
+    l208 = L208.read_text(encoding="utf-8")
+    part = l208.split("### 6.8 ", 1)[1].split("\n### ", 1)[0]
+    assert "07_grpo_train/README.md" in part, "L2.08 第 6.8 节要链到 L2.07 第 6 节"
+    for where, text in (
+        ("L2.08 第 6.8 节", part),
+        ("首页 README", FRONT.read_text(encoding="utf-8")),
+    ):
+        extra = _gpu_train_commands(_bash_commands(text)) - page
+        assert not extra, f"{where} 有 L2.07 第 6 节没有的训练命令：{sorted(extra)}"

@@ -284,6 +284,18 @@ def test_sigterm_is_handled_like_ctrl_c(base, tmp_path):
     assert_same_as(out, base)
 
 
+def test_sighup_is_handled_like_sigterm(base, tmp_path):
+    """issue 44 以前：SSH 断开（SIGHUP）-> exit 129，没有一句话，run.lock 留在目录里。"""
+    out = tmp_path / "run"
+    proc = run("--out", out, *FAST, fault="sighup:replace=checkpoint.pt:2")
+    assert proc.returncode == 129, proc.stderr[-2000:]
+    err = refused(proc, f"--resume {out} --steps {STEPS}")
+    assert err.strip().splitlines()[-1].startswith("已中断（SIGHUP）。checkpoint 停在第 1 步"), err
+    assert not (out / "run.lock").exists(), "SIGHUP 之后 run.lock 应当被删掉"
+    ok(run("--resume", out))
+    assert_same_as(out, base)
+
+
 def test_lost_outputs_and_leftover_tmp_are_completed(base, tmp_path):
     """eval_before.json、eval_after.json、curves.png 丢了，还有上次留下的 .tmp：续跑把它们补齐（结果不变）。"""
     out = copy_of(base, tmp_path)

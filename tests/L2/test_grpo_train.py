@@ -261,6 +261,7 @@ def test_early_evals_off_and_the_flip_floor(tmp_path):
     floor = json.loads((out / "eval_floor.json").read_text(encoding="utf-8"))
     before = json.loads((out / "eval_before.json").read_text(encoding="utf-8"))
     assert floor["n"] == 8 and floor["accuracy_first"] == before["accuracy"]
+    assert floor["batch_size_first"] == GRPOConfig().eval_batch == 2 * floor["batch_size_second"]
     assert floor["grade_flips"] == floor["up"] + floor["down"] == len(floor["flipped"])
 
 

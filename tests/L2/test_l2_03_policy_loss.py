@@ -321,10 +321,12 @@ def test_on_policy_gradient_equals_policy_gradient(mod):
         where="old_logp == logp（ratio ≡ 1）时的 clipped",
         section=PITFALL_ON_POLICY,
     )
+    minus_a = -adv[:, None].expand(4, 5)  # 两个梯度各自和 −A 比：只错一个时点名的是它（issue 44）
+    check(b.grad, minus_a, where="policy_gradient_loss 对 logp 的梯度（应为 −A）", section=FORMULA)
     check(
         a.grad,
-        b.grad,
-        where="ratio ≡ 1 时 clipped surrogate 的梯度（应等于 policy_gradient_loss 的梯度）",
+        minus_a,
+        where="ratio ≡ 1 时 clipped_surrogate_loss 的梯度（应等于 policy_gradient_loss 的梯度 −A）",
         section=WHY_RATIO,
     )
 

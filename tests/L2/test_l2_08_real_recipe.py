@@ -367,8 +367,11 @@ def test_the_summary_numbers_come_from_the_runs():
                "第 6.3、6.6 节")  # fmt: skip
     # 第 6.8 节
     span = f"{C.signed(min(g['diff'] for g in at100))} 到 {C.signed(max(g['diff'] for g in at100))}"
-    _in_lesson(f"（三个 seed：{span}）", "第 6.8 节")
-    _in_lesson(f"（四对：{C.signed(min(four))} 到 {C.signed(max(four))}）", "第 6.8 节")
+    _in_lesson(f"为什么三个 seed 的最小到最大 {span} 不能当范围", "第 6.8 节")
+    _in_lesson(
+        f"第 50 步的「运行 − 对照」在这里的四对是 {C.signed(min(four))} 到 {C.signed(max(four))}",
+        "第 6.8 节",
+    )
     # presets.toml 的依据
     presets = PRESETS.read_text(encoding="utf-8")
     assert " / ".join(up) in presets, "presets.toml 的依据"
@@ -875,6 +878,19 @@ def test_the_5090_estimate_is_this_arithmetic():
         f"{150 * total[0] / 60:.0f}–{150 * total[1] / 60:.0f} 分钟",
         "第 6.5 节",
     )
+    # L2.07 第 6.4 节的命令跑 100 步（四次运行）：L2.07 第 6.5 节和这里的第 6.5 节转述同一个推算
+    minutes = f"{100 * total[0] / 60:.0f}–{100 * total[1] / 60:.0f} 分钟"
+    four = f"{4 * 100 * total[0] / 60:.0f}–{4 * 100 * total[1] / 60:.0f} 分钟"
+    _in_lesson(
+        f"训练部分约 {minutes}，一组参数（两个 seed、各带一个对照 = 4 次运行）的训练约 {four}",
+        "第 6.5 节",
+    )
+    page = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    assert f"**100 步的训练约 {minutes}**" in page and f"4 次的训练部分约 {four}" in page, (
+        f"L2.07 第 6.5 节：100 步的训练约 {minutes}，4 次约 {four}"
+    )
+    front = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"100 步的训练在 5090 上约 {minutes}" in front, f"首页 README：100 步的训练约 {minutes}"
 
 
 @pytest.mark.parametrize("name", ("recipe-s0", "recipe-s1", "recipe-s2", "recipe100-s2", RERUN))
@@ -970,3 +986,109 @@ def test_what_ships_in_real_recipe():
     for name in ("recipe-s0", "recipe100-s2"):  # 「seed 0、2 的运行后半段变短」
         lens = _seg(name, "completion_len_mean")
         assert statistics.fmean(lens[5:]) < statistics.fmean(lens[:5]), name
+
+
+# ---------------------------------------------------------------- issue 44：该期待什么、p 值怎么读 ------------------------
+L207 = ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"
+
+
+def _t975(df: int) -> float:
+    """t 分布 97.5% 分位点，只用 2 个自由度：F(t) = 1/2 + t / (2√(2 + t²))，解 F = 0.975。"""
+    assert df == 2
+    q = 2 * 0.975 - 1
+    return (2 * q * q / (1 - q * q)) ** 0.5
+
+
+def test_the_range_for_one_new_seed_is_this_arithmetic():
+    """L2.07 第 6.6 节：一个新 seed 第 100 步的涨幅范围 = 三个 seed 的均值 ± 预测的标准差（含重跑的噪声）。"""
+    gains = [_gain(r)["diff"] for r, _ in _pairs100()]
+    mean, sd = statistics.fmean(gains), statistics.stdev(gains)
+    # 重跑的噪声：seed 2 在同型号的 H100 上跑了两次，第 50 步运行和对照各差多少；一次运行的标准差 = √(mean(d²) / 2)
+    d = [C.paired(_run(a).values(50, "greedy"), _run(b).values(50, "greedy"))["diff"]
+         for a, b in (("recipe-s2", "recipe100-s2"), ("control-s2", "control100-s2"))]  # fmt: skip
+    rerun = (statistics.fmean(x * x for x in d) / 2) ** 0.5
+    pred = (sd * sd * (1 + 1 / len(gains)) + rerun * rerun) ** 0.5
+    two_thirds = (mean - pred, mean + pred)
+    ninety_five = (mean - 1.96 * pred, mean + 1.96 * pred)
+    t = _t975(len(gains) - 1) * sd * (1 + 1 / len(gains)) ** 0.5
+    t_range = (mean - t, mean + t)
+
+    def span(lo_hi):
+        return f"{C.signed(lo_hi[0], 2)} 到 {C.signed(lo_hi[1], 2)}"
+
+    block = L207.read_text(encoding="utf-8").split("<!-- expected-gain:begin -->")[1]
+    block = block.split("<!-- expected-gain:end -->")[0]
+    for quote in (
+        f"均值 {C.signed(mean)}，seed 之间的标准差 {sd:.3f}",
+        f"第 50 步运行差 {d[0]:.3f}、对照差 {d[1]:.3f}",
+        f"折成一次运行的标准差约 {rerun:.3f}",
+        f"√({sd:.3f}² × (1 + 1/3) + {rerun:.3f}²) ≈ {pred:.3f}",
+        f"约三分之二的新 seed 落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}",
+        f"95% 的范围是 {span(t_range)}",
+        f"三个 seed 的最小到最大（{C.signed(min(gains))} 到 {C.signed(max(gains))}）",
+    ):
+        assert quote in block, f"L2.07 第 6.6 节的范围和附带的运行算出的对不上，应该写：{quote}"
+    for quote in (
+        f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}",
+        f"按 t 分布是 {span(t_range)}",
+    ):
+        _in_lesson(quote, "第 6.6 节")
+    _in_lesson(f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}\n", "第 6.8 节")
+    # 最小到最大盖住下一个点的概率：(n − 1)/(n + 1)
+    assert (len(gains) - 1) / (len(gains) + 1) == 0.5 and "n = 3 时是 1/2" in block
+
+
+def test_how_to_read_the_p_values():
+    """第 6.6 节：p 不含重跑的噪声；多重比较（正文里不同的「p = 」有几个，Bonferroni 的阈值）；事后选的步。"""
+    import re
+
+    part = LESSON.split("## 6. 在一个真模型上")[1].split("### 6.7 之前没成功的三对")[0]
+    distinct = set(re.findall(r"p = ([0-9.]+(?:e-\d+)?)", part))
+    n = len(distinct)
+    _in_lesson(f"正文里写成「p = 」的不同的 p 就有 {n} 个", "第 6.6 节")
+    bar = 0.05 / n
+    _in_lesson(f"阈值是 0.05 / {n} ≈ {bar:.4f}", "第 6.6 节")
+    gains = [_gain(r)["p"] for r, _ in _pairs100()]
+    passed = [p < bar for p in gains]
+    assert passed == [True, True, False], passed  # 「seed 0、1 过，seed 2 不过」
+    at50 = [C.paired(c.values(50, "greedy"), r.values(50, "greedy"))["p"] for r, c in _pairs50()]
+    assert [p < bar for p in at50] == [False, False, True], at50  # 「只有 seed 2 过」
+    assert 0.05 / 27 > gains[1] > 0.05 / 28, "「比较多于 27 个时 seed 1 的 0.00184 也不过」"
+    same = [C.paired(_run(a).values(50, "greedy"), _run(b).values(50, "greedy"))["diff"]
+            for a, b in (("recipe-s2", "recipe100-s2"), ("control-s2", "control100-s2"))]  # fmt: skip
+    _in_lesson(
+        f"第 50 步的正确率就差 {same[0]:.3f} 和 {same[1]:.3f}（第 6.3 节），约 ±0.02", "第 6.6 节"
+    )
+    se = sorted(_gain(r)["se"] for r, _ in _pairs100())
+    _in_lesson(f"和一个涨幅自己的标准误（±{se[0]:.3f}–{se[-1]:.3f}）一样大", "第 6.6 节")
+
+
+def test_the_old_flip_floor_kept_the_eval_batch():
+    """第 6.3 节：附带的运行的 --start-evals 2 只换了题序，两次都是 eval batch 512（没有量到 batch 大小的影响）。"""
+    for name in ("recipe-s0", "recipe-s1", "recipe-s2", "recipe100-s2", RERUN):
+        assert _config(name)["eval_batch"] == 512 and _config(name)["start_evals"] == 2
+        floor = json.loads((RUNS / name / "eval_floor.json").read_text(encoding="utf-8"))
+        assert "batch_size_second" not in floor, "那时的底噪还不换 batch 大小"
+    _in_lesson("只换了题序，没有换 batch 的大小**（两次都是 eval batch 512）", "第 6.3 节")
+
+
+def test_groups_with_signal_and_the_old_kl_as_presets_toml_says():
+    """presets.toml：16 组里约 9 组带信号（zero_std_frac）；旧配方的 KL 最大值，lr 5e-6 的那次。"""
+    text = PRESETS.read_text(encoding="utf-8")
+    zero = sorted(statistics.fmean(_rows(n)[s]["zero_std_frac"] for s in range(1, 101))
+                  for n in RUNS100)  # fmt: skip
+    signal = [16 * (1 - z) for z in zero]
+    assert all(round(x) == 9 for x in signal), signal
+    quote = f"zero_std_frac 的均值 {zero[0]:.2f}–{zero[-1]:.2f}"
+    assert quote in text and "16 组里约 9 组带信号" in text, (
+        f"presets.toml 里的数和附带的运行对不上：{quote}"
+    )
+    _in_lesson("现在的配方三个运行平均 16 组里约 9 组带信号", "第 6.2 节")
+    old = HERE / "real_run"
+    kl = {}
+    for name in ("recipe", "lr2e-6-token_mean-t0.7", "lr5e-6"):
+        lines = (old / name / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
+        kl[name] = max(r["kl"] for r in map(json.loads, lines) if r.get("kl") is not None)
+    want = f"KL（k3）最大 {kl['recipe']:.3f}（lr 1e-6）和 {kl['lr2e-6-token_mean-t0.7']:.3f}（lr 2e-6）"
+    assert want in text and f"lr 5e-6 的那次到了 {kl['lr5e-6']:.3f}" in text, want
+    assert all(r["kl"] is None for r in _rows("recipe-s0").values()), "现在的配方不算 KL"

@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from common.checkpoint import (
+    SAVE_OVERHEAD_BYTES,
     CheckpointError,
     apply_checkpoint,
+    checkpoint_bytes,
     checkpoint_path,
     load_checkpoint,
     read_checkpoint,
@@ -249,3 +251,15 @@ def test_8bit_adamw_checkpoint_round_trips_with_its_checksum(tmp_path):
     assert torch.equal(
         fresh_opt.state[fresh.weight]["exp_avg"].codes, opt.state[model.weight]["exp_avg"].codes
     )
+
+
+def test_checkpoint_bytes_is_the_size_on_disk(tmp_path):
+    """L2.07 第 6.5 节的磁盘数字用它算：fp32 权重 + AdamW 的 m、v，每个参数 12 字节（另加不到 1 MiB）。"""
+    torch.manual_seed(0)
+    model = torch.nn.Linear(512, 256)  # 131,328 个参数：张量的字节数远大于文件头
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    model(torch.randn(2, 512)).sum().backward()
+    opt.step()
+    size = save_checkpoint(tmp_path, model=model, optimizer=opt, step=1).stat().st_size
+    want = checkpoint_bytes(sum(p.numel() for p in model.parameters()))
+    assert want <= size <= want + SAVE_OVERHEAD_BYTES, (size, want)

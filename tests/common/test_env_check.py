@@ -73,6 +73,7 @@ def _fake_gpu(gib, name="NVIDIA GeForce RTX 5090"):
         "bandwidth_tbs": tbs,
         "bandwidth_class": env_check.bandwidth_class(tbs),
         "cuda": "13.0",
+        "arch_list": ["sm_80", "sm_90", "sm_100", "sm_120"],
     }
 
 
@@ -84,6 +85,21 @@ def test_report_for_a_5090(capsys, monkeypatch):
     rows = {r["preset"]: r for r in env_check.preset_report(_fake_gpu(32.0))}
     assert rows["qwen3-0.6b"]["ok"] and rows["qwen3-1.7b-lora"]["ok"] and rows["tiny"]["ok"]
     assert "无 GPU 路线" not in out
+
+
+def test_a_build_without_the_cards_arch_says_what_to_do(capsys, monkeypatch):
+    """issue 44 以前：sm_120 的检查是一行 python -c，不在列表里时什么也不说。"""
+    old_build = {**_fake_gpu(32.0), "arch_list": ["sm_80", "sm_86", "sm_90"], "cuda": "12.4"}
+    monkeypatch.setattr(env_check, "gpu_info", lambda: old_build)
+    assert env_check.main([]) == 1
+    captured = capsys.readouterr()
+    assert "没有为这张卡（sm_120）编译的 kernel" in captured.err and "cu128" in captured.err
+    assert "❌" in captured.out
+    assert env_check.arch_problem(_fake_gpu(32.0)) is None
+    ptx = {**old_build, "arch_list": ["sm_90", "compute_90"]}  # PTX 能在更新的卡上 JIT
+    assert env_check.arch_problem(ptx) is None
+    ampere = {**old_build, "capability": "8.6", "arch_list": ["sm_80"]}  # 同一代的旧 minor 能跑
+    assert env_check.arch_problem(ampere) is None
 
 
 def test_small_card_cannot_run_the_full_finetune():

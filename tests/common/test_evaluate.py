@@ -134,6 +134,27 @@ def test_flip_floor_counts_what_another_batch_composition_changes():
     )  # 第 0、4、8 题在第一次里是各自 batch 的第一题
     assert floor["n"] == 12 and floor["grade_flips"] == floor["up"] + floor["down"] > 0
     assert floor["grade_flips"] == len(floor["flipped"]) == floor["text_changes"]
-    assert floor["accuracy_second"] == pytest.approx(9 / 12)  # 每个 batch 仍有一题答错
+    assert floor["accuracy_second"] == pytest.approx(6 / 12)  # 第二次 2 题一批，每批仍有一题答错
     steady = evaluate(_fake_complete, PROBLEMS, k=0, answers=True)
     assert flip_floor(_fake_complete, PROBLEMS, steady)["grade_flips"] == 0
+
+
+def test_flip_floor_also_changes_the_batch_size():
+    """issue 44 以前：第二次评估用同样的 batch 大小，量不到 batch 大小本身的影响（同样的权重，
+    eval batch 64 评出 0.312、512 评出 0.290，--start-evals 2 却报 0 题翻转）。"""
+    from common.evaluate import flip_floor, other_batch_size
+
+    problems = [Problem(f"q{i}", f"#### {i}", str(i)) for i in range(12)]
+    sizes = []
+
+    def size_dependent(chunk, greedy, generator):  # batch 满 4 条时全对，否则全错
+        sizes.append(len(chunk))
+        return [f"\\boxed{{{p.gold if len(chunk) >= 4 else 99}}}" for p in chunk]
+
+    first = evaluate(size_dependent, problems, k=0, batch_size=4, answers=True)
+    floor = flip_floor(size_dependent, problems, first, batch_size=4)
+    assert sizes == [4, 4, 4, 2, 2, 2, 2, 2, 2]
+    assert floor["batch_size_first"] == 4 and floor["batch_size_second"] == 2
+    assert first["accuracy"] == 1.0 and floor["accuracy_second"] == 0.0
+    assert floor["grade_flips"] == floor["down"] == 12
+    assert [other_batch_size(b) for b in (1, 2, 64, 512)] == [2, 1, 32, 256]

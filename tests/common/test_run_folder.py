@@ -229,6 +229,29 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) == before, "离开 exit_cleanly 后恢复原来的处理"
 
 
+def test_sighup_is_handled_like_sigterm(tmp_path, capsys):
+    """issue 44 以前：SSH 断开（SIGHUP）-> exit 129，一个字都没有，run.lock 留在目录里。"""
+    folder = _finished(tmp_path / "run")
+    before = signal.getsignal(signal.SIGHUP)
+    with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
+        os.kill(os.getpid(), signal.SIGHUP)
+        time.sleep(5)
+    assert exc.value.code == 129
+    err = capsys.readouterr().err
+    assert "已中断（SIGHUP）" in err and f"--resume {folder} --steps 6" in err, err
+    assert signal.getsignal(signal.SIGHUP) == before, "离开 exit_cleanly 后恢复原来的处理"
+
+
+def test_nohup_keeps_sighup_ignored(tmp_path):
+    """nohup 把 SIGHUP 设成忽略：exit_cleanly 不能把它改回「收到就停」。"""
+    before = signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    try:
+        with exit_cleanly(_finished(tmp_path / "run"), 6):
+            assert signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGHUP, before)
+
+
 def test_the_lock_file_goes_when_the_run_ends(tmp_path):
     """以前（issue 35）：跑完之后 run.lock（里面是 pid）一直留在目录里。"""
     folder = tmp_path / "run"
