@@ -171,4 +171,3 @@ def test_the_front_page_quotes_the_record(S):
     assert line in front.replace("\n  ", "")
     assert f"{acc['hw'][50]:.3f} → {acc['hw'][100]:.3f}" in front
     assert f"每步 {trl['step_s']:.1f} s 对手写的 {hw['step_s']:.1f} s" in front
-    assert f"PyTorch 峰值 {trl['peak_alloc_gb']:.1f} GiB" in front
