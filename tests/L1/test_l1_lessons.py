@@ -209,13 +209,9 @@ TRL_COLOCATE = [
 
 def _side_by_side():
     """L3.01 的 side_by_side.py（按路径 import：它不在包里）。"""
-    import importlib.util
+    from lesson_scripts import load_script
 
-    path = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "side_by_side.py"
-    spec = importlib.util.spec_from_file_location("side_by_side", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "side_by_side.py")
 
 
 def _vram_table_rows() -> dict[str, str]:

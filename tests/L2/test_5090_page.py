@@ -353,7 +353,7 @@ def _check_shell(cmd: str, argv: list[str]) -> None:
         "cd": len(argv) == 2,
         "python3": argv[1:3] == ["-m", "venv"] and len(argv) == 4 and _ignored(argv[3]),
         "source": len(argv) == 2 and argv[1].endswith("/bin/activate"),
-        "tmux": argv[1:3] == ["new", "-s"] and len(argv) == 4,
+        "tmux": argv[1:-1] in (["new", "-s"], ["new", "-A", "-s"]),
     }[argv[0]]
     assert ok, _fail_text(cmd, "写法不是测试认得的那一种（见 _check_shell）")
 
@@ -548,7 +548,7 @@ def test_the_runs_are_started_in_a_named_tmux_session():
     commands = [shlex.split(c) for c in page_commands()]
     kinds = [_kind(a) for a in commands]
     assert "tmux" in kinds, f"{PAGE}：页上没有 tmux new -s 名字"
-    name = commands[kinds.index("tmux")][3]
+    name = commands[kinds.index("tmux")][-1]
     first_run = kinds.index("grpo_train.py")
     assert kinds.index("tmux") < first_run, f"{PAGE}：tmux 会话要在第一条训练命令之前开"
     text = _page()
@@ -596,6 +596,13 @@ def test_the_page_states_the_disk_per_run_folder_in_gb():
         f"{proxy_shape.n_params() / 1e6:.1f}M 参数（输出矩阵和词嵌入不共享）× 12 B = {proxy:.2f} GB",
         f"那几秒一个目录要 {2 * qwen3:.1f} GB",
         f"跑完是 {runs} × {qwen3:.2f} = {runs * qwen3:.1f} GB，最后一次存盘时最多 {(runs + 1) * qwen3:.1f} GB",
+    ]
+    # 第 6.7 节的 TRL 运行：两个 checkpoint-N（权重 + m、v）和 final/（fp32 权重）
+    final = SHAPES["Qwen3-0.6B"].n_params() * 4 / 1e9
+    trl = 2 * qwen3 + final
+    quotes += [
+        f"最后的 `final/` 是 fp32 权重（596.0M × 4 B = {final:.2f} GB）：约 {trl:.1f} GB",
+        f"全部加起来约 {runs * qwen3:.1f} + {trl:.1f} + 1.2 = {runs * qwen3 + trl + 1.2:.1f} GB",
     ]
     for quote in quotes:
         assert quote in text, f"{PAGE}第 6.5 节的磁盘数字应该写：{quote}"

@@ -4,7 +4,6 @@ side_by_side.py 或这里从附带的文件（gpu_record/、L2.08 的 real_recip
 from __future__ import annotations
 
 import contextlib
-import importlib.util
 import io
 import json
 import re
@@ -13,6 +12,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from lesson_scripts import load_script
 
 from common.vram import report as vram
 from common.vram.shapes import shape_for_hub_id
@@ -26,10 +26,7 @@ GiB = 2**30
 @pytest.fixture(scope="module")
 def S():
     """side_by_side.py 作为模块（课的文件夹名以数字开头，不能直接 import）。"""
-    spec = importlib.util.spec_from_file_location("side_by_side", LESSON_DIR / "side_by_side.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script(LESSON_DIR / "side_by_side.py")
 
 
 def _lesson() -> str:
@@ -171,3 +168,18 @@ def test_the_front_page_quotes_the_record(S):
     assert line in front.replace("\n  ", "")
     assert f"{acc['hw'][50]:.3f} → {acc['hw'][100]:.3f}" in front
     assert f"每步 {trl['step_s']:.1f} s 对手写的 {hw['step_s']:.1f} s" in front
+
+
+def test_the_qwen3_figure_with_the_engine_it_really_gets():
+    """第 1.2 节：第 3 节的账本按 128 条写满所需计 vLLM；按它实际拿到的 0.3 × 32 GiB 算，反向峰值少这个差。"""
+    argv = ["--model", "Qwen3-0.6B", "--precision", "fp32", "--layout", "colocate", "--engine-gb",
+            "9.6", "--prompts", "16", "--micro-batch", "8", "--beta", "0", "--prompt-len", "256",
+            "--max-new-tokens", "512", "--logprobs", "chunked_ckpt", "--ref-bytes", "4"]  # fmt: skip
+    out = _vram_output(argv)
+    backward = float(re.search(r"反向峰值\s+([\d.]+) GiB", out).group(1))
+    engine = float(re.search(r"同卡推理引擎（vLLM colocate）\s+([\d.]+) GiB", out).group(1))
+    real = backward - (engine - 0.3 * 32)
+    assert (
+        f"约 {real:.1f} GiB（PyTorch allocated，按 128 条写满所需算是 {backward:.2f} GiB）"
+        in _lesson()
+    )
