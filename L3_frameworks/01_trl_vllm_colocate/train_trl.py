@@ -462,6 +462,11 @@ def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
     opts.mask_truncated = (gpu or opts.mask_truncated) and not opts.no_mask_truncated
     opts.vllm = (gpu or opts.vllm) and not opts.no_vllm
     opts.vllm_max_len = opts.vllm_max_len or (spec.shape.max_position if spec.tiny else 1024)
+    if gpu and opts.vllm and opts.vllm_server_url is None:
+        print(
+            f"（上面的显存账是手写脚本的，不含 vLLM：colocate 时 vLLM 还要占 --vllm-mem {opts.vllm_mem:g} "
+            "× 这张卡，TRL + vLLM 的账见 L3.01 第 3 节）"
+        )
     errors = _problems(cfg, opts, n_processes())
     if errors:
         refuse(errors)
