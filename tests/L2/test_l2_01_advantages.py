@@ -13,6 +13,7 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    crash_first_line,
     expect_value_error,
     guarded,
     hint_sections,
@@ -338,6 +339,24 @@ def test_in_place_change_is_named(impl_name):
         pytest.fail.Exception, match=r"^group_advantages\(\) 原地修改了输入的 rewards"
     ):
         fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
+
+
+@pytest.mark.parametrize("spread", ["subtract", "expand"])
+def test_missing_dimension_after_a_reduction_is_named(spread):
+    """诊断本身：每组的均值少了一维（(P,)，不是 (P, 1)）时，第一行说出这一类错误（P = 2、G = 4）。"""
+
+    def without_keepdim(rewards, group_size, eps=1e-6, scale="group"):
+        grouped = rewards.reshape(-1, group_size)
+        mean = grouped.mean(1)
+        return (grouped - (mean if spread == "subtract" else mean.expand_as(grouped))).reshape(-1)
+
+    line = crash_first_line(
+        lambda: without_keepdim(torch.arange(8.0), 4),
+        "group_advantages",
+        SPEC,
+        CRASHES["group_advantages"],
+    )
+    assert line.startswith("group_advantages() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_each_symptom_is_absent_from_the_right_answer():

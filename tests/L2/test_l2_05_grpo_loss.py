@@ -15,6 +15,7 @@ from diagnose import (
     Mistake,
     assert_sections_exist,
     check,
+    crash_first_line,
     guarded,
     hint_sections,
     require_grad,
@@ -40,7 +41,9 @@ CRASHES = {
             "max_completion_length 都可以是 None，规格写了各自是什么意思",
             "L2.05「3.1 输入和输出」",
         ),
-        "broadcast": "(B,) 的 advantages 直接和 (B, T) 的逐 token 量运算了，或 mask 和 logp 的形状不同",
+        "broadcast": "(B,) 的 advantages 直接和 (B, T) 的逐 token 量运算了，或按行求和、平均之后少了一维"
+        "（归约之后那一维没了），或 mask 和 logp 的形状不同",
+        "expand": "按行求和、平均之后少了一维（归约之后那一维没了）：每行一个的量扩不回 (B, T)",
         "not_tensor": (
             "对 Python 数调用了张量的方法（比如已经是 float 的指标又 .item() 了一次）",
             SPEC,
@@ -854,6 +857,18 @@ def test_clip_side_fractions(mod, eps_high):
             )
         ],
     )
+
+
+def test_missing_dimension_after_a_reduction_is_named():
+    """诊断本身：每行的有效 token 数少了一维（(B,)，不是 (B, 1)）时，第一行说出这一类错误（B = 3、T = 4）。"""
+
+    def without_keepdim(logp, old_logp, advantages, mask, **kw):
+        per_token = -advantages[:, None] * torch.exp(logp - old_logp)
+        return (per_token * mask / mask.sum(1)).sum(1).mean(), {}
+
+    kw = _inputs(_case(), 0.0, None, "sequence_mean")
+    line = crash_first_line(lambda: without_keepdim(**kw), "grpo_loss", SPEC, CRASHES["grpo_loss"])
+    assert line.startswith("grpo_loss() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 WEIGHT_CASES = [(beta, agg) for beta in (0.0, 0.1) for agg in AGGS]

@@ -9,7 +9,15 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, symptom
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    crash_first_line,
+    guarded,
+    hint_sections,
+    symptom,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -33,7 +41,8 @@ CRASHES = {
             "对多个元素的张量用了 Python 的 if / and / or（逐 token 的删除条件不是一个真假值）",
             SPEC,
         ),
-        "broadcast": "形状对不上：前缀和、删除标记都是 (B, V)，有一个沿错了维度或少了一维",
+        "broadcast": "形状对不上：概率、前缀和、删除标记都是 (B, V)，有一个沿错了维度，"
+        "或少了一维（对词表求和之后那一维没了）",
     }
 }
 
@@ -569,6 +578,24 @@ def test_each_symptom_is_absent_from_the_right_answer():
     for probe in DIAGNOSIS_PROBES.values():
         want = _variant(**probe)
         assert not [s.what for s in SYMPTOMS if s.fn(want, **probe)], probe
+
+
+def test_missing_dimension_after_a_reduction_is_named():
+    """诊断本身：对词表求和之后少了一维（(B,)，不是 (B, 1)）、和 (B, V) 广播失败时，第一行说出这一类错误。"""
+
+    def without_keepdim(logits, temperature=1.0, top_p=1.0):
+        e = (logits / temperature).exp()
+        probs = e / e.sum(-1)
+        return logits.masked_fill(probs.cumsum(-1) - probs >= top_p, float("-inf"))
+
+    logits = torch.randn(3, 7, generator=torch.Generator().manual_seed(0))
+    line = crash_first_line(
+        lambda: without_keepdim(logits, top_p=0.9),
+        "process_logits",
+        SPEC,
+        CRASHES["process_logits"],
+    )
+    assert line.startswith("process_logits() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_diagnoses_point_at_real_sections():

@@ -11,6 +11,7 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    crash_first_line,
     guarded,
     hint_sections,
     symptom,
@@ -20,13 +21,15 @@ from hypothesis import strategies as st
 
 SECTION = "L2.09「2. 公式」"
 # tis_weights 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+_PER_ROW = (
+    "sequence 级每行一个的量和 (B, T) 的张量对不上（按行求和之后少了一维，归约之后那一维没了）",
+    "L2.09「4. 坑」坑 3",
+)
 CRASHES = {
     "tis_weights": {
         "none": "拿 cap=None 做了运算（规格：cap=None 表示不截断）",
-        "broadcast": (
-            "sequence 级每行一个的量和 (B, T) 的张量广播失败（按行求和之后少了一维）",
-            "L2.09「4. 坑」坑 3",
-        ),
+        "broadcast": _PER_ROW,
+        "expand": _PER_ROW,
         "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（padding 的判断是逐元素的）",
         "dtype": "dtype 不对：mask 可能是 0/1 浮点，也可能是 bool，函数只按其中一种用了它",
     }
@@ -470,6 +473,28 @@ def _expect_value_error(call, what, needle):
             f"{what} 是非法参数，应抛 ValueError（中文说明要改什么）：回看 L2.09「2. 公式」",
             pytrace=False,
         )
+
+
+@pytest.mark.parametrize("spread", ["where", "expand"])
+def test_missing_dimension_after_a_reduction_is_named(spread):
+    """诊断本身：sequence 级按行求和之后少了一维（(B,)，不是 (B, 1)）时，第一行说出这一类错误。"""
+
+    def without_keepdim(logp_train, logp_rollout, mask, cap=2.0, level="sequence"):
+        log_ratio = torch.where(mask != 0, logp_train - logp_rollout, 0.0)
+        per_row = log_ratio.sum(1)
+        if spread == "expand":
+            return per_row.expand_as(log_ratio).exp().clamp(max=cap)
+        return torch.where(mask != 0, per_row.exp().clamp(max=cap), 0.0)
+
+    g = torch.Generator().manual_seed(0)
+    lp, lr = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
+    line = crash_first_line(
+        lambda: without_keepdim(lp, lr, torch.ones(3, 5)),
+        "tis_weights",
+        SECTION,
+        CRASHES["tis_weights"],
+    )
+    assert line.startswith("tis_weights() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_each_symptom_is_absent_from_the_right_answer():
