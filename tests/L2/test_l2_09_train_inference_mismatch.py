@@ -11,6 +11,7 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
     crash_first_line,
     guarded,
     hint_sections,
@@ -75,12 +76,15 @@ def _spec_variant(
     fixed_level=None,
     pad_by_multiply=False,
     ratio_where_swapped=False,
+    no_cap=False,
 ):
     """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
 
     def fn(logp_train, logp_rollout, mask, cap=2.0, level="token"):
         if fixed_cap is not None and cap is not None:  # 没用参数 cap：写死了一个数
             cap = fixed_cap
+        if no_cap:
+            cap = None
         level = fixed_level or level
         if floor == "cap" and cap is not None:  # 把 cap 当成了下限：clamp(min=cap)
             w = torch.exp(_ok_log_ratio(logp_train.detach(), logp_rollout.detach(), mask))
@@ -204,6 +208,11 @@ MISTAKES = [
         "L2.09「4. 坑」坑 4",
         _spec_variant(pad_by_multiply=True),
     ),
+    Mistake(
+        "完全没有截断：cap 没起作用，比值超过 cap 的权重原样留着",
+        "L2.09「2. 公式」",
+        _spec_variant(no_cap=True),
+    ),
 ]
 
 
@@ -269,17 +278,19 @@ MISTAKE_IDS = [
     "level_ignored",
     "ratio_where_swapped",
     "pad_by_multiply",
+    "no_cap",
 ]
 
 
 def _case(level, cap=2.0, seed=4, pad_value=-7.0):
     """一组能区分所有典型错误的输入：token 级和 sequence 级都有被截断的（seed=4 时三行的 log 比值之和
-    为 1.19、2.95、0.21），有 padding（上面是有限的假值，不是 NaN，便于比对）。"""
+    为 3.19、2.95、0.21），有 padding（上面是有限的假值，不是 NaN，便于比对）。最大的 log 比值 3.5
+    和第 0 行的和都超过 cap = 3：不截断、在 log 空间截断（上限 e^cap）、在概率空间截断给出三个不同的数。"""
     g = torch.Generator().manual_seed(seed)
     B, T = 3, 6
     logp_rollout = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2
     logp_train = logp_rollout + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.6
-    logp_train[0, 1] = logp_rollout[0, 1] + 1.5  # 单个 token 的比值 e^1.5 ≈ 4.5 > cap
+    logp_train[0, 1] = logp_rollout[0, 1] + 3.5  # 单个 token 的比值 e^3.5 ≈ 33 > cap
     mask = torch.ones(B, T, dtype=torch.float64)
     mask[1, 4:] = 0
     mask[2, 2:] = 0
@@ -337,30 +348,51 @@ def test_worked_example_from_the_lesson(mod):
         inputs={**inputs, "level": "sequence"},
         mistakes=MISTAKES + SYMPTOMS,
     )
-    # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
+    # 第一个 token 的推理概率被低估得更多：比值 e^2.5 ≈ 12.18 被截到 cap = 2
+    # （log 比值 2.5 超过 cap：在 log 空间截断得 e^2 ≈ 7.39，不截断得 12.18，三者不同）
     lr2 = lr.clone()
-    lr2[0, 0] = -2.5
+    lr2[0, 0] = -3.5
     inputs2 = dict(logp_train=lt, logp_rollout=lr2, mask=mask, cap=2.0, level="token")
     want2 = torch.tensor([[2.0, 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
     check(
         mod.tis_weights(**inputs2),
         want2,
-        where="第 0 个 token 的比值 e^1.5 ≈ 4.48 时的 token 级权重（应被截断到 cap=2）",
+        where="第 0 个 token 的比值 e^2.5 ≈ 12.18 时的 token 级权重（应被截断到 cap=2）",
         section="L2.09「3. 手算一遍」",
         inputs=inputs2,
         mistakes=MISTAKES + SYMPTOMS,
     )
 
 
+def _diagnosis_cases():
+    """test_matches_reference_with_diagnosis、手算例子依次用的 (inputs, 正确结果, 容差)。"""
+    nan = float("nan")
+    lt = torch.tensor([[-1.0, -0.5, -2.0, nan]], dtype=torch.float64)
+    lr = torch.tensor([[-1.2, -0.5, -1.0, nan]], dtype=torch.float64)
+    lr2 = torch.tensor([[-3.5, -0.5, -1.0, nan]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    made = [_case(level, cap=cap, pad_value=pad) for level, cap, pad in DIAGNOSIS_CASES]
+    made += [
+        dict(logp_train=lt, logp_rollout=rollout, mask=mask, cap=2.0, level=level)
+        for rollout, level in ((lr, "token"), (lr, "sequence"), (lr2, "token"))
+    ]
+    return [(inputs, _spec_variant()(**inputs), {}) for inputs in made]
+
+
 @pytest.mark.parametrize("mistake", MISTAKES, ids=MISTAKE_IDS)
 def test_each_mistake_is_recognised(mistake):
     """诊断表本身要灵（与被测实现无关）：按诊断测试的顺序，每个典型错误第一次和正确答案不同的那组输入上，
     第一行只点名它自己。"""
-    cases = []
-    for level, cap, pad in DIAGNOSIS_CASES:
-        inputs = _case(level, cap=cap, pad_value=pad)
-        cases.append((inputs, _spec_variant()(**inputs), {}))
-    assert_named_first(mistake, cases, MISTAKES, where="x", section=SECTION)
+    assert_named_first(mistake, _diagnosis_cases(), MISTAKES, where="x", section=SECTION)
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组输入上，两个不同的典型错误算出的结果不同（例如最大的 log 比值要超过 cap，
+    否则「不截断」和「在 log 空间截断」是同一个数，诊断会点名错的那个）。"""
+    # 课文前两个例子只有一行（沿 dim=0 求和就等于没求和），分不开几个错误；它们排在诊断输入之后，
+    # 这些错误在前面的诊断输入上已经各自被点名（test_each_mistake_is_recognised）。截断的例子要分得开
+    cases = _diagnosis_cases()
+    assert not (found := collisions(MISTAKES, cases[:-3] + cases[-1:])), "\n".join(found)
 
 
 # ---------------------------------------------------------------- 性质 -------------------------------------------------
