@@ -77,6 +77,7 @@ def _spec_variant(
     pad_by_multiply=False,
     ratio_where_swapped=False,
     no_cap=False,
+    divided=False,
 ):
     """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
 
@@ -85,6 +86,13 @@ def _spec_variant(
             cap = fixed_cap
         if no_cap:
             cap = None
+        if divided:  # 比值在概率空间里算：各自 exp 再相除（sequence 级再连乘）
+            valid = mask != 0
+            w = torch.where(valid, logp_train.detach().exp() / logp_rollout.detach().exp(), 1.0)
+            if level == "sequence":
+                w = w.prod(1, keepdim=True).expand_as(w)
+            w = w if cap is None else w.clamp(max=cap)
+            return _where_valid(w, mask).to(logp_train.dtype)
         level = fixed_level or level
         if floor == "cap" and cap is not None:  # 把 cap 当成了下限：clamp(min=cap)
             w = torch.exp(_ok_log_ratio(logp_train.detach(), logp_rollout.detach(), mask))
@@ -213,6 +221,11 @@ MISTAKES = [
         "L2.09「2. 公式」",
         _spec_variant(no_cap=True),
     ),
+    Mistake(
+        "比值是各自 exp 之后相除得到的：log 概率在 −120 附近时 e^logp 在 float32 里下溢成 0，0/0 = NaN",
+        "L2.09「2. 公式」",
+        _spec_variant(divided=True),
+    ),
 ]
 
 
@@ -279,6 +292,7 @@ MISTAKE_IDS = [
     "ratio_where_swapped",
     "pad_by_multiply",
     "no_cap",
+    "divided",
 ]
 
 
@@ -318,6 +332,31 @@ def test_matches_reference_with_diagnosis(mod, level, cap, pad):
     got = mod.tis_weights(**inputs)
     where = f"{level} 级权重（cap={cap}，padding 上是 {pad}）"
     check(got, want, inputs=inputs, mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)
+
+
+def _far_below(level):
+    """float32，log 概率都在 −120 附近（长回答里很常见的一个低概率 token）：e^−120 下溢成 0，比值本身却是普通的数。"""
+    g = torch.Generator().manual_seed(5)
+    logp_rollout = -120.0 - torch.rand(2, 4, generator=g)
+    logp_train = logp_rollout + torch.tensor([[0.3, -0.2, 2.5, 0.0], [-0.5, 0.1, 0.4, 0.7]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])
+    return dict(logp_train=logp_train, logp_rollout=logp_rollout, mask=mask, cap=2.0, level=level)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_log_probs_far_below_zero(mod, level):
+    inputs = _far_below(level)
+    assert torch.exp(inputs["logp_train"]).eq(0).all()  # 测试数据本身的前提：float32 里确实下溢了
+    check(
+        mod.tis_weights(**inputs),
+        _spec_variant()(**inputs),
+        inputs=inputs,
+        mistakes=MISTAKES + SYMPTOMS,
+        where=f"log 概率都在 −120 附近（float32）时的 {level} 级权重",
+        section=SECTION,
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 # ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
@@ -372,6 +411,7 @@ def _diagnosis_cases():
     lr2 = torch.tensor([[-3.5, -0.5, -1.0, nan]], dtype=torch.float64)
     mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
     made = [_case(level, cap=cap, pad_value=pad) for level, cap, pad in DIAGNOSIS_CASES]
+    made += [_far_below("token"), _far_below("sequence")]
     made += [
         dict(logp_train=lt, logp_rollout=rollout, mask=mask, cap=2.0, level=level)
         for rollout, level in ((lr, "token"), (lr, "sequence"), (lr2, "token"))
