@@ -13,6 +13,7 @@ from diagnose import (
     Mistake,
     assert_sections_exist,
     check,
+    collisions,
     crash_first_line,
     guarded,
     hint_sections,
@@ -107,6 +108,10 @@ def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
     else:
         s, idx = z.sort(dim=-1, descending=True)
         p = (s if bug == "bf16_softmax" else s.float()).softmax(0 if bug == "softmax_dim0" else -1)
+        if (
+            bug == "exp_by_hand"
+        ):  # e^z / Σe^z：z ≈ 125 时 e^z 在 float32 里上溢成 inf，inf / inf = NaN
+            p = s.float().exp() / s.float().exp().sum(-1, keepdim=True)
         cum = p.cumsum(0 if bug == "cumsum_dim0" else -1)
         remove_sorted = {
             "keep_le": cum > top_p,  # 只留累计概率 <= top_p 的：漏掉跨过阈值的那一个
@@ -194,6 +199,12 @@ MISTAKES = [
         SPEC,
         "keep_removed",
     ),
+    _mistake(
+        "概率是手写的 e^z / Σe^z：logits 很大（≈ 100）时 e^z 在 float32 里上溢成 inf，inf / inf = NaN，"
+        "NaN 的前缀和什么也删不掉",
+        HINTS,
+        "exp_by_hand",
+    ),
 ]
 FILL_ZERO = MISTAKES[7]
 
@@ -267,6 +278,7 @@ BUGS = [
     "raw_return",
     "temp_twice",
     "keep_removed",
+    "exp_by_hand",
 ]
 COUNT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)).sum(-1))
 KEPT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)))
@@ -319,6 +331,14 @@ DIAGNOSIS_PROBES = {
         logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0], [0.5, -0.5, 2.0, 0.0, 1.0]]),
         temperature=2.0,
         top_p=1.0,
+    ),
+    # logits 很大、差得很远（float32）：除以温度后最大的是 125（e^125 上溢成 inf），最小的比最大的低 250
+    "large_logits": dict(
+        logits=torch.tensor(
+            [[99.0, 100.0, 97.0, 98.5, 50.0, -100.0], [0.0, -150.0, -1.0, 2.0, -120.0, 1.0]]
+        ),
+        temperature=0.8,
+        top_p=0.9,
     ),
 }
 
@@ -571,6 +591,14 @@ def test_each_known_mistake_is_named(i):
         lines.append(line)
     assert lines, f"没有任何一个例子能暴露 {BUGS[i]}"
     assert lines[0] == named(MISTAKES[i]), f"第一次暴露 {BUGS[i]} 时，第一行是：{lines[0]}"
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
+    # 课文的手算例子只有一行：沿 dim=0 的 softmax、前缀和在一行上分不开别的错误，它们在前面的三行例子上已被点名
+    probes = [p for name, p in DIAGNOSIS_PROBES.items() if name != "lesson"]
+    cases = [(probe, _variant(**probe), {}) for probe in probes]
+    assert not (found := collisions(MISTAKES, cases)), "\n".join(found)
 
 
 def test_each_symptom_is_absent_from_the_right_answer():
