@@ -405,6 +405,7 @@ def assert_named_first(
 def collisions(
     mistakes,
     cases: Iterable[tuple[Mapping[str, Any], Any, Mapping[str, Any]]],
+    inseparable: Iterable[tuple[Mistake, Mistake]] = (),
 ) -> list[str]:
     """诊断表本身的检查：在同一组诊断输入上，两个说法不同的典型错误算出同样的结果（彼此在容差以内）。
 
@@ -412,7 +413,10 @@ def collisions(
     （和正确结果一样的错误在这组输入上谈不上被点名）；症状不比（它们说的是输出的毛病，不是一个结果）。
     返回「第几组输入：错误 A / 错误 B」的列表，空列表 = 没有撞车：每个错误在每组暴露它的输入上都只和它自己一致，
     学习者的写法和其中一个一致时，诊断不会同时（或改为）点名另一个。
+    `inseparable`：已知在某类输入上必然相同的几对（例如没有哪一列整列相等时，「沿 dim=0 判断全相等」就是
+    「没有全相等的规则」），只在前面的输入上分得开；测试里写明为什么，这几对不报。
     """
+    skip = {frozenset((a.what, b.what)) for a, b in inseparable}
     found = []
     for k, (inputs, want, extra) in enumerate(cases):
         tol = {key: extra[key] for key in ("rtol", "atol") if key in extra}
@@ -431,6 +435,8 @@ def collisions(
             ):
                 continue  # 和正确结果一样；或同一个错误的另一种写法（说法相同，诊断只说一次）
             for other, other_out in outs:
+                if frozenset((m.what, other.what)) in skip:
+                    continue
                 if describe_mismatch(out, other_out, **tol) is None:
                     found.append(f"第 {k} 组输入：「{other.what}」/「{m.what}」")
             outs.append((m, out))

@@ -241,6 +241,7 @@ def test_collisions_lists_two_mistakes_that_agree_where_they_are_wrong():
     found = collisions([DOUBLED, plus_two, same_what], cases)
     assert found == ["第 1 组输入：「多乘了 2」/「多加了 2」"]  # x = 2：2x 和 x + 2 都是 4
     assert collisions([DOUBLED, plus_two], [cases[0], cases[2]]) == []
+    assert collisions([DOUBLED, plus_two], cases, inseparable=[(plus_two, DOUBLED)]) == []
     assert collisions([DOUBLED, symptom("大了", "L2.01「坑 1」", lambda got, x: True)], cases) == []
 
 
