@@ -17,6 +17,7 @@ from diagnose import (
     check,
     collisions,
     crash_first_line,
+    describe_mismatch,
     guarded,
     hint_sections,
     require_grad,
@@ -1136,6 +1137,33 @@ def test_no_two_loss_mistakes_give_the_same_output():
         (kw, torch.tensor(loss, dtype=torch.float64), tol) for kw, loss, _ in _cases_in_test_order()
     ]
     assert not (found := collisions(LOSS_MISTAKES, cases)), "\n".join(found)
+
+
+def test_no_two_grad_mistakes_give_the_same_gradient():
+    """loss 对了才比梯度：每组参数上，loss 和正确的一样的那些错误里，两个不同的错误算出的梯度不同。"""
+    tol = dict(rtol=1e-10, atol=1e-12)
+    found = []
+    for kw, loss, grad in _cases_in_test_order():
+        right_loss = torch.tensor(loss, dtype=torch.float64)
+        hidden = []  # loss 在这组参数上是对的：学习者看到的第一处不对是梯度
+        for m, g in zip(_HAS_GRAD, GRAD_MISTAKES):
+            try:
+                if describe_mismatch(m.fn(**kw), right_loss, **tol) is None:
+                    hidden.append(g)
+            except NotApplicable:
+                continue
+        case = [(kw, torch.tensor(grad, dtype=torch.float64), tol)]
+        found += [f"{kw['aggregation']}, beta={kw['beta']}: {f}" for f in collisions(hidden, case)]
+    assert not found, "\n".join(found)
+
+
+def test_no_two_metric_mistakes_give_the_same_output():
+    beta, eps_low, eps_high, agg = MAIN_CASES[0]
+    case = _case()
+    kw = _inputs(case, beta, eps_high, agg, eps_low=eps_low)
+    _, _, clip, kl = _naive(case, beta, eps_low, eps_high or eps_low, agg, MAX_LEN)
+    cases = [(kw, {"clip_fraction": clip, "kl": kl}, {})]
+    assert not (found := collisions(METRIC_MISTAKES, cases)), "\n".join(found)
 
 
 @pytest.mark.parametrize(
