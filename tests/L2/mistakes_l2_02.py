@@ -24,6 +24,16 @@ EMPTY_AND_NAN = "L2.02「坑 6：空切片和 NaN」"
 HINTS = "L2.02「3.7 提示」"
 
 
+def _naive_lse(logits):
+    """log Σ e^x，不先减最大值：x ≈ 100 时 e^x 在 float32 里上溢成 inf。"""
+    return logits.float().exp().sum(-1).log()
+
+
+def _naive_softmax(logits):
+    e = logits.float().exp()
+    return e / e.sum(-1, keepdim=True)
+
+
 def _pick(logp, tokens):
     return logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
 
@@ -97,6 +107,18 @@ LOGP_MISTAKES = [
         FORMULA,
         lambda logits, tokens: _pick(torch.softmax(logits.float(), dim=-1).log(), tokens),
     ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^x（没先减掉最大的 logit）：logit ≈ 100 时 e^x 在 float32 里上溢成 inf，"
+        "log 概率成了 −inf",
+        FORMULA,
+        lambda logits, tokens: _pick(logits.float(), tokens) - _naive_lse(logits),
+    ),
+    Mistake(
+        "概率是手写的 e^x / Σ e^x（没先减掉最大的 logit）：logit ≈ 100 时 e^x 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        FORMULA,
+        lambda logits, tokens: _pick(_naive_softmax(logits).log(), tokens),
+    ),
 ]
 
 # ---------------------------------------------------------------- token_entropy
@@ -155,6 +177,20 @@ ENTROPY_MISTAKES = [
         BF16,
         lambda logits: (_low_precision_only(logits), _entropy_low_precision(logits))[1],
         **BF16_TOL,
+    ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "熵成了 inf",
+        FORMULA,
+        lambda logits: (
+            _naive_lse(logits) - (torch.softmax(logits.float(), -1) * logits.float()).sum(-1)
+        ),
+    ),
+    Mistake(
+        "概率是手写的 e^z / Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        ENTROPY_SPEC,
+        lambda logits: -(_naive_softmax(logits) * torch.log_softmax(logits.float(), -1)).sum(-1),
     ),
 ]
 
@@ -385,14 +421,24 @@ def _peaked():
 
 def far_below():
     """float32：第 0 行采到的 token 比最大的 logit 低 150 nat（e^−150 在 float32 里下溢成 0）；
-    第 1 行最大的 logit 是 100（e^100 在 float32 里上溢成 inf）。正确的 log 概率都是有限的。"""
+    第 1 行最大的 logit 是 100（e^100 在 float32 里上溢成 inf），采到的就是它。正确的 log 概率都是有限的。"""
     logits = torch.tensor(
         [
             [[0.0, -150.0, -2.0, -1.0, -160.0], [1.0, 0.5, -0.5, 2.0, 0.0]],
             [[100.0, 95.0, -30.0, 99.0, 90.0], [3.0, -120.0, 2.0, 0.0, 1.0]],
         ]
     )
-    return dict(logits=logits, tokens=torch.tensor([[1, 3], [2, 1]]))
+    return dict(logits=logits, tokens=torch.tensor([[1, 3], [0, 1]]))
+
+
+def _large():
+    """float32：第 0 个位置的 logits 在 100 附近（e^100 上溢成 inf），但彼此只差几个 nat（没有下溢成 0 的概率）。"""
+    return torch.tensor(
+        [
+            [[100.0, 99.0, 98.0, 97.0, 96.0], [1.0, 0.5, -0.5, 2.0, 0.0]],
+            [[3.0, 2.0, 1.0, 0.0, -1.0], [0.5, 0.5, 0.0, 0.0, 1.0]],
+        ]
+    )
 
 
 DIAGNOSIS_INPUTS = {
@@ -404,6 +450,7 @@ DIAGNOSIS_INPUTS = {
     "token_entropy": {
         "fp32": lambda: dict(logits=_logits(2, 5, 7)),
         "peaked": lambda: dict(logits=_peaked()),
+        "large": lambda: dict(logits=_large()),
         "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16)),
     },
     "completion_mask": {
@@ -442,8 +489,20 @@ MISTAKE_IDS = {
         "sign",
         "to_bf16",
         "log_of_softmax",
+        "naive_lse",
+        "naive_softmax",
     ],
-    "token_entropy": ["sign", "dim_T", "logits_as_logp", "mean", "log_of_p", "chunk_dim0", "bf16"],
+    "token_entropy": [
+        "sign",
+        "dim_T",
+        "logits_as_logp",
+        "mean",
+        "log_of_p",
+        "chunk_dim0",
+        "bf16",
+        "naive_lse",
+        "naive_softmax",
+    ],
     "completion_mask": [
         "eos_masked",
         "by_value",

@@ -180,14 +180,30 @@ def _log_of_softmax(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=
     return picked, -(logp.exp() * logp).sum(-1).reshape(tokens.shape)
 
 
+def _by_hand(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None, *, lse=True):
+    """logsumexp（lse=True）或 softmax（lse=False）是手写的、没先减最大值：e^100 在 float32 里上溢成 inf。"""
+    z = _logits(hidden, lm_head_weight, tokens, temperature)
+    picked = z.gather(-1, tokens.reshape(-1, 1).long()).squeeze(-1)
+    if lse:
+        logp = picked - z.exp().sum(-1).log()
+    else:
+        p = z.exp() / z.exp().sum(-1, keepdim=True)
+        logp = p.gather(-1, tokens.reshape(-1, 1).long()).squeeze(-1).log()
+    return logp.reshape(tokens.shape), _plain(hidden, lm_head_weight, tokens, temperature)[1]
+
+
+def _softmax_by_hand(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _by_hand(hidden, lm_head_weight, tokens, temperature, lse=False)
+
+
 def _far_below():
-    """float32：第 0 行采到的 token 比最大的 logit 低 150 nat，第 1 行最大的 logit 是 100。
+    """float32：第 0 行采到的 token 比最大的 logit 低 150 nat，第 1 行采到的是最大的 logit 100。
     hidden 的两个打分位置是 (1, 0) 和 (0, 1)，所以 logits 就是 lm_head_weight 的两列。"""
     hidden = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
     weight = torch.tensor(
         [[0.0, 100.0], [-150.0, 95.0], [-2.0, -30.0], [-1.0, 99.0], [-160.0, 90.0]]
     )
-    return dict(hidden=hidden, lm_head_weight=weight, tokens=torch.tensor([[1, 2]]))
+    return dict(hidden=hidden, lm_head_weight=weight, tokens=torch.tensor([[1, 0]]))
 
 
 MISTAKES = [
@@ -254,6 +270,18 @@ MISTAKES = [
         "概率在 float32 里下溢成 0，log 0 = −inf（训练时 KL 和 loss 跟着变成 inf）",
         WHY,
         _log_of_softmax,
+    ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "log 概率成了 −inf",
+        WHY,
+        _by_hand,
+    ),
+    Mistake(
+        "概率是手写的 e^z / Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        WHY,
+        _softmax_by_hand,
     ),
 ]
 
