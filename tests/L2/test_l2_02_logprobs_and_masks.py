@@ -480,13 +480,17 @@ def test_masked_mean_gradient_with_empty_slice(mod):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000))
-# 固定的例子：种子 0 的 3×4 mask 有一行全 0、各行有效个数不同（分母、空行、按行平均、沿错了维度都看得出）
-@example(b=3, t=4, seed=0)
-def test_masked_mean_matches_naive(mod, b, t, seed):
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000), st.booleans())
+# 固定的例子：种子 0 的 3×4 mask 有一行全 0、各行有效个数不同（分母、空行、按行平均、沿错了维度都看得出）；
+# 同一个 mask 换成小数权重（不加权的平均、分母数个数都看得出）
+@example(b=3, t=4, seed=0, fractional=False)
+@example(b=3, t=4, seed=0, fractional=True)
+def test_masked_mean_matches_naive(mod, b, t, seed, fractional):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(b, t, generator=g, dtype=torch.float64)
     m = (torch.rand(b, t, generator=g) > 0.5).double()
+    if fractional:  # 规格允许非负的小数权重
+        m = m * torch.rand(b, t, generator=g, dtype=torch.float64)
     for dim in (None, 0, 1):
         _run(mod, "masked_mean", dict(x=x, mask=m, dim=dim), where=f"dim={dim} 的 masked_mean")
 
