@@ -72,6 +72,8 @@ def _variant(mb_mask, batch_mask, aggregation, *, bug):
     M, N = mb_mask.shape[0], batch_mask.shape[0]
     if bug == "per_microbatch" and aggregation != "token_mean":
         return 1 / math.ceil(N / M)  # 1 / micro-batch 个数：每份行数相同时才等于 M/N
+    if bug == "per_microbatch_floor" and aggregation != "token_mean":
+        return 1 / (N // M)  # 份数按 N // M 数：最后一份行数少时数少了
     if bug == "per_microbatch" and total > 0:
         # 每行平均有效 token 数之比，再除以 micro-batch 个数：每份行数相同时才等于 Σmb / Σbatch
         return float(mb_mask.sum()) / M / (total / N) / math.ceil(N / M)
@@ -82,6 +84,10 @@ def _mistake(what, bug):
     return Mistake(what, SECTION, lambda **kw: _variant(**kw, bug=bug))
 
 
+_PER_MB = (
+    "按 micro-batch 的个数平均分了（1 / 份数，或每行平均 token 数之比再除以份数）：每份行数相同时碰巧对，"
+    "最后一份行数少时就错了"
+)
 MISTAKES = [
     _mistake("让 token_mean 按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
     _mistake("让 sequence_mean / constant 按有效 token 数分摊了", "rows_by_tokens"),
@@ -89,14 +95,11 @@ MISTAKES = [
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
     _mistake("份额倒过来了（所有份的 w 加起来不是 1）", "inverted"),
     _mistake("行数用了 .shape[1]（那是 T：两个 mask 的 T 一样，比值恒为 1）", "shape1"),
-    _mistake(
-        "按 micro-batch 的个数平均分了（1 / 份数，或每行平均 token 数之比再除以份数）：每份行数相同时碰巧对，"
-        "最后一份行数少时就错了",
-        "per_microbatch",
-    ),
+    _mistake(_PER_MB, "per_microbatch"),
+    _mistake(_PER_MB, "per_microbatch_floor"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted", "shape1"]
-BUGS += ["per_microbatch"]
+BUGS += ["per_microbatch", "per_microbatch_floor"]
 ROWS_BY_TOKENS = MISTAKES[1]
 NO_GUARD = MISTAKES[2]
 PLAIN_SUM = MISTAKES[3]
