@@ -514,6 +514,7 @@ def _entropy_without_keepdim(logits):
         ("token_logprobs", _logp_without_keepdim, lambda: (_logits(1, 3, 7), _tokens(1, 3, 7))),
         ("token_entropy", _entropy_without_keepdim, lambda: (_logits(1, 3, 7),)),
     ],
+    ids=["token_logprobs", "token_entropy"],
 )
 def test_missing_dimension_after_a_reduction_is_named(name, fn, args):
     """诊断本身：归约（logsumexp、求和）之后少了一维、和 (…, V) 的张量广播失败时，第一行说出这一类错误。"""
