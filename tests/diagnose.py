@@ -402,6 +402,47 @@ def assert_named_first(
     raise AssertionError(f"没有任何一个输入能暴露「{mistake.what}」")
 
 
+def collisions(
+    mistakes,
+    cases: Iterable[tuple[Mapping[str, Any], Any, Mapping[str, Any]]],
+    inseparable: Iterable[tuple[Mistake, Mistake]] = (),
+) -> list[str]:
+    """诊断表本身的检查：在同一组诊断输入上，两个说法不同的典型错误算出同样的结果（彼此在容差以内）。
+
+    `cases` 同 `assert_named_first`：(inputs, 正确结果, check 的额外参数)。只比在这组输入上和正确结果不同的错误
+    （和正确结果一样的错误在这组输入上谈不上被点名）；症状不比（它们说的是输出的毛病，不是一个结果）。
+    返回「第几组输入：错误 A / 错误 B」的列表，空列表 = 没有撞车：每个错误在每组暴露它的输入上都只和它自己一致，
+    学习者的写法和其中一个一致时，诊断不会同时（或改为）点名另一个。
+    `inseparable`：已知在某类输入上必然相同的几对（例如没有哪一列整列相等时，「沿 dim=0 判断全相等」就是
+    「没有全相等的规则」），只在前面的输入上分得开；测试里写明为什么，这几对不报。
+    """
+    skip = {frozenset((a.what, b.what)) for a, b in inseparable}
+    found = []
+    for k, (inputs, want, extra) in enumerate(cases):
+        tol = {key: extra[key] for key in ("rtol", "atol") if key in extra}
+        outs: list[tuple[Mistake, Any]] = []
+        for m in mistakes:
+            if m.is_symptom:
+                continue
+            try:
+                out = m.fn(**inputs)
+            except Exception:  # 这个错误在这组输入上谈不上
+                continue
+            if m.part is not None:
+                out = tuple(out if i == m.part else w for i, w in enumerate(want))
+            if describe_mismatch(out, want, **tol) is None or any(
+                m.what == o.what for o, _ in outs
+            ):
+                continue  # 和正确结果一样；或同一个错误的另一种写法（说法相同，诊断只说一次）
+            for other, other_out in outs:
+                if frozenset((m.what, other.what)) in skip:
+                    continue
+                if describe_mismatch(out, other_out, **tol) is None:
+                    found.append(f"第 {k} 组输入：「{other.what}」/「{m.what}」")
+            outs.append((m, out))
+    return found
+
+
 def hint_sections(crashes: Mapping[str, Mapping[str, str | tuple[str, str]]]) -> set[str]:
     """`guarded` 的 hints 里指向别处的章节（(原因, 章节) 的第二项），给 `assert_sections_exist` 核对。"""
     return {h[1] for per_fn in crashes.values() for h in per_fn.values() if isinstance(h, tuple)}
@@ -449,6 +490,20 @@ def crash_line(
     if kind == "value_error":
         cause = f"{cause}（你的信息：{first}）"
     return f"{name}() 抛出 {type(exc).__name__}：{cause or first}。回看 {section}。"
+
+
+def crash_first_line(
+    call: Callable[[], Any],
+    name: str,
+    section: str,
+    hints: Mapping[str, str | tuple[str, str]],
+) -> str:
+    """测异常提示本身：`call()` 必须抛异常，返回学习者会看到的第一行（`crash_line`）。"""
+    try:
+        call()
+    except Exception as e:  # noqa: BLE001  任何异常都要有一句中文
+        return crash_line(name, e, section, hints)
+    raise AssertionError(f"{name} 的这个错误版没有抛异常")
 
 
 @contextlib.contextmanager

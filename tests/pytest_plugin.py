@@ -70,6 +70,20 @@ EXCEPTION_KINDS: list[tuple[str, tuple[type[BaseException], ...], str, str]] = [
         "（归约之后那一维没了，或该补的维度没补）",
     ),
     (
+        "expand",
+        (RuntimeError,),
+        r"The expanded size of the tensor \((\d+)\) must match the existing size \((\d+)\) at "
+        r"non-singleton dimension (\d+)",
+        "把张量扩成目标形状时对不上（第 {2} 维要扩成 {0}，那一维却是 {1}）：多半是这个张量少了一维"
+        "（归约之后那一维没了），剩下的维和目标形状错开了",
+    ),
+    (
+        "cat_shape",
+        (RuntimeError,),
+        r"Tensors must have same number of dimensions|stack expects each tensor to be equal size",
+        "拼接（cat / stack）的几个张量形状对不上：多半是有一个少了一维（归约之后那一维没了）",
+    ),
+    (
         "reshape",
         (RuntimeError,),
         r"shape '\[([^\]]*)\]' is invalid for input of size (\d+)",

@@ -10,6 +10,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
     crash_line,
     describe_mismatch,
     diagnosis_line,
@@ -228,6 +230,35 @@ def test_assert_named_first_follows_the_order_of_the_tests():
         assert_named_first(DOUBLED, cases, [DOUBLED, plus_two], **kw)
     with pytest.raises(AssertionError, match="没有任何一个输入能暴露"):
         assert_named_first(DOUBLED, cases[:1], [DOUBLED], **kw)
+
+
+def test_collisions_lists_two_mistakes_that_agree_where_they_are_wrong():
+    """诊断表本身的检查：只比和正确结果不同的错误；说法相同的两条（同一个错误的两种写法）不算撞车。"""
+    plus_two = Mistake("多加了 2", "L2.01「坑 1」", lambda x: x + 2)
+    same_what = Mistake("多乘了 2", "L2.01「坑 1」", lambda x: x + x)
+    zero, two, one = torch.zeros(2), torch.full((2,), 2.0), torch.tensor([1.0, 3.0])
+    cases = [({"x": x}, x, {}) for x in (zero, two, one)]
+    found = collisions([DOUBLED, plus_two, same_what], cases)
+    assert found == ["第 1 组输入：「多乘了 2」/「多加了 2」"]  # x = 2：2x 和 x + 2 都是 4
+    assert collisions([DOUBLED, plus_two], [cases[0], cases[2]]) == []
+    assert collisions([DOUBLED, plus_two], cases, inseparable=[(plus_two, DOUBLED)]) == []
+    assert collisions([DOUBLED, symptom("大了", "L2.01「坑 1」", lambda got, x: True)], cases) == []
+
+
+def test_crash_first_line_names_a_missing_dimension_after_a_reduction():
+    """归约之后少了一维：广播、扩展、拼接失败都说出这一类错误，而不是原样的英文。"""
+    x = torch.zeros(3, 5)
+    calls = [
+        lambda: x - x.sum(1),
+        lambda: x.sum(1).expand_as(x),
+        lambda: torch.cat([x, x.sum(1)], 1),
+        lambda: torch.stack([x, x.sum(1)]),
+    ]
+    for call in calls:
+        line = crash_first_line(call, "f", "L2.01「2. 公式」", {})
+        assert line.startswith("f() 抛出 RuntimeError：") and "少了一维" in line, line
+    with pytest.raises(AssertionError, match="没有抛异常"):
+        crash_first_line(lambda: x.sum(1, keepdim=True).expand_as(x), "f", "L2.01「2. 公式」", {})
 
 
 def test_expect_value_error():

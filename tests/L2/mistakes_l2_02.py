@@ -24,6 +24,16 @@ EMPTY_AND_NAN = "L2.02「坑 6：空切片和 NaN」"
 HINTS = "L2.02「3.7 提示」"
 
 
+def _naive_lse(logits):
+    """log Σ e^x，不先减最大值：x ≈ 100 时 e^x 在 float32 里上溢成 inf。"""
+    return logits.float().exp().sum(-1).log()
+
+
+def _naive_softmax(logits):
+    e = logits.float().exp()
+    return e / e.sum(-1, keepdim=True)
+
+
 def _pick(logp, tokens):
     return logp.gather(-1, tokens.long().unsqueeze(-1)).squeeze(-1)
 
@@ -91,6 +101,24 @@ LOGP_MISTAKES = [
             logits.dtype
         ),
     ),
+    Mistake(
+        "log 概率是对 softmax 的结果取 log 得到的：比最大的 logit 低 100 多 nat 的 token，"
+        "概率在 float32 里下溢成 0，log 0 = −inf（训练时 KL 和 loss 跟着变成 inf）",
+        FORMULA,
+        lambda logits, tokens: _pick(torch.softmax(logits.float(), dim=-1).log(), tokens),
+    ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^x（没先减掉最大的 logit）：logit ≈ 100 时 e^x 在 float32 里上溢成 inf，"
+        "log 概率成了 −inf",
+        FORMULA,
+        lambda logits, tokens: _pick(logits.float(), tokens) - _naive_lse(logits),
+    ),
+    Mistake(
+        "概率是手写的 e^x / Σ e^x（没先减掉最大的 logit）：logit ≈ 100 时 e^x 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        FORMULA,
+        lambda logits, tokens: _pick(_naive_softmax(logits).log(), tokens),
+    ),
 ]
 
 # ---------------------------------------------------------------- token_entropy
@@ -150,6 +178,20 @@ ENTROPY_MISTAKES = [
         lambda logits: (_low_precision_only(logits), _entropy_low_precision(logits))[1],
         **BF16_TOL,
     ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "熵成了 inf",
+        FORMULA,
+        lambda logits: (
+            _naive_lse(logits) - (torch.softmax(logits.float(), -1) * logits.float()).sum(-1)
+        ),
+    ),
+    Mistake(
+        "概率是手写的 e^z / Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        ENTROPY_SPEC,
+        lambda logits: -(_naive_softmax(logits) * torch.log_softmax(logits.float(), -1)).sum(-1),
+    ),
 ]
 
 # ---------------------------------------------------------------- completion_mask
@@ -160,9 +202,13 @@ def _eos_flags(completion_ids, eos_token_ids, first_only=False):
     return torch.isin(completion_ids, torch.tensor(ids[:1] if first_only else ids))
 
 
+def _eos_before(is_eos):
+    """每个位置之前（不含它）出现过几个 EOS。"""
+    return is_eos.long().cumsum(dim=1) - is_eos.long()
+
+
 def _mask_through_first_eos(is_eos):
-    before = is_eos.long().cumsum(dim=1) - is_eos.long()
-    return (before == 0).float()
+    return (_eos_before(is_eos) == 0).float()
 
 
 def _one_past_eos(mask):
@@ -214,6 +260,20 @@ MASK_MISTAKES = [
         ),
     ),
     Mistake(
+        "mask 一直留到了第二个 EOS（含）：第一个 EOS 之后的 token 也算进了回答（规格只看第一个 EOS）",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: (
+            _eos_before(_eos_flags(completion_ids, eos_token_ids)) <= 1
+        ).float(),
+    ),
+    Mistake(
+        "mask 一直留到了第二个 EOS 之前：第一个 EOS 之后的 token 也算进了回答（规格只看第一个 EOS）",
+        MASK_SPEC,
+        lambda completion_ids, eos_token_ids: (
+            _eos_flags(completion_ids, eos_token_ids).long().cumsum(dim=1) <= 1
+        ).float(),
+    ),
+    Mistake(
         "cumsum 沿错了维度（dim=0：数的是同一位置上、前面几行出现过几个 EOS，而每条回答是一行）",
         MASK_SPEC,
         lambda completion_ids, eos_token_ids: (
@@ -228,14 +288,26 @@ MASK_MISTAKES = [
 
 
 def _masked_mean(
-    x, mask, dim=None, *, zero_first=True, guard=True, denominator="mask", where_swapped=False
+    x,
+    mask,
+    dim=None,
+    *,
+    zero_first=True,
+    guard=True,
+    denominator="mask",
+    where_swapped=False,
+    unweighted=False,
 ):
     m = mask.to(x.dtype)
+    if unweighted:  # 小数权重被当成了 0/1：被选中的元素一律算 1
+        m = (mask != 0).to(x.dtype)
     num = torch.where(mask != 0, x * m, torch.zeros_like(x)) if zero_first else x * m
     if where_swapped:  # 有效位置被置 0，被遮住的位置留下 x·0（NaN·0 仍是 NaN）
         num = torch.where(mask != 0, torch.zeros_like(x), x * m)
     num = num.sum() if dim is None else num.sum(dim)
-    if denominator == "count":
+    if denominator == "selected":  # 分子按权重加权，分母却是被选中的个数
+        den = (mask != 0).to(x.dtype).sum() if dim is None else (mask != 0).to(x.dtype).sum(dim)
+    elif denominator == "count":
         den = torch.tensor(float(x.numel() if dim is None else x.shape[dim]), dtype=x.dtype)
     elif denominator == "all":  # dim=k 时分母也对整个 mask 求和
         den = m.sum()
@@ -299,6 +371,19 @@ MEAN_MISTAKES = [
     ),
 ]
 
+MEAN_MISTAKES += [
+    Mistake(
+        "小数权重被当成了 0/1：对被选中的元素求了不加权的平均（规格：mask 是小数时按权重加权平均）",
+        MEAN_SPEC,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, unweighted=True),
+    ),
+    Mistake(
+        "分子按小数权重加权了，分母却数的是被选中的元素个数，不是权重之和",
+        MEAN_SPEC,
+        lambda x, mask, dim=None: _masked_mean(x, mask, dim, denominator="selected"),
+    ),
+]
+
 MISTAKES = {
     "token_logprobs": LOGP_MISTAKES,
     "token_entropy": ENTROPY_MISTAKES,
@@ -324,21 +409,48 @@ NAN, INF = float("nan"), float("inf")
 
 
 def _peaked():
-    """几乎确定的分布（float32）：第 0 行其余 token 比最大的低 200，exp(−200) 下溢成 0；第 1 行不那么尖。"""
-    logits = torch.full((1, 2, 50), -200.0)
+    """几乎确定的分布（float32）：第 0 个位置其余 token 比最大的低 200，exp(−200) 下溢成 0；其余位置不那么尖。
+    B = 2：沿 T 归一化和在展平的块里沿 dim=0 归一化（B = 1 时是一回事）给出不同的结果。"""
+    logits = torch.full((2, 2, 50), -200.0)
     logits[0, 0, 3] = 0.0
     logits[0, 1] = torch.linspace(-3.0, 3.0, 50)
+    logits[1, 0] = torch.linspace(2.0, -1.0, 50)
+    logits[1, 1, :5] = torch.tensor([1.0, 0.0, -1.0, 4.0, 0.5])
     return logits
+
+
+def far_below():
+    """float32：第 0 行采到的 token 比最大的 logit 低 150 nat（e^−150 在 float32 里下溢成 0）；
+    第 1 行最大的 logit 是 100（e^100 在 float32 里上溢成 inf），采到的就是它。正确的 log 概率都是有限的。"""
+    logits = torch.tensor(
+        [
+            [[0.0, -150.0, -2.0, -1.0, -160.0], [1.0, 0.5, -0.5, 2.0, 0.0]],
+            [[100.0, 95.0, -30.0, 99.0, 90.0], [3.0, -120.0, 2.0, 0.0, 1.0]],
+        ]
+    )
+    return dict(logits=logits, tokens=torch.tensor([[1, 3], [0, 1]]))
+
+
+def _large():
+    """float32：第 0 个位置的 logits 在 100 附近（e^100 上溢成 inf），但彼此只差几个 nat（没有下溢成 0 的概率）。"""
+    return torch.tensor(
+        [
+            [[100.0, 99.0, 98.0, 97.0, 96.0], [1.0, 0.5, -0.5, 2.0, 0.0]],
+            [[3.0, 2.0, 1.0, 0.0, -1.0], [0.5, 0.5, 0.0, 0.0, 1.0]],
+        ]
+    )
 
 
 DIAGNOSIS_INPUTS = {
     "token_logprobs": {
         "fp32": lambda: dict(logits=_logits(2, 5, 7), tokens=_tokens(2, 5, 7)),
+        "far_below": far_below,
         "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16), tokens=_tokens(2, 6, 257)),
     },
     "token_entropy": {
         "fp32": lambda: dict(logits=_logits(2, 5, 7)),
         "peaked": lambda: dict(logits=_peaked()),
+        "large": lambda: dict(logits=_large()),
         "bf16": lambda: dict(logits=_logits(2, 6, 257, torch.bfloat16)),
     },
     "completion_mask": {
@@ -376,8 +488,21 @@ MISTAKE_IDS = {
         "chunk_dim0",
         "sign",
         "to_bf16",
+        "log_of_softmax",
+        "naive_lse",
+        "naive_softmax",
     ],
-    "token_entropy": ["sign", "dim_T", "logits_as_logp", "mean", "log_of_p", "chunk_dim0", "bf16"],
+    "token_entropy": [
+        "sign",
+        "dim_T",
+        "logits_as_logp",
+        "mean",
+        "log_of_p",
+        "chunk_dim0",
+        "bf16",
+        "naive_lse",
+        "naive_softmax",
+    ],
     "completion_mask": [
         "eos_masked",
         "by_value",
@@ -385,6 +510,8 @@ MISTAKE_IDS = {
         "argmax",
         "one_past",
         "inverted",
+        "through_second_eos",
+        "before_second_eos",
         "cumsum_dim0",
     ],
     "masked_mean": [
@@ -396,6 +523,8 @@ MISTAKE_IDS = {
         "where_swapped",
         "den_all",
         "dim_ignored",
+        "unweighted",
+        "count_selected",
     ],
 }
 assert all(len(MISTAKE_IDS[n]) == len(ms) for n, ms in MISTAKES.items())
@@ -421,7 +550,8 @@ CRASHES = {
         "int_dtype": _FLOAT_FIRST,
         "dtype": "dtype 不对：gather 的索引不是 int64，或两个操作数一个 bf16、一个 float32；"
         "也检查 logits、tokens 有没有在哪次调用里传反了位置",
-        "broadcast": "gather 取出的值和 logsumexp 的形状对不上（其中一个多了或少了一维）",
+        "broadcast": "logits、logsumexp 的结果和 gather 取出的值形状对不上：其中一个少了一维"
+        "（logsumexp 归约之后那一维没了），或多了一维",
         "empty_cat": _EMPTY,
         "meta_value": _META,
         "device": _META,
@@ -430,7 +560,8 @@ CRASHES = {
         "reshape": "熵沿错了维度求和：每块得到的不是 (n,)（沿 dim=0 求和得到的是 (V,)），拼不回 (B, T)",
         "int_dtype": _FLOAT_FIRST,
         "empty_cat": _EMPTY,
-        "broadcast": "p、log p 或熵的形状对不上（求和沿错了维度，或有一个少了一维）",
+        "broadcast": "logits、p、log p 的形状对不上：logsumexp 或求和之后少了一维（归约之后那一维没了），"
+        "或求和沿错了维度",
     },
     "completion_mask": {
         "bad_args": (

@@ -64,6 +64,7 @@ def _clipped(
     clamp="both",
     min_of_ratios=False,
     max_of_ratios=False,
+    no_clip=False,
 ):
     """按规格算 (loss, clipped)；每个关键字参数打开一种典型错误。"""
     if eps_high is None or ignore_eps_high:
@@ -84,7 +85,9 @@ def _clipped(
     if clip_log_ratio:  # exp(clamp(log r, −eps_low, eps_high))：区间变成 [e^−eps_low, e^eps_high]
         clipped_ratio = torch.exp(torch.clamp(logp - old_logp, -eps_low, eps_high))
     unclipped_obj, clipped_obj = ratio * adv, clipped_ratio * adv
-    if only_clipped_branch:
+    if no_clip:  # 只有未裁剪的 ratio·A
+        loss = -unclipped_obj
+    elif only_clipped_branch:
         loss = -clipped_obj
     elif min_of_ratios:  # min 取在两个 ratio 上，再乘 A：A < 0 时取到的是错的那一支
         loss = -adv * torch.minimum(ratio, clipped_ratio)
@@ -189,6 +192,13 @@ CLIP_MISTAKES += [
         _variant(clamp="lower_only"),
     ),
 ]
+CLIP_MISTAKES.append(
+    Mistake(
+        "完全没有裁剪：loss 只有 −ratio·A，没有和 clip(ratio)·A 取 min（ratio 出界的 token 照样被推）",
+        TABLE,
+        _variant(no_clip=True),
+    )
+)
 DIVIDED = Mistake(
     "ratio 是各自 exp 之后相除得到的：log 概率很低时 exp 下溢成 0，0/0 = NaN",
     CLIP_SPEC,
@@ -253,6 +263,7 @@ MISTAKE_IDS = {
         "clamp_bounds_swapped",
         "upper_only",
         "lower_only",
+        "no_clip",
         "divided",
     ],
 }

@@ -13,6 +13,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
     expect_value_error,
     guarded,
     hint_sections,
@@ -26,8 +28,10 @@ from mistakes_l2_01 import (
     DIAGNOSIS_TOL,
     EPS_IN_SQRT,
     EXAMPLE,
+    FLAT_DIM0,
     MISTAKE_IDS,
     MISTAKES,
+    NO_FLAT_RULE,
     SPEC,
     TINY_STD,
     WHY,
@@ -338,6 +342,32 @@ def test_in_place_change_is_named(impl_name):
         pytest.fail.Exception, match=r"^group_advantages\(\) 原地修改了输入的 rewards"
     ):
         fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。
+    例外一对：没有哪一列整列相等的输入上，「沿 dim=0 判断全相等」就是「没有全相等的规则」；
+    第一组输入（第 0 列整列相等）把它们分开，两者都在那里被点名。"""
+    pair = [(NO_FLAT_RULE, FLAT_DIM0)]
+    assert not (found := collisions(MISTAKES, _diagnosis_cases(), pair)), "\n".join(found)
+
+
+@pytest.mark.parametrize("spread", ["subtract", "expand"])
+def test_missing_dimension_after_a_reduction_is_named(spread):
+    """诊断本身：每组的均值少了一维（(P,)，不是 (P, 1)）时，第一行说出这一类错误（P = 2、G = 4）。"""
+
+    def without_keepdim(rewards, group_size, eps=1e-6, scale="group"):
+        grouped = rewards.reshape(-1, group_size)
+        mean = grouped.mean(1)
+        return (grouped - (mean if spread == "subtract" else mean.expand_as(grouped))).reshape(-1)
+
+    line = crash_first_line(
+        lambda: without_keepdim(torch.arange(8.0), 4),
+        "group_advantages",
+        SPEC,
+        CRASHES["group_advantages"],
+    )
+    assert line.startswith("group_advantages() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_each_symptom_is_absent_from_the_right_answer():

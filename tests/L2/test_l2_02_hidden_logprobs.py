@@ -17,6 +17,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
     describe_mismatch,
     explained,
     guarded,
@@ -58,6 +60,8 @@ CRASHES = {
             "函数里读了张量的数值（.item()、.tolist()、float(...) 之类）",
             WHY,
         ),
+        "broadcast": "这一块的 logits、logsumexp 的结果和 gather 取出的值形状对不上：其中一个少了一维"
+        "（logsumexp 归约之后那一维没了），或多了一维",
         "gather": "gather 的索引和这一块 logits 的形状对不上（索引少了一维，或除了词表那一维，其余各维大小不同）",
         "reshape": "reshape 的元素个数对不上：给回答打分的只有 T 个位置，不是整条序列的 L 个",
         "empty_cat": (
@@ -169,6 +173,39 @@ def _entropy_in_bf16(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows
     return (-(logp.exp() * logp).sum(-1)).float().reshape(tokens.shape)
 
 
+def _log_of_softmax(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    z = _logits(hidden, lm_head_weight, tokens, temperature)
+    logp = torch.softmax(z, -1).log()  # e^−150 在 float32 里下溢成 0：log 0 = −inf，0·(−inf) = NaN
+    picked = logp.gather(-1, tokens.reshape(-1, 1).long()).reshape(tokens.shape)
+    return picked, -(logp.exp() * logp).sum(-1).reshape(tokens.shape)
+
+
+def _by_hand(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None, *, lse=True):
+    """logsumexp（lse=True）或 softmax（lse=False）是手写的、没先减最大值：e^100 在 float32 里上溢成 inf。"""
+    z = _logits(hidden, lm_head_weight, tokens, temperature)
+    picked = z.gather(-1, tokens.reshape(-1, 1).long()).squeeze(-1)
+    if lse:
+        logp = picked - z.exp().sum(-1).log()
+    else:
+        p = z.exp() / z.exp().sum(-1, keepdim=True)
+        logp = p.gather(-1, tokens.reshape(-1, 1).long()).squeeze(-1).log()
+    return logp.reshape(tokens.shape), _plain(hidden, lm_head_weight, tokens, temperature)[1]
+
+
+def _softmax_by_hand(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None):
+    return _by_hand(hidden, lm_head_weight, tokens, temperature, lse=False)
+
+
+def _far_below():
+    """float32：第 0 行采到的 token 比最大的 logit 低 150 nat，第 1 行采到的是最大的 logit 100。
+    hidden 的两个打分位置是 (1, 0) 和 (0, 1)，所以 logits 就是 lm_head_weight 的两列。"""
+    hidden = torch.tensor([[[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]]])
+    weight = torch.tensor(
+        [[0.0, 100.0], [-150.0, 95.0], [-2.0, -30.0], [-1.0, 99.0], [-160.0, 90.0]]
+    )
+    return dict(hidden=hidden, lm_head_weight=weight, tokens=torch.tensor([[1, 0]]))
+
+
 MISTAKES = [
     Mistake("忘了除以 temperature（被优化的不是采样用的分布）", SPEC, _no_temperature),
     Mistake(
@@ -228,11 +265,35 @@ MISTAKES = [
         rtol=0.0,
         atol=0.1,  # bf16 的几种写法彼此差到 0.08（熵在 0–1 之间）
     ),
+    Mistake(
+        "log 概率是对 softmax 的结果取 log 得到的：比最大的 logit 低 100 多 nat 的 token，"
+        "概率在 float32 里下溢成 0，log 0 = −inf（训练时 KL 和 loss 跟着变成 inf）",
+        WHY,
+        _log_of_softmax,
+    ),
+    Mistake(
+        "logsumexp 是手写的 log Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "log 概率成了 −inf",
+        WHY,
+        _by_hand,
+    ),
+    Mistake(
+        "概率是手写的 e^z / Σ e^z（没先减掉最大的 logit）：logit ≈ 100 时 e^z 在 float32 里上溢成 inf，"
+        "inf / inf = NaN",
+        WHY,
+        _softmax_by_hand,
+    ),
 ]
 
 
 # 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
 SYMPTOMS = [
+    symptom(
+        "logp 出现了 −inf 或 NaN（正确值是有限的）：中间先算出了概率 e^z 再取 log 或相除，"
+        "比最大的 logit 低 100 多 nat 的 token 下溢成 0（或很大的 logit 上溢成 inf）",
+        WHY,
+        lambda got, **kw: bool((~torch.isfinite(got[0].float())).any()),
+    ),
     symptom(
         "logp 出现了正数：log p = z[y] − logsumexp(z) ≤ 0",
         WHY,
@@ -288,6 +349,11 @@ def test_matches_plain_path_float32(mod):
     )
     assert logp.shape == ent.shape == tokens.shape
     assert logp.dtype == ent.dtype == torch.float32
+
+
+def test_token_far_below_the_most_likely_one(mod):
+    """采到的 token 比最大的 logit 低 150 nat、最大的 logit 是 100：log 概率仍是有限的数（−150 左右）。"""
+    _check(mod, "采到的 token 远低于最可能的 token 时的输出", **_far_below())
 
 
 @pytest.mark.parametrize("temperature", [0.7, 1.5])
@@ -504,26 +570,51 @@ def test_called_inside_autocast_still_float32(mod):
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
 
 
-@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.fn.__name__)
-def test_each_typical_mistake_is_named(mistake):
-    """每个典型错误按这个文件里测试的顺序送进同一个 check：它第一次和正确结果不同的那组输入上，
-    第一行必须只点名它自己（CI 用 solutions 跑）。"""
+def _diagnosis_cases():
+    """这个文件里的测试依次用的 (inputs, 正确结果, 容差)。"""
     hidden, weight, tokens = _case()
     cases = [dict(hidden=hidden, lm_head_weight=weight, tokens=tokens)]  # test_matches_plain_path
+    cases.append(_far_below())  # test_token_far_below_the_most_likely_one
     hidden, weight, tokens = _case(seed=1)
     cases += [  # test_temperature
         dict(hidden=hidden, lm_head_weight=weight, tokens=tokens, temperature=t) for t in (0.7, 1.5)
     ]
     h, w, t = _case(h=64, v=300, dtype=torch.bfloat16, seed=3)  # test_bf16_inputs_are_…
     cases.append(dict(hidden=h * 4, lm_head_weight=w * 4, tokens=t))
+    return [(inputs, _plain(**inputs), TOL) for inputs in cases]
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=lambda m: m.fn.__name__)
+def test_each_typical_mistake_is_named(mistake):
+    """每个典型错误按这个文件里测试的顺序送进同一个 check：它第一次和正确结果不同的那组输入上，
+    第一行必须只点名它自己（CI 用 solutions 跑）。"""
     assert_named_first(
-        mistake,
-        [(inputs, _plain(**inputs), TOL) for inputs in cases],
-        MISTAKES,
-        where="x",
-        section=SECTION,
-        names=NAMES,
+        mistake, _diagnosis_cases(), MISTAKES, where="x", section=SECTION, names=NAMES
     )
+
+
+def test_missing_dimension_after_a_reduction_is_named():
+    """诊断本身：logsumexp 之后少了一维、和这一块 (n, V) 的 logits 广播失败时，第一行说出这一类错误。"""
+
+    def without_keepdim(hidden, lm_head_weight, tokens):
+        z = hidden[:, :-1].reshape(-1, hidden.shape[-1]) @ lm_head_weight.T
+        return (z - torch.logsumexp(z, -1)).gather(-1, tokens.reshape(-1, 1)).reshape(tokens.shape)
+
+    hidden, weight, tokens = _case()
+    line = crash_first_line(
+        lambda: without_keepdim(hidden[:, -13:], weight, tokens),
+        "hidden_token_logprobs",
+        SPEC,
+        CRASHES["hidden_token_logprobs"],
+    )
+    assert line.startswith("hidden_token_logprobs() 抛出 RuntimeError：") and "少了一维" in line, (
+        line
+    )
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
+    assert not (found := collisions(MISTAKES, _diagnosis_cases())), "\n".join(found)
 
 
 def test_diagnoses_point_at_real_sections():

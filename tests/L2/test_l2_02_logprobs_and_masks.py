@@ -16,6 +16,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
     expect_value_error,
     explained,
     guarded,
@@ -140,6 +142,12 @@ def _first_eos_not_one(got, completion_ids, eos_token_ids):
 # 认不出具体写法时的症状（按顺序，说第一个学习者的输出有、正确结果没有的）
 SYMPTOMS = {
     "token_logprobs": [
+        symptom(
+            "log 概率出现了 −inf 或 NaN（正确值是有限的）：中间先算出了概率 e^x 再取 log 或相除，"
+            "比最大的 logit 低 100 多 nat 的 token 下溢成 0（或很大的 logit 上溢成 inf）",
+            FORMULA,
+            lambda got, **kw: bool((~torch.isfinite(got.float())).any()),
+        ),
         symptom(
             "log 概率出现了正数：log p = x[y] − logsumexp(x) ≤ 0",
             FORMULA,
@@ -472,18 +480,47 @@ def test_masked_mean_gradient_with_empty_slice(mod):
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000))
-# 固定的例子：种子 0 的 3×4 mask 有一行全 0、各行有效个数不同（分母、空行、按行平均、沿错了维度都看得出）
-@example(b=3, t=4, seed=0)
-def test_masked_mean_matches_naive(mod, b, t, seed):
+@given(st.integers(1, 4), st.integers(1, 6), st.integers(0, 10_000), st.booleans())
+# 固定的例子：种子 0 的 3×4 mask 有一行全 0、各行有效个数不同（分母、空行、按行平均、沿错了维度都看得出）；
+# 同一个 mask 换成小数权重（不加权的平均、分母数个数都看得出）
+@example(b=3, t=4, seed=0, fractional=False)
+@example(b=3, t=4, seed=0, fractional=True)
+def test_masked_mean_matches_naive(mod, b, t, seed, fractional):
     g = torch.Generator().manual_seed(seed)
     x = torch.randn(b, t, generator=g, dtype=torch.float64)
     m = (torch.rand(b, t, generator=g) > 0.5).double()
+    if fractional:  # 规格允许非负的小数权重
+        m = m * torch.rand(b, t, generator=g, dtype=torch.float64)
     for dim in (None, 0, 1):
         _run(mod, "masked_mean", dict(x=x, mask=m, dim=dim), where=f"dim={dim} 的 masked_mean")
 
 
 # ---------------------------------------------------------------- 诊断本身（不依赖 --impl）
+
+
+def _logp_without_keepdim(logits, tokens):
+    x = logits.float()
+    return (x - torch.logsumexp(x, -1)).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)
+
+
+def _entropy_without_keepdim(logits):
+    p = logits.float().exp() / logits.float().exp().sum(-1)
+    return -(p * p.log()).sum(-1)
+
+
+@pytest.mark.parametrize(
+    "name, fn, args",
+    [
+        ("token_logprobs", _logp_without_keepdim, lambda: (_logits(1, 3, 7), _tokens(1, 3, 7))),
+        ("token_entropy", _entropy_without_keepdim, lambda: (_logits(1, 3, 7),)),
+    ],
+    ids=["token_logprobs", "token_entropy"],
+)
+def test_missing_dimension_after_a_reduction_is_named(name, fn, args):
+    """诊断本身：归约（logsumexp、求和）之后少了一维、和 (…, V) 的张量广播失败时，第一行说出这一类错误。"""
+    line = crash_first_line(lambda: fn(*args()), name, SPEC[name], CRASHES[name])
+    assert line.startswith(f"{name}() 抛出 RuntimeError：") and "少了一维" in line, line
+
 
 ALL = [(name, m) for name, ms in MISTAKES.items() for m in ms]
 ALL_IDS = [f"{n}-{i}" for n, ids in MISTAKE_IDS.items() for i in ids]
@@ -498,6 +535,16 @@ def test_each_typical_mistake_is_named(name, mistake):
         inputs = make()
         cases.append((inputs, WANT[name](**inputs), TOL[name]))
     assert_named_first(mistake, cases, MISTAKES[name], where="输出", section=SPEC[name])
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_no_two_mistakes_give_the_same_output(name):
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们，会点名错的那个）。"""
+    cases = []
+    for make in DIAGNOSIS_INPUTS[name].values():
+        inputs = make()
+        cases.append((inputs, WANT[name](**inputs), TOL[name]))
+    assert not (found := collisions(MISTAKES[name], cases)), "\n".join(found)
 
 
 def test_each_symptom_is_absent_from_the_right_answer():

@@ -18,6 +18,7 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
     expect_value_error,
     guarded,
     hint_sections,
@@ -466,6 +467,14 @@ def test_each_typical_mistake_is_named(name, mistake):
     assert_named_first(
         mistake, cases, MISTAKES[name], where="输出", section=SPEC[name], names=NAMES.get(name)
     )
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_no_two_mistakes_give_the_same_output(name):
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
+    makers = [DIAGNOSIS_INPUTS[name]] + ([far_below_zero] if name in SHOWN_BY_LATER else [])
+    cases = [(inputs, WANT[name](**inputs), {}) for inputs in (make() for make in makers)]
+    assert not (found := collisions(MISTAKES[name], cases)), "\n".join(found)
 
 
 def test_detaching_inside_is_named():

@@ -14,6 +14,8 @@ from diagnose import (
     Mistake,
     assert_sections_exist,
     check,
+    collisions,
+    describe_mismatch,
     expect_value_error,
     guarded,
     hint_sections,
@@ -533,9 +535,10 @@ def _lesson_example():
 
 
 def _tie_example(dtype=torch.float64):
-    """π = [0.5, 0.3, 0.2]，π_ref = [0.5, 0.2, 0.3]：类别 0 上两个 log 概率逐位相同，k1 = k2 = k3 = 0 恰好成立。"""
+    """π = [0.5, 0.3, 0.2]，π_ref = [0.5, 0.15, 0.35]：类别 0 上两个 log 概率逐位相同，k1 = k2 = k3 = 0 恰好成立。
+    π 和 π_ref 不是彼此对调（[0.5, 0.2, 0.3] 会是）：对调时「按 π_ref 加权」和「estimator 的参数反了」算出同样的数。"""
     logp = torch.log(torch.tensor([0.5, 0.3, 0.2], dtype=torch.float64)).to(dtype)
-    ref = torch.log(torch.tensor([0.5, 0.2, 0.3], dtype=torch.float64)).to(dtype)
+    ref = torch.log(torch.tensor([0.5, 0.15, 0.35], dtype=torch.float64)).to(dtype)
     return dict(logp=logp, ref_logp=ref)
 
 
@@ -552,6 +555,16 @@ STATS_PROBES = [_lesson_example, _tie_example, _float32_example]
 def _check_stats(mod, inputs, where, section=STATS):
     got = mod.kl_estimator_stats(**inputs)
     want = _naive_stats(**inputs)
+    if inputs["logp"].dtype != torch.float64:
+        # 规格 3.4：estimator 在传进来的（float32）输入上调用、k 再升到 float64，或者先把输入升到 float64
+        # 再调用 estimator，两种都是「全部在 float64 里算」；k 差 float32 的一次舍入，两种都接受
+        upcast = {
+            **inputs,
+            "logp": inputs["logp"].double(),
+            "ref_logp": inputs["ref_logp"].double(),
+        }
+        if describe_mismatch(got, _naive_stats(**upcast), rtol=1e-9, atol=1e-12) is None:
+            want = _naive_stats(**upcast)
     if isinstance(got, dict):
         wrong = {k: type(got[k]).__name__ for k in KEYS if k in got and type(got[k]) is not float}
         assert not wrong, (
@@ -679,6 +692,22 @@ def test_each_known_mistake_is_named(name, mistakes):
         mistakes=MISTAKES[name],
     )
     assert line == named(m), line
+
+
+@pytest.mark.parametrize("name", list(MISTAKES))
+def test_no_two_mistakes_give_the_same_output(name):
+    """诊断表本身：3.2 节的三个 token 上、log 概率都在 −120 附近时，两个不同的典型错误算出的结果不同。"""
+    cases = [(PROBE, WANT[name], {}), (_far_below_zero(), WANT[name], dict(rtol=1e-5, atol=1e-6))]
+    assert not (found := collisions(MISTAKES[name], cases)), "\n".join(found)
+
+
+def test_stats_table_has_no_two_mistakes_with_the_same_output():
+    cases = []
+    for make, names in zip(STATS_PROBES, (("k1", "k2", "k3"), ("k1", "k2", "k3"), ("k1", "k3"))):
+        for name in names:
+            inputs = {**make(), "estimator": REF_K[name]}
+            cases.append((inputs, _naive_stats(**inputs), dict(rtol=1e-9, atol=1e-12)))
+    assert not (found := collisions(STATS_MISTAKES, cases)), "\n".join(found)
 
 
 def test_k3_in_probability_space_is_named():

@@ -15,6 +15,9 @@ from diagnose import (
     Mistake,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
+    describe_mismatch,
     guarded,
     hint_sections,
     require_grad,
@@ -40,7 +43,9 @@ CRASHES = {
             "max_completion_length 都可以是 None，规格写了各自是什么意思",
             "L2.05「3.1 输入和输出」",
         ),
-        "broadcast": "(B,) 的 advantages 直接和 (B, T) 的逐 token 量运算了，或 mask 和 logp 的形状不同",
+        "broadcast": "(B,) 的 advantages 直接和 (B, T) 的逐 token 量运算了，或按行求和、平均之后少了一维"
+        "（归约之后那一维没了），或 mask 和 logp 的形状不同",
+        "expand": "按行求和、平均之后少了一维（归约之后那一维没了）：每行一个的量扩不回 (B, T)",
         "not_tensor": (
             "对 Python 数调用了张量的方法（比如已经是 float 的指标又 .item() 了一次）",
             SPEC,
@@ -181,12 +186,17 @@ def _variant(
         "seq_dim0": aggregation == "sequence_mean",
         "eps_high_dropped": eps_high is not None and eps_high != eps_low,
         "eps_low_dropped": eps_low != 0.2,
-        "eps_dropped": (eps_low, eps_low if eps_high is None else eps_high) != (0.2, 0.2),
+        # eps_low = 0.2 时「两个都没传」就是「没传 eps_high」（同一个计算）：只在 eps_low ≠ 0.2 时单独认它
+        "eps_dropped": eps_low != 0.2,
         "kl_after_agg": beta > 0 and aggregation != "token_mean",
         "kl_after_agg_rows": beta > 0 and aggregation != "sequence_mean",
         "weights_on_padding": token_weights is not None,
         "kl_unmasked_clean": beta > 0,
         "weights_capped": token_weights is not None and bool((token_weights[mask != 0] > 1).any()),
+        "seq_sum_rows": aggregation == "sequence_mean",
+        "const_no_B": aggregation == "constant",
+        "no_clip": True,
+        "pg_instead": True,
     }
     if bug is not None and not needs[bug]:
         raise NotApplicable(bug)
@@ -211,6 +221,10 @@ def _variant(
     if bug == "eps_dropped":
         lo, hi = 0.2, 0.2
     per = -torch.minimum(ratio * adv, ratio.clamp(1 - lo, 1 + hi) * adv)
+    if bug == "no_clip":  # 只有未裁剪的 ratio·A
+        per = -ratio * adv
+    if bug == "pg_instead":  # L2.03 的 policy_gradient_loss：−A·logp
+        per = -adv * logp
     w = torch.ones_like(m)
     if token_weights is not None and bug != "weights_ignored":
         w = torch.where(valid, token_weights, torch.ones_like(token_weights))
@@ -247,13 +261,14 @@ def _variant(
             den = (w * m).sum(1)
         rows = num.sum(1) / den.clamp(min=1e-300) * (den > 0)
         loss = rows[m.sum(1) > 0].mean() if bug == "seq_drop_empty" else rows.mean()
+        loss = rows.sum() if bug == "seq_sum_rows" else loss
         loss = rows if bug == "seq_no_row_mean" else loss
     elif aggregation in ("token_mean", "sequence_mean"):
         den = {"token_bt": float(B * T), "weights_in_den": (w * m).sum()}.get(bug, m.sum())
         loss = num.sum() / den if float(den) > 0 else num.sum() * 0.0
     else:
         L = T if max_completion_length is None or bug == "const_T" else max_completion_length
-        loss = num.sum() / (B * L)
+        loss = num.sum() / (L if bug == "const_no_B" else B * L)
     if bug == "kl_unmasked":  # KL 在全部 B·T 个位置（含 padding，原样的 ref_logp）上平均后再加
         loss = loss + beta * (torch.exp(ref_logp - logp) - (ref_logp - logp) - 1).mean()
     if bug == "kl_unmasked_clean":  # padding 上的 k3 已经是 0，但分母是全部 B·T 个位置
@@ -390,6 +405,27 @@ LOSS_MISTAKES = [
         "padding 上的 token_weights 也乘进了逐 token 损失：那里的值可以是 NaN，0 × NaN = NaN 会进梯度",
         WEIGHTS,
         "weights_on_padding",
+    ),
+    _mistake(
+        "sequence_mean 最后对 B 行求了和，不是平均：loss 恰好大了 B 倍",
+        FORMULA,
+        "seq_sum_rows",
+    ),
+    _mistake(
+        "constant 的分母漏了 B（只除以了 max_completion_length）：loss 恰好大了 B 倍",
+        PITFALL.format(3),
+        "const_no_B",
+    ),
+    _mistake(
+        "没有裁剪：逐 token 损失只有 −ratio·A，没有和 clip(ratio)·A 取 min（调用 clipped_surrogate_loss 之外"
+        "自己算了一遍，或丢掉了裁剪分支）",
+        SPEC,
+        "no_clip",
+    ),
+    _mistake(
+        "用了 L2.03 的 policy_gradient_loss（−A·logp）：GRPO 的策略项是 clipped surrogate，ratio 里有 old_logp",
+        SPEC,
+        "pg_instead",
     ),
 ]
 
@@ -812,48 +848,184 @@ def test_on_policy_never_clips(mod, agg):
     )
 
 
+def _clip_sides_case():
+    """B=3, T=5（第 2 行是空回答）。A > 0 的行：1 个 token 越过上界（被裁剪）、1 个低于下界（不算）；
+    A < 0 的行：3 个低于下界（被裁剪）、1 个越过上界（不算），最后一个是 padding。两侧被裁剪的数不同（3 和 1），
+    两侧的有效 token 数不同（4 和 5），只看 ratio 出界的数又不同（4 和 2）：每种错误的每个指标都是不同的数。"""
+    logp = [[0.5, 0.1, -0.5, 0.0, 0.0], [-0.5, -0.4, -0.3, 0.5, 0.0], [0.0] * 5]
+    zeros = [[0.0] * 5 for _ in range(3)]
+    mask = [[1, 1, 1, 1, 1], [1, 1, 1, 1, 0], [0] * 5]
+    return logp, zeros, zeros, [1.0, -1.0, 0.5], mask
+
+
 def _naive_clip_sides(case, el, eh):
-    """clip_low / clip_high 的两种分母：全部有效 token（对），只数那一侧（A<0 / A>0）的有效 token（错）。"""
+    """clip_low / clip_high 的正确值，以及几种典型错误的值（纯 Python，逐 token）。"""
     logp, old, ref, adv, mask = case
     cells = [
-        (adv[i], _naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], 0.0, el, eh)[2])
+        (adv[i], _naive_token(logp[i][j], old[i][j], ref[i][j], adv[i], 0.0, el, eh)[2],
+         math.exp(logp[i][j] - old[i][j]))
         for i in range(len(logp))
         for j in range(len(logp[0]))
         if mask[i][j]
-    ]
-    low = sum(c for a, c in cells if a < 0)
-    high = sum(c for a, c in cells if a > 0)
-    right = {"clip_low_fraction": low / len(cells), "clip_high_fraction": high / len(cells)}
-    per_side = {
-        "clip_low_fraction": low / sum(a < 0 for a, _ in cells),
-        "clip_high_fraction": high / sum(a > 0 for a, _ in cells),
+    ]  # fmt: skip
+    n = len(cells)
+    low = sum(c for a, c, _ in cells if a < 0)
+    high = sum(c for a, c, _ in cells if a > 0)
+    right = {"clip_low_fraction": low / n, "clip_high_fraction": high / n}
+    wrong = {
+        "per_side": {
+            "clip_low_fraction": low / sum(a < 0 for a, _, _ in cells),
+            "clip_high_fraction": high / sum(a > 0 for a, _, _ in cells),
+        },
+        "swapped": {"clip_low_fraction": high / n, "clip_high_fraction": low / n},
+        "ratio_only": {
+            "clip_low_fraction": sum(r < 1 - el for _, _, r in cells) / n,
+            "clip_high_fraction": sum(r > 1 + eh for _, _, r in cells) / n,
+        },
     }
-    return right, per_side
+    return right, wrong
+
+
+CLIP_SIDE_MISTAKES = {
+    "per_side": "把 clip_low_fraction / clip_high_fraction 的分母写成了那一侧（A<0 / A>0）的有效 token 数"
+    "（分母应是全部有效 token，两者之和 = clip_fraction）",
+    "swapped": "clip_low_fraction 和 clip_high_fraction 两侧弄反了：low 是 A < 0、ratio 低于下界被裁剪的，"
+    "high 是 A > 0、ratio 越过上界被裁剪的",
+    "ratio_only": "clip_low_fraction / clip_high_fraction 只看了 ratio 出没出界，没看 A 的符号"
+    "（A > 0 时 ratio 低于下界不算被裁剪，A < 0 时越过上界也不算）",
+}
 
 
 @pytest.mark.parametrize("eps_high", [None, 0.28])
 def test_clip_side_fractions(mod, eps_high):
-    """clip_low/high_fraction 的分母是全部有效 token（与 TRL 的 clip_ratio/low_mean、high_mean 相同）。"""
-    case = _case()
-    right, per_side = _naive_clip_sides(case, 0.2, eps_high or 0.2)
-    # 测试数据本身的前提：两侧都有被裁剪的 token，两种分母给出不同的数
-    assert all(v > 0 for v in right.values()) and right != per_side
+    """clip_low/high_fraction 的分母是全部有效 token（与 TRL 的 clip_ratio/low_mean、high_mean 相同），
+    low 只数 A < 0 的、high 只数 A > 0 的被裁剪 token。"""
+    case = _clip_sides_case()
+    right, wrong = _naive_clip_sides(case, 0.2, eps_high or 0.2)
+    # 测试数据本身的前提：两侧被裁剪的数不同，每种错误给出和正确值、和彼此都不同的数
+    assert right["clip_low_fraction"] != right["clip_high_fraction"] > 0
+    for key in right:
+        values = [right[key]] + [w[key] for w in wrong.values()]
+        assert len(set(values)) == len(values), (key, values)
     _, m = mod.grpo_loss(**_inputs(case, 0.0, eps_high, "token_mean"))
+    section = "L2.05「3.1 输入和输出」"
     check(
         {k: m.get(k) for k in right},
         right,
         where="grpo_loss 返回的 clip_low_fraction、clip_high_fraction 两个指标",
-        section="L2.05「3.1 输入和输出」",
+        section=section,
+        inputs={},
+        mistakes=[  # 两个指标都写错了，或只错了其中一个（另一个是对的）
+            Mistake(what, section, lambda v={**right, **{key: wrong[k][key] for key in keys}}: v)
+            for k, what in CLIP_SIDE_MISTAKES.items()
+            for keys in (right, ["clip_low_fraction"], ["clip_high_fraction"])
+        ],
+    )
+
+
+def test_missing_dimension_after_a_reduction_is_named():
+    """诊断本身：每行的有效 token 数少了一维（(B,)，不是 (B, 1)）时，第一行说出这一类错误（B = 3、T = 4）。"""
+
+    def without_keepdim(logp, old_logp, advantages, mask, **kw):
+        per_token = -advantages[:, None] * torch.exp(logp - old_logp)
+        return (per_token * mask / mask.sum(1)).sum(1).mean(), {}
+
+    kw = _inputs(_case(), 0.0, None, "sequence_mean")
+    line = crash_first_line(lambda: without_keepdim(**kw), "grpo_loss", SPEC, CRASHES["grpo_loss"])
+    assert line.startswith("grpo_loss() 抛出 RuntimeError：") and "少了一维" in line, line
+
+
+def test_token_weights_that_require_grad_are_constants(mod):
+    """token_weights 是常数：调用方传进来的权重由 logp 算出、带着梯度（像没 detach 的 tis_weights），
+    loss 对 logp 的梯度也只有策略项乘权重那一条路，不会顺着权重流回 logp。"""
+    case = _case()
+    logp, old, ref, adv, mask = _tensors(case)
+    weights = torch.exp(logp - old).clamp(max=1.2)  # 带梯度（grad_fn 不为空）
+    assert weights.requires_grad  # 测试数据本身的前提
+    w_list = weights.detach().tolist()
+    kw = dict(logp=logp, old_logp=old, advantages=adv, mask=mask, aggregation="token_mean")
+    loss, _ = mod.grpo_loss(**kw, token_weights=weights)
+    require_grad(loss, "grpo_loss 返回的 loss", WEIGHTS)
+    (got,) = torch.autograd.grad(loss, logp)
+    want = _naive(case, 0.0, 0.2, 0.2, "token_mean", MAX_LEN, weights=w_list)[1]
+    lp = logp.detach().clone().requires_grad_()
+    wrong_w = torch.exp(lp - old).clamp(max=1.2)
+    (wrong,) = torch.autograd.grad(_variant(**{**kw, "logp": lp}, token_weights=wrong_w), lp)
+    check(
+        got,
+        torch.tensor(want, dtype=torch.float64),
+        where="token_weights 带着梯度时 loss 对 logp 的梯度（应与权重是常数时相同）",
+        section=WEIGHTS,
         inputs={},
         mistakes=[
             Mistake(
-                "把 clip_low_fraction / clip_high_fraction 的分母写成了那一侧（A<0 / A>0）的有效 token 数"
-                "（分母应是全部有效 token，两者之和 = clip_fraction）",
-                "L2.05「3.1 输入和输出」",
-                lambda: per_side,
+                "token_weights 没当常数用：它带着梯度（由 logp 算出），梯度顺着权重流进了 loss"
+                "（规格：权重是常数，不求导）",
+                WEIGHTS,
+                lambda: wrong,
             )
         ],
+        rtol=1e-10,
+        atol=1e-12,
     )
+
+
+def _shifted(case, by):
+    """logp、old_logp、ref_logp 一起平移 by：ratio、k3 只看差，结果不变。"""
+    logp, old, ref, adv, mask = case
+    move = lambda rows: [[v + by for v in row] for row in rows]  # noqa: E731
+    return move(logp), move(old), move(ref), adv, mask
+
+
+def _far_below_variant(logp, old_logp, ref_logp, *, bug, **kw):
+    """在概率空间里算 ratio 或 k3 的错误版（各自 exp 之后相除）；float32 里 e^−120 下溢成 0。"""
+    if bug == "ratio":
+        ratio = torch.exp(logp) / torch.exp(old_logp)
+        old_logp = logp.detach() - torch.log(ratio.detach())
+    out = _variant(logp, old_logp, ref_logp=ref_logp, **kw)
+    if bug == "k3":
+        r = torch.exp(ref_logp) / torch.exp(logp)
+        k3 = torch.exp(ref_logp - logp) - (ref_logp - logp) - 1
+        out = out + kw["beta"] * _mm((r - torch.log(r) - 1) - k3, kw["mask"])
+    return out
+
+
+FAR_BELOW_MISTAKES = {  # beta -> 这组参数上要认的错误（beta = 0 时 k3 不进 loss，先只看 ratio）
+    0.0: Mistake(
+        "ratio 是各自 exp 之后相除得到的：log 概率很低时 e^logp 下溢成 0，0/0 = NaN",
+        "L2.03「3.2 `clipped_surrogate_loss`」",
+        lambda **k: _far_below_variant(**k, bug="ratio"),
+    ),
+    0.1: Mistake(
+        "k3 的 r 是在概率空间里算的（各自 exp 之后相除）：log 概率很低时 e^logp 下溢成 0，0/0 = NaN",
+        "L2.04「3.1 三个函数的规格」",
+        lambda **k: _far_below_variant(**k, bug="k3"),
+    ),
+}
+
+
+@pytest.mark.parametrize("agg", AGGS)
+def test_log_probs_far_below_zero(mod, agg):
+    """logp、old_logp、ref_logp 都在 −120 附近（float32，长回答里的低概率 token）：ratio 和 k3 只看差，
+    loss 照样是平移前的数；在概率空间里算（各自 exp 之后相除）是 0/0 = NaN。先 beta = 0（只有策略项），再 beta = 0.1。"""
+    case = _shifted(_case(), -120.0)
+    for beta, mistake in FAR_BELOW_MISTAKES.items():
+        kw = _inputs(case, beta, None, agg)
+        kw = {k: v.float() if torch.is_tensor(v) else v for k, v in kw.items()}
+        kw["logp"] = kw["logp"].detach().requires_grad_()
+        assert torch.exp(kw["logp"]).eq(0).all()  # 测试数据本身的前提：float32 里确实下溢了
+        loss, _ = mod.grpo_loss(**kw)
+        want = _naive(_case(), beta, 0.2, 0.2, agg, MAX_LEN)[0]
+        check(
+            loss,
+            torch.tensor(want, dtype=torch.float32),
+            where=f"log 概率都在 −120 附近（float32）、beta={beta} 时的 loss",
+            section=SPEC,
+            inputs=kw,
+            mistakes=[mistake],
+            rtol=1e-4,
+            atol=1e-5,
+        )
 
 
 WEIGHT_CASES = [(beta, agg) for beta in (0.0, 0.1) for agg in AGGS]
@@ -956,6 +1128,42 @@ def test_each_loss_mistake_is_named(m):
             lines.append(line)
     assert lines, f"没有任何一组参数能暴露「{m.what}」"
     assert lines[0] == named(m), f"第一次暴露「{m.what}」时，第一行是：{lines[0]}"
+
+
+def test_no_two_loss_mistakes_give_the_same_output():
+    """诊断表本身：每组参数上，两个不同的典型错误算出的 loss 不同（否则诊断分不开它们，会点名错的那个）。"""
+    tol = dict(rtol=1e-10, atol=1e-12)
+    cases = [
+        (kw, torch.tensor(loss, dtype=torch.float64), tol) for kw, loss, _ in _cases_in_test_order()
+    ]
+    assert not (found := collisions(LOSS_MISTAKES, cases)), "\n".join(found)
+
+
+def test_no_two_grad_mistakes_give_the_same_gradient():
+    """loss 对了才比梯度：每组参数上，loss 和正确的一样的那些错误里，两个不同的错误算出的梯度不同。"""
+    tol = dict(rtol=1e-10, atol=1e-12)
+    found = []
+    for kw, loss, grad in _cases_in_test_order():
+        right_loss = torch.tensor(loss, dtype=torch.float64)
+        hidden = []  # loss 在这组参数上是对的：学习者看到的第一处不对是梯度
+        for m, g in zip(_HAS_GRAD, GRAD_MISTAKES):
+            try:
+                if describe_mismatch(m.fn(**kw), right_loss, **tol) is None:
+                    hidden.append(g)
+            except NotApplicable:
+                continue
+        case = [(kw, torch.tensor(grad, dtype=torch.float64), tol)]
+        found += [f"{kw['aggregation']}, beta={kw['beta']}: {f}" for f in collisions(hidden, case)]
+    assert not found, "\n".join(found)
+
+
+def test_no_two_metric_mistakes_give_the_same_output():
+    beta, eps_low, eps_high, agg = MAIN_CASES[0]
+    case = _case()
+    kw = _inputs(case, beta, eps_high, agg, eps_low=eps_low)
+    _, _, clip, kl = _naive(case, beta, eps_low, eps_high or eps_low, agg, MAX_LEN)
+    cases = [(kw, {"clip_fraction": clip, "kl": kl}, {})]
+    assert not (found := collisions(METRIC_MISTAKES, cases)), "\n".join(found)
 
 
 @pytest.mark.parametrize(

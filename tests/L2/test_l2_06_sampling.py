@@ -9,7 +9,16 @@ import math
 
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, symptom
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    collisions,
+    crash_first_line,
+    guarded,
+    hint_sections,
+    symptom,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -33,7 +42,8 @@ CRASHES = {
             "对多个元素的张量用了 Python 的 if / and / or（逐 token 的删除条件不是一个真假值）",
             SPEC,
         ),
-        "broadcast": "形状对不上：前缀和、删除标记都是 (B, V)，有一个沿错了维度或少了一维",
+        "broadcast": "形状对不上：概率、前缀和、删除标记都是 (B, V)，有一个沿错了维度，"
+        "或少了一维（对词表求和之后那一维没了）",
     }
 }
 
@@ -98,6 +108,10 @@ def _variant(logits, temperature=1.0, top_p=1.0, *, bug=None):
     else:
         s, idx = z.sort(dim=-1, descending=True)
         p = (s if bug == "bf16_softmax" else s.float()).softmax(0 if bug == "softmax_dim0" else -1)
+        if (
+            bug == "exp_by_hand"
+        ):  # e^z / Σe^z：z ≈ 125 时 e^z 在 float32 里上溢成 inf，inf / inf = NaN
+            p = s.float().exp() / s.float().exp().sum(-1, keepdim=True)
         cum = p.cumsum(0 if bug == "cumsum_dim0" else -1)
         remove_sorted = {
             "keep_le": cum > top_p,  # 只留累计概率 <= top_p 的：漏掉跨过阈值的那一个
@@ -185,6 +199,12 @@ MISTAKES = [
         SPEC,
         "keep_removed",
     ),
+    _mistake(
+        "概率是手写的 e^z / Σe^z：logits 很大（≈ 100）时 e^z 在 float32 里上溢成 inf，inf / inf = NaN，"
+        "NaN 的前缀和什么也删不掉",
+        HINTS,
+        "exp_by_hand",
+    ),
 ]
 FILL_ZERO = MISTAKES[7]
 
@@ -258,6 +278,7 @@ BUGS = [
     "raw_return",
     "temp_twice",
     "keep_removed",
+    "exp_by_hand",
 ]
 COUNT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)).sum(-1))
 KEPT_MISTAKES = derived(MISTAKES, lambda bad: lambda **kw: _kept(bad(**kw)))
@@ -310,6 +331,14 @@ DIAGNOSIS_PROBES = {
         logits=torch.tensor([[1.0, 4.0, 2.0, 3.0, -1.0], [0.5, -0.5, 2.0, 0.0, 1.0]]),
         temperature=2.0,
         top_p=1.0,
+    ),
+    # logits 很大、差得很远（float32）：除以温度后最大的是 125（e^125 上溢成 inf），最小的比最大的低 250
+    "large_logits": dict(
+        logits=torch.tensor(
+            [[99.0, 100.0, 97.0, 98.5, 50.0, -100.0], [0.0, -150.0, -1.0, 2.0, -120.0, 1.0]]
+        ),
+        temperature=0.8,
+        top_p=0.9,
     ),
 }
 
@@ -564,11 +593,37 @@ def test_each_known_mistake_is_named(i):
     assert lines[0] == named(MISTAKES[i]), f"第一次暴露 {BUGS[i]} 时，第一行是：{lines[0]}"
 
 
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
+    # 课文的手算例子只有一行：沿 dim=0 的 softmax、前缀和在一行上分不开别的错误，它们在前面的三行例子上已被点名
+    probes = [p for name, p in DIAGNOSIS_PROBES.items() if name != "lesson"]
+    cases = [(probe, _variant(**probe), {}) for probe in probes]
+    assert not (found := collisions(MISTAKES, cases)), "\n".join(found)
+
+
 def test_each_symptom_is_absent_from_the_right_answer():
     """症状只在错的输出上成立：诊断输入和手算例子的正确结果上一条都不成立。"""
     for probe in DIAGNOSIS_PROBES.values():
         want = _variant(**probe)
         assert not [s.what for s in SYMPTOMS if s.fn(want, **probe)], probe
+
+
+def test_missing_dimension_after_a_reduction_is_named():
+    """诊断本身：对词表求和之后少了一维（(B,)，不是 (B, 1)）、和 (B, V) 广播失败时，第一行说出这一类错误。"""
+
+    def without_keepdim(logits, temperature=1.0, top_p=1.0):
+        e = (logits / temperature).exp()
+        probs = e / e.sum(-1)
+        return logits.masked_fill(probs.cumsum(-1) - probs >= top_p, float("-inf"))
+
+    logits = torch.randn(3, 7, generator=torch.Generator().manual_seed(0))
+    line = crash_first_line(
+        lambda: without_keepdim(logits, top_p=0.9),
+        "process_logits",
+        SPEC,
+        CRASHES["process_logits"],
+    )
+    assert line.startswith("process_logits() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_diagnoses_point_at_real_sections():

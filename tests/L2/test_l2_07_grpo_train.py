@@ -6,9 +6,19 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
-from diagnose import Mistake, assert_sections_exist, check, guarded, hint_sections, named_all
+from diagnose import (
+    Mistake,
+    assert_sections_exist,
+    check,
+    collisions,
+    guarded,
+    hint_sections,
+    named_all,
+)
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from mistake_tools import derived, diagnosis_line, expect_value_error, named
@@ -59,6 +69,14 @@ def _variant(mb_mask, batch_mask, aggregation, *, bug):
         return total / mine if mine > 0 else 0.0
     if bug == "inverted" and aggregation != "token_mean":
         return 1 / rows
+    M, N = mb_mask.shape[0], batch_mask.shape[0]
+    if bug == "per_microbatch" and aggregation != "token_mean":
+        return 1 / math.ceil(N / M)  # 1 / micro-batch 个数：每份行数相同时才等于 M/N
+    if bug == "per_microbatch_floor" and aggregation != "token_mean":
+        return 1 / (N // M)  # 份数按 N // M 数：最后一份行数少时数少了
+    if bug == "per_microbatch" and total > 0:
+        # 每行平均有效 token 数之比，再除以 micro-batch 个数：每份行数相同时才等于 Σmb / Σbatch
+        return float(mb_mask.sum()) / M / (total / N) / math.ceil(N / M)
     raise NotApplicable(bug)
 
 
@@ -66,6 +84,10 @@ def _mistake(what, bug):
     return Mistake(what, SECTION, lambda **kw: _variant(**kw, bug=bug))
 
 
+_PER_MB = (
+    "按 micro-batch 的个数平均分了（1 / 份数，或每行平均 token 数之比再除以份数）：每份行数相同时碰巧对，"
+    "最后一份行数少时就错了"
+)
 MISTAKES = [
     _mistake("让 token_mean 按行数分摊了（用了 M/N，或 1/micro-batch 个数）", "token_by_rows"),
     _mistake("让 sequence_mean / constant 按有效 token 数分摊了", "rows_by_tokens"),
@@ -73,8 +95,11 @@ MISTAKES = [
     _mistake("把各份 loss 直接相加了（权重全是 1）", "plain_sum"),
     _mistake("份额倒过来了（所有份的 w 加起来不是 1）", "inverted"),
     _mistake("行数用了 .shape[1]（那是 T：两个 mask 的 T 一样，比值恒为 1）", "shape1"),
+    _mistake(_PER_MB, "per_microbatch"),
+    _mistake(_PER_MB, "per_microbatch_floor"),
 ]
 BUGS = ["token_by_rows", "rows_by_tokens", "no_guard", "plain_sum", "inverted", "shape1"]
+BUGS += ["per_microbatch", "per_microbatch_floor"]
 ROWS_BY_TOKENS = MISTAKES[1]
 NO_GUARD = MISTAKES[2]
 PLAIN_SUM = MISTAKES[3]
@@ -130,24 +155,37 @@ def _mask(lengths, T):
 
 
 CONCRETE_MASK = _mask([3, 1, 0, 4], 4)  # 4 行，共 8 个有效 token
+# 5 行的 batch 按每份 2 行切开：2、2、1 行，最后一份行数少（共 10 个有效 token）
+UNEVEN_MASK = _mask([3, 1, 0, 4, 2], 4)
 CONCRETE = [
-    # (micro-batch 的行, aggregation, 正确的权重)
-    (slice(0, 2), "token_mean", 4 / 8),
-    (slice(2, 4), "token_mean", 4 / 8),
-    (slice(0, 1), "token_mean", 3 / 8),
-    (slice(0, 1), "sequence_mean", 1 / 4),
-    (slice(0, 1), "constant", 1 / 4),
-    (slice(1, 2), "sequence_mean", 1 / 4),
+    # (batch 的 mask, micro-batch 的行, aggregation, 正确的权重)
+    (CONCRETE_MASK, slice(0, 2), "token_mean", 4 / 8),
+    (CONCRETE_MASK, slice(2, 4), "token_mean", 4 / 8),
+    (CONCRETE_MASK, slice(0, 1), "token_mean", 3 / 8),
+    (CONCRETE_MASK, slice(0, 1), "sequence_mean", 1 / 4),
+    (CONCRETE_MASK, slice(0, 1), "constant", 1 / 4),
+    (CONCRETE_MASK, slice(1, 2), "sequence_mean", 1 / 4),
+    (UNEVEN_MASK, slice(0, 2), "sequence_mean", 2 / 5),
+    (UNEVEN_MASK, slice(4, 5), "constant", 1 / 5),
+    (UNEVEN_MASK, slice(0, 2), "token_mean", 4 / 10),
+    (UNEVEN_MASK, slice(4, 5), "token_mean", 2 / 10),
 ]
 
 
-@pytest.mark.parametrize("rows,aggregation,want", CONCRETE)
-def test_concrete_values(mod, rows, aggregation, want):
-    kw = dict(mb_mask=CONCRETE_MASK[rows], batch_mask=CONCRETE_MASK, aggregation=aggregation)
+CONCRETE_IDS = [
+    f"{'uneven' if m is UNEVEN_MASK else 'even'}-rows{r.start}:{r.stop}-{a}"
+    for m, r, a, _ in CONCRETE
+]
+
+
+@pytest.mark.parametrize("batch_mask,rows,aggregation,want", CONCRETE, ids=CONCRETE_IDS)
+def test_concrete_values(mod, batch_mask, rows, aggregation, want):
+    kw = dict(mb_mask=batch_mask[rows], batch_mask=batch_mask, aggregation=aggregation)
+    lengths = [int(n) for n in batch_mask.sum(1).tolist()]
     check(
         _weight(mod, **kw),
         want,
-        where=f"长度 [3, 1, 0, 4] 的 batch 里行 [{rows.start}:{rows.stop}]、{aggregation} 的权重",
+        where=f"长度 {lengths} 的 batch 里行 [{rows.start}:{rows.stop}]、{aggregation} 的权重",
         section=SECTION,
         inputs=kw,
         mistakes=MISTAKES,
@@ -160,9 +198,10 @@ AGG_ORDER = ["token_mean", "sequence_mean", "constant"]
 
 @st.composite
 def _batches(draw):
-    """(每份行数 m, T, 每行的有效长度, 造逐 token 损失的种子)；一共 n_mb 份。"""
+    """(每份行数 m, T, 每行的有效长度, 造逐 token 损失的种子)；一共 n_mb 份，最后一份可以少于 m 行。"""
     n_mb, m, T = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 7))
-    lengths = draw(st.lists(st.integers(0, T), min_size=n_mb * m, max_size=n_mb * m))
+    n = draw(st.integers((n_mb - 1) * m + 1, n_mb * m))
+    lengths = draw(st.lists(st.integers(0, T), min_size=n, max_size=n))
     return m, T, lengths, draw(st.integers(0, 10_000))
 
 
@@ -173,6 +212,7 @@ def _batches(draw):
 # 不靠随机抽到（hypothesis 缩小后的两行例子上，「直接相加」和「按 token 数分摊」给出同一个数）
 @example(batch=(2, 4, [3, 1, 0, 4, 2, 0], 0))
 @example(batch=(1, 5, [0, 0, 0], 1))
+@example(batch=(2, 4, [3, 1, 0, 4, 2], 0))  # 2、2、1 行：最后一份行数少
 def test_weighted_microbatches_equal_full_batch(mod, aggregation, batch):
     m, T, lengths, seed = batch
     g = torch.Generator().manual_seed(seed)
@@ -244,17 +284,17 @@ def test_batch_without_rows_raises(mod, aggregation):
 
 
 PROBES = [
-    dict(mb_mask=CONCRETE_MASK[rows], batch_mask=CONCRETE_MASK, aggregation=a)
-    for rows, a, _ in CONCRETE
+    dict(mb_mask=batch_mask[rows], batch_mask=batch_mask, aggregation=a)
+    for batch_mask, rows, a, _ in CONCRETE
 ]
 PROBES.append(
     dict(mb_mask=torch.zeros(2, 5), batch_mask=torch.zeros(4, 5), aggregation="token_mean")
 )
-WANTS = [w for _, _, w in CONCRETE] + [0.0]
+WANTS = [w for _, _, _, w in CONCRETE] + [0.0]
 
 
 # 固定的例子（上面 @example 里的），按测试运行的顺序
-EXAMPLES = [(2, 4, [3, 1, 0, 4, 2, 0], 0), (1, 5, [0, 0, 0], 1)]
+EXAMPLES = [(2, 4, [3, 1, 0, 4, 2, 0], 0), (1, 5, [0, 0, 0], 1), (2, 4, [3, 1, 0, 4, 2], 0)]
 
 
 def _example_cases():
@@ -318,6 +358,18 @@ def test_examples_tell_the_mistakes_apart(i):
             lines.append(line)
     assert lines, f"固定例子上看不出 {BUGS[i]}"
     assert lines[0] == _expected_line(i), lines[0]
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每个例子上，两个不同的典型错误算出的权重（和累加出的 loss）不同。
+    例外只有 SAME_AS 那一对：sequence_mean / constant 时任何输入上都分不开，诊断把两者都说出来。"""
+    cases = [(p, w, {}) for p, w in zip(PROBES, WANTS)]
+    pair = [tuple(SAME_AS["shape1"])]
+    found = collisions(MISTAKES, cases, inseparable=pair)
+    tol = dict(rtol=1e-7, atol=1e-7)
+    examples = [(kw, full, tol) for kw, full in _example_cases()]
+    found += collisions(ACCUMULATED, examples, inseparable=pair)
+    assert not found, "\n".join(found)
 
 
 def test_diagnoses_point_at_real_sections():

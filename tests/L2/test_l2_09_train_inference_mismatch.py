@@ -11,6 +11,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    crash_first_line,
     guarded,
     hint_sections,
     symptom,
@@ -20,13 +22,15 @@ from hypothesis import strategies as st
 
 SECTION = "L2.09「2. 公式」"
 # tis_weights 里抛出异常时，按异常的种类（tests/pytest_plugin.py 的 EXCEPTION_KINDS）说最可能的原因
+_PER_ROW = (
+    "sequence 级每行一个的量和 (B, T) 的张量对不上（按行求和之后少了一维，归约之后那一维没了）",
+    "L2.09「4. 坑」坑 3",
+)
 CRASHES = {
     "tis_weights": {
         "none": "拿 cap=None 做了运算（规格：cap=None 表示不截断）",
-        "broadcast": (
-            "sequence 级每行一个的量和 (B, T) 的张量广播失败（按行求和之后少了一维）",
-            "L2.09「4. 坑」坑 3",
-        ),
+        "broadcast": _PER_ROW,
+        "expand": _PER_ROW,
         "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（padding 的判断是逐元素的）",
         "dtype": "dtype 不对：mask 可能是 0/1 浮点，也可能是 bool，函数只按其中一种用了它",
     }
@@ -72,12 +76,23 @@ def _spec_variant(
     fixed_level=None,
     pad_by_multiply=False,
     ratio_where_swapped=False,
+    no_cap=False,
+    divided=False,
 ):
     """按规格算一遍，但带上某一个典型错误：诊断靠「学习者的输出和哪个错误版本一致」。"""
 
     def fn(logp_train, logp_rollout, mask, cap=2.0, level="token"):
         if fixed_cap is not None and cap is not None:  # 没用参数 cap：写死了一个数
             cap = fixed_cap
+        if no_cap:
+            cap = None
+        if divided:  # 比值在概率空间里算：各自 exp 再相除（sequence 级再连乘）
+            valid = mask != 0
+            w = torch.where(valid, logp_train.detach().exp() / logp_rollout.detach().exp(), 1.0)
+            if level == "sequence":
+                w = w.prod(1, keepdim=True).expand_as(w)
+            w = w if cap is None else w.clamp(max=cap)
+            return _where_valid(w, mask).to(logp_train.dtype)
         level = fixed_level or level
         if floor == "cap" and cap is not None:  # 把 cap 当成了下限：clamp(min=cap)
             w = torch.exp(_ok_log_ratio(logp_train.detach(), logp_rollout.detach(), mask))
@@ -201,6 +216,16 @@ MISTAKES = [
         "L2.09「4. 坑」坑 4",
         _spec_variant(pad_by_multiply=True),
     ),
+    Mistake(
+        "完全没有截断：cap 没起作用，比值超过 cap 的权重原样留着",
+        "L2.09「2. 公式」",
+        _spec_variant(no_cap=True),
+    ),
+    Mistake(
+        "比值是各自 exp 之后相除得到的：log 概率在 −120 附近时 e^logp 在 float32 里下溢成 0，0/0 = NaN",
+        "L2.09「2. 公式」",
+        _spec_variant(divided=True),
+    ),
 ]
 
 
@@ -266,17 +291,20 @@ MISTAKE_IDS = [
     "level_ignored",
     "ratio_where_swapped",
     "pad_by_multiply",
+    "no_cap",
+    "divided",
 ]
 
 
 def _case(level, cap=2.0, seed=4, pad_value=-7.0):
     """一组能区分所有典型错误的输入：token 级和 sequence 级都有被截断的（seed=4 时三行的 log 比值之和
-    为 1.19、2.95、0.21），有 padding（上面是有限的假值，不是 NaN，便于比对）。"""
+    为 3.19、2.95、0.21），有 padding（上面是有限的假值，不是 NaN，便于比对）。最大的 log 比值 3.5
+    和第 0 行的和都超过 cap = 3：不截断、在 log 空间截断（上限 e^cap）、在概率空间截断给出三个不同的数。"""
     g = torch.Generator().manual_seed(seed)
     B, T = 3, 6
     logp_rollout = -torch.rand(B, T, generator=g, dtype=torch.float64) * 2
     logp_train = logp_rollout + torch.randn(B, T, generator=g, dtype=torch.float64) * 0.6
-    logp_train[0, 1] = logp_rollout[0, 1] + 1.5  # 单个 token 的比值 e^1.5 ≈ 4.5 > cap
+    logp_train[0, 1] = logp_rollout[0, 1] + 3.5  # 单个 token 的比值 e^3.5 ≈ 33 > cap
     mask = torch.ones(B, T, dtype=torch.float64)
     mask[1, 4:] = 0
     mask[2, 2:] = 0
@@ -304,6 +332,31 @@ def test_matches_reference_with_diagnosis(mod, level, cap, pad):
     got = mod.tis_weights(**inputs)
     where = f"{level} 级权重（cap={cap}，padding 上是 {pad}）"
     check(got, want, inputs=inputs, mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)
+
+
+def _far_below(level):
+    """float32，log 概率都在 −120 附近（长回答里很常见的一个低概率 token）：e^−120 下溢成 0，比值本身却是普通的数。"""
+    g = torch.Generator().manual_seed(5)
+    logp_rollout = -120.0 - torch.rand(2, 4, generator=g)
+    logp_train = logp_rollout + torch.tensor([[0.3, -0.2, 2.5, 0.0], [-0.5, 0.1, 0.4, 0.7]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [1.0, 1.0, 1.0, 0.0]])
+    return dict(logp_train=logp_train, logp_rollout=logp_rollout, mask=mask, cap=2.0, level=level)
+
+
+@pytest.mark.parametrize("level", ["token", "sequence"])
+def test_log_probs_far_below_zero(mod, level):
+    inputs = _far_below(level)
+    assert torch.exp(inputs["logp_train"]).eq(0).all()  # 测试数据本身的前提：float32 里确实下溢了
+    check(
+        mod.tis_weights(**inputs),
+        _spec_variant()(**inputs),
+        inputs=inputs,
+        mistakes=MISTAKES + SYMPTOMS,
+        where=f"log 概率都在 −120 附近（float32）时的 {level} 级权重",
+        section=SECTION,
+        rtol=1e-5,
+        atol=1e-6,
+    )
 
 
 # ---------------------------------------------------------------- 课文第 3 节的手算例子 ---------------------------------
@@ -334,30 +387,52 @@ def test_worked_example_from_the_lesson(mod):
         inputs={**inputs, "level": "sequence"},
         mistakes=MISTAKES + SYMPTOMS,
     )
-    # 第一个 token 的推理概率被低估得更多：比值 e^1.5 ≈ 4.48 被截到 cap = 2
+    # 第一个 token 的推理概率被低估得更多：比值 e^2.5 ≈ 12.18 被截到 cap = 2
+    # （log 比值 2.5 超过 cap：在 log 空间截断得 e^2 ≈ 7.39，不截断得 12.18，三者不同）
     lr2 = lr.clone()
-    lr2[0, 0] = -2.5
+    lr2[0, 0] = -3.5
     inputs2 = dict(logp_train=lt, logp_rollout=lr2, mask=mask, cap=2.0, level="token")
     want2 = torch.tensor([[2.0, 1.0, math.exp(-1.0), 0.0]], dtype=torch.float64)
     check(
         mod.tis_weights(**inputs2),
         want2,
-        where="第 0 个 token 的比值 e^1.5 ≈ 4.48 时的 token 级权重（应被截断到 cap=2）",
+        where="第 0 个 token 的比值 e^2.5 ≈ 12.18 时的 token 级权重（应被截断到 cap=2）",
         section="L2.09「3. 手算一遍」",
         inputs=inputs2,
         mistakes=MISTAKES + SYMPTOMS,
     )
 
 
+def _diagnosis_cases():
+    """test_matches_reference_with_diagnosis、手算例子依次用的 (inputs, 正确结果, 容差)。"""
+    nan = float("nan")
+    lt = torch.tensor([[-1.0, -0.5, -2.0, nan]], dtype=torch.float64)
+    lr = torch.tensor([[-1.2, -0.5, -1.0, nan]], dtype=torch.float64)
+    lr2 = torch.tensor([[-3.5, -0.5, -1.0, nan]], dtype=torch.float64)
+    mask = torch.tensor([[1.0, 1.0, 1.0, 0.0]], dtype=torch.float64)
+    made = [_case(level, cap=cap, pad_value=pad) for level, cap, pad in DIAGNOSIS_CASES]
+    made += [_far_below("token"), _far_below("sequence")]
+    made += [
+        dict(logp_train=lt, logp_rollout=rollout, mask=mask, cap=2.0, level=level)
+        for rollout, level in ((lr, "token"), (lr, "sequence"), (lr2, "token"))
+    ]
+    return [(inputs, _spec_variant()(**inputs), {}) for inputs in made]
+
+
 @pytest.mark.parametrize("mistake", MISTAKES, ids=MISTAKE_IDS)
 def test_each_mistake_is_recognised(mistake):
     """诊断表本身要灵（与被测实现无关）：按诊断测试的顺序，每个典型错误第一次和正确答案不同的那组输入上，
     第一行只点名它自己。"""
-    cases = []
-    for level, cap, pad in DIAGNOSIS_CASES:
-        inputs = _case(level, cap=cap, pad_value=pad)
-        cases.append((inputs, _spec_variant()(**inputs), {}))
-    assert_named_first(mistake, cases, MISTAKES, where="x", section=SECTION)
+    assert_named_first(mistake, _diagnosis_cases(), MISTAKES, where="x", section=SECTION)
+
+
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组输入上，两个不同的典型错误算出的结果不同（例如最大的 log 比值要超过 cap，
+    否则「不截断」和「在 log 空间截断」是同一个数，诊断会点名错的那个）。"""
+    # 课文前两个例子只有一行（沿 dim=0 求和就等于没求和），分不开几个错误；它们排在诊断输入之后，
+    # 这些错误在前面的诊断输入上已经各自被点名（test_each_mistake_is_recognised）。截断的例子要分得开
+    cases = _diagnosis_cases()
+    assert not (found := collisions(MISTAKES, cases[:-3] + cases[-1:])), "\n".join(found)
 
 
 # ---------------------------------------------------------------- 性质 -------------------------------------------------
@@ -470,6 +545,28 @@ def _expect_value_error(call, what, needle):
             f"{what} 是非法参数，应抛 ValueError（中文说明要改什么）：回看 L2.09「2. 公式」",
             pytrace=False,
         )
+
+
+@pytest.mark.parametrize("spread", ["where", "expand"])
+def test_missing_dimension_after_a_reduction_is_named(spread):
+    """诊断本身：sequence 级按行求和之后少了一维（(B,)，不是 (B, 1)）时，第一行说出这一类错误。"""
+
+    def without_keepdim(logp_train, logp_rollout, mask, cap=2.0, level="sequence"):
+        log_ratio = torch.where(mask != 0, logp_train - logp_rollout, 0.0)
+        per_row = log_ratio.sum(1)
+        if spread == "expand":
+            return per_row.expand_as(log_ratio).exp().clamp(max=cap)
+        return torch.where(mask != 0, per_row.exp().clamp(max=cap), 0.0)
+
+    g = torch.Generator().manual_seed(0)
+    lp, lr = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
+    line = crash_first_line(
+        lambda: without_keepdim(lp, lr, torch.ones(3, 5)),
+        "tis_weights",
+        SECTION,
+        CRASHES["tis_weights"],
+    )
+    assert line.startswith("tis_weights() 抛出 RuntimeError：") and "少了一维" in line, line
 
 
 def test_each_symptom_is_absent_from_the_right_answer():
