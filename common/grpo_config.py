@@ -179,6 +179,10 @@ class GRPOConfig:
     num_iterations: int = knob(
         1, "μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用", LOSS, check=_count(1)
     )
+    skip_zero_adv: int = knob(
+        0, "1 = advantage 精确为 0 的回答不进训练的 forward/backward（β = 0、μ = 1 时它们梯度为 0；"
+        "分母仍数整批，梯度不变，L2.05 第 4 节）；0 = 关", LOSS, check=_count(0, 1),
+    )  # fmt: skip
     # -- 优化
     lr: float = knob(
         3e-5, "AdamW 学习率。tiny 用 1e-4 时，reward 打乱的对照也会把正确率推动 0.1–0.2", OPT,
@@ -327,6 +331,12 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
         (
             n % c.micro_batch != 0,
             f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} 必须能被 --micro-batch={c.micro_batch} 整除",
+        ),
+        (
+            c.skip_zero_adv == 1 and (c.beta > 0 or c.num_iterations > 1),
+            f"--skip-zero-adv 1 只在 --beta 0 且 --num-iterations 1 时成立（现在 β = {c.beta}、"
+            f"μ = {c.num_iterations}）：β > 0 时 advantage 为 0 的回答仍有 KL 项的梯度，μ > 1 时"
+            "clip 比例要数上它们。去掉 --skip-zero-adv，或改成 --beta 0 --num-iterations 1",
         ),
         (
             c.tis != "none" and c.rollout != "vllm",

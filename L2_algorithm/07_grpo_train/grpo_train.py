@@ -257,7 +257,14 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
     adv = batch["advantages"]
     N = len(ro.completion_ids)
     M = cfg.micro_batch
-    mbs = [slice(i, i + M) for i in range(0, N, M)]
+    # --skip-zero-adv 1（β = 0、μ = 1）：advantage 精确为 0 的行梯度为 0，不进 forward/backward。
+    # 分母不变：microbatch_weight 拿的仍是整批的 mask，梯度和不跳过时相等（L2.05 第 4 节）。
+    # 全批都是 0 时留一行：梯度照样是 0，AdamW 照样走一步，和不跳过时一样
+    rows = torch.arange(N)
+    kept = rows[adv.cpu() != 0] if cfg.skip_zero_adv else rows
+    kept = kept if len(kept) else rows[:1]
+    idle = rows[~torch.isin(rows, kept)]
+    mbs = kept.split(M)
     # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
     #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
     old = None
@@ -272,8 +279,13 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
 
     # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
     stats = []
-    entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
+    entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动），覆盖整批
     train_logp = []
+    with torch.no_grad():  # 跳过的行只做一次不带梯度的 forward：只为这两个指标
+        for rows in idle.split(M) if len(idle) else ():
+            logp, ent = logprobs(model, ro, rows)
+            entropies.append(ent)
+            train_logp.append(logp)
     for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
         # GPU 上梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
         lend_rollout_memory_to_gradients(model, params)
@@ -311,8 +323,10 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
         # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
         losses = [s["loss"] for s in stats]
         run.check_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
-    entropy = torch.cat(entropies)
-    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=torch.cat(train_logp))
+    back = torch.cat([idle, kept]).argsort()  # 排回 rollout 里的行序
+    entropy = torch.cat(entropies)[back]
+    logp = torch.cat(train_logp)[back]
+    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=logp)
 
 
 if __name__ == "__main__":
