@@ -161,7 +161,6 @@ def main(cfg, spec):
                 break
         rollout_s = t_draws[0] - t0  # 第一批的采样时间；补采的另记（extra_rollout_s）
         extra_s = t_draws[-1] - t_draws[0]
-        pick = pick[: len(ros) * P]
         ro = concat_rollouts(ros, pad)  # 这一步采到的全部回答：第 9) 步的指标按它记
         rewards = torch.cat(rewards)
         # 正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
@@ -197,7 +196,7 @@ def main(cfg, spec):
         mean = {k: sum(float(s[k]) for s in stats) / len(stats) for k in stats[0]}
         row = {
             "step": step,
-            "prompt_ids": pick.tolist(),  # 这一步选到的题（训练集里的下标）：运行和对照应该一样
+            "prompt_ids": pick.tolist(),  # 这一步的（候选）题在训练集里的下标：运行和对照应该一样
             "reward_mean": rewards.mean().item(),
             "reward_std": rewards.std().item(),
             "accuracy": correct.mean().item(),
