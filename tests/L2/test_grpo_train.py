@@ -368,6 +368,10 @@ def test_dynamic_sampling_final_heldout_and_kl_to_the_start(tmp_path):
     assert [first[k] for k in ("groups_drawn", "groups_dropped", "groups_kept")] == [
         ctl[k] for k in ("groups_drawn", "groups_dropped", "groups_kept")
     ]
+    lesson = (LESSON / "README.md").read_text(encoding="utf-8")  # L2.07 第 3 节的键表列全了新键
+    table = lesson.split("`metrics.jsonl` 每行的键")[1].split("\n\n")[1]
+    written = {k for r in run for k in r}
+    assert written <= set(re.findall(r"`([a-z0-9_]+)`", table)), "L2.07 第 3 节的键表漏了新键"
     questions = read_metrics(tmp_path / "run" / "eval_questions.jsonl")
     assert [len(q["greedy"]) for q in questions] == [8, 8, 8, 16]  # 最后一步评 --final-heldout 道
     for name in ("eval_before.json", "eval_after.json"):
