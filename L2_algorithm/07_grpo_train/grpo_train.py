@@ -152,12 +152,9 @@ def main(cfg, spec):
             # 3) reward。对照（--reward shuffled / shuffled_batch）：正确率 reward 在组内 / 整批
             #    打乱，更新一样大，只是不再知道哪一条对了（L2.08 第 1.1 节）
             rewards.append(training_rewards(cfg.reward, said, golds[-P * G :], G, rng["control"]))
-            if cfg.dynamic_sampling == 0:
-                break
-            # 有信号（组内 reward 不全相同）的组，按先后最多 P 个；够了就不再补采（L2.10）
-            last = d == cfg.dynamic_sampling
-            keep = L.select_groups(torch.cat(rewards), G, P, last=last)
-            if len(keep) == P:
+            if cfg.dynamic_sampling:  # 有信号（组内 reward 不全相同）的组，按先后最多 P 个（L2.10）
+                keep = L.select_groups(torch.cat(rewards), G, P, last=d == cfg.dynamic_sampling)
+            if len(keep) == P:  # 够了就不再补采（不开 dynamic sampling 时第一批就是）
                 break
         rollout_s = t_draws[0] - t0  # 第一批的采样时间；补采的另记（extra_rollout_s）
         extra_s = t_draws[-1] - t_draws[0]
