@@ -5,7 +5,9 @@
 ``within_groups=True`` (``--reward shuffled``) permutes the G rewards of each group among its own
 answers. Every group keeps its rewards (how many right, how many wrong), so the advantages have the
 same values, the same share of all-equal groups and the same update size as in the run: only the
-link between an answer and its reward is gone. ``within_groups=False`` (``--reward shuffled_batch``)
+link between an answer and its reward is gone. Dynamic sampling (``--dynamic-sampling``, L2.10)
+relies on this: the control drops its all-equal groups by the same rule and draws from the same
+candidate prompts as the run. ``within_groups=False`` (``--reward shuffled_batch``)
 permutes all N rewards across the batch: a group of G wrong answers can receive a 1, so the
 share of all-equal groups and the size of the update change too (L2.08 section 1.1).
 """

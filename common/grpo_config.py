@@ -152,6 +152,10 @@ class GRPOConfig:
     tis: str = knob(
         "none", "vllm：截断重要性采样（cap 2）修正训推不一致（L2.09）", ROLL, TIS_LEVELS
     )
+    dynamic_sampling: int = knob(
+        0, "dynamic sampling（DAPO 第 3.2 节，L2.10）：丢掉 reward 全相同的组，最多再补采这么多批"
+        "（每批 P 道新题）凑够 P 个有信号的组；补不够就用凑到的训练。0 = 关", ROLL, check=_count(0),
+    )  # fmt: skip
     reward: str = knob(
         "correctness",
         "奖励；shuffled = 对照：正确率 reward 在每组 G 条之内打乱 | shuffled_batch = 在整批之间打乱（L2.08 第 1.1 节）",
@@ -179,6 +183,10 @@ class GRPOConfig:
     num_iterations: int = knob(
         1, "μ：每批 rollout 上更新几次；1 时 ratio 恒为 1，clip 不起作用", LOSS, check=_count(1)
     )
+    skip_zero_adv: int = knob(
+        0, "1 = advantage 精确为 0 的回答不进训练的 forward/backward（β = 0、μ = 1 时它们梯度为 0；"
+        "分母仍数整批，梯度不变，L2.05 第 4 节）；0 = 关", LOSS, check=_count(0, 1),
+    )  # fmt: skip
     # -- 优化
     lr: float = knob(
         3e-5, "AdamW 学习率。tiny 用 1e-4 时，reward 打乱的对照也会把正确率推动 0.1–0.2", OPT,
@@ -221,6 +229,14 @@ class GRPOConfig:
     pass_k: int = knob(
         8, "评估时每题按采样温度采几条，算 pass@1 和 pass@k（0 = 只评贪心）", RUN, check=_count(0)
     )
+    final_heldout: int = knob(
+        0, "训练前和最后一步的评估用 held-out 的前多少道（GSM8K：1319 = 整个 test）；训练中的评估仍用"
+        "前 --n-heldout 道。0 = 同 --n-heldout", RUN, check=_count(0),
+    )  # fmt: skip
+    eval_kl: int = knob(
+        0, "1 = 每次评估的那一步记下到起点权重的 KL（kl_start，这一步 rollout 上的 k3；β = 0 也记，"
+        "要一份起点的参考模型）；0 = 不记", RUN, check=_count(0, 1),
+    )  # fmt: skip
     eval_batch: int = knob(
         128, "评估时一次生成几条回答（GPU 上受 KV cache 的显存限制）", RUN, check=_count(1)
     )
@@ -303,15 +319,38 @@ def field_errors(cfg) -> list[str]:
 def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
     """Rules between fields, and the files they name (data, output folder; nothing is created)."""
     n = c.prompts_per_step * c.group_size
+    need = c.prompts_per_step * (1 + c.dynamic_sampling)  # dynamic sampling：一步最多用的题数
     out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
     gsm8k = c.data in ("gsm8k", "hub")
     test_rows, train_rows = GSM8K_SPLITS["test"], GSM8K_SPLITS["train"]
-    pool = train_rows if gsm8k else c.n_train - c.n_heldout if c.data == "synthetic" else None
+    held = max(c.n_heldout, c.final_heldout)
+    pool = train_rows if gsm8k else c.n_train - held if c.data == "synthetic" else None
     checks = [
         (
             gsm8k and c.n_heldout > test_rows,
             f"--n-heldout {c.n_heldout} 超过了 GSM8K test 的 {test_rows} 道题：held-out 取 test 的前 "
             f"n 道，最多 {test_rows}；改成 --n-heldout {test_rows}（或更小）",
+        ),
+        (
+            pool is not None and 0 < pool < need and c.dynamic_sampling > 0,
+            f"--dynamic-sampling {c.dynamic_sampling}：一步最多采 (1 + {c.dynamic_sampling}) × "
+            f"{c.prompts_per_step} = {need} 道不同的题，比训练题还多（{_pool_words(c, pool)}）。"
+            "减小 --dynamic-sampling 或 --prompts-per-step",
+        ),
+        (
+            c.final_heldout and c.final_heldout < c.n_heldout,
+            f"--final-heldout {c.final_heldout} 比 --n-heldout {c.n_heldout} 还小：训练前和最后的评估"
+            "要包含训练中评估的那些题（前 n_heldout 道）。加大它，或用 0（= 同 --n-heldout）",
+        ),
+        (
+            gsm8k and c.final_heldout > test_rows,
+            f"--final-heldout {c.final_heldout} 超过了 GSM8K test 的 {test_rows} 道题；整个 test 用 "
+            f"--final-heldout {test_rows}",
+        ),
+        (
+            c.data == "synthetic" and c.final_heldout >= c.n_train,
+            f"--final-heldout {c.final_heldout} 必须小于 --n-train {c.n_train}：合成题池切出 held-out 后"
+            "还要剩下训练题",
         ),
         (
             pool is not None and 0 < pool < c.prompts_per_step,
@@ -327,6 +366,12 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
         (
             n % c.micro_batch != 0,
             f"每步回答数 P·G = {c.prompts_per_step}×{c.group_size} = {n} 必须能被 --micro-batch={c.micro_batch} 整除",
+        ),
+        (
+            c.skip_zero_adv == 1 and (c.beta > 0 or c.num_iterations > 1),
+            f"--skip-zero-adv 1 只在 --beta 0 且 --num-iterations 1 时成立（现在 β = {c.beta}、"
+            f"μ = {c.num_iterations}）：β > 0 时 advantage 为 0 的回答仍有 KL 项的梯度，μ > 1 时"
+            "clip 比例要数上它们。去掉 --skip-zero-adv，或改成 --beta 0 --num-iterations 1",
         ),
         (
             c.tis != "none" and c.rollout != "vllm",

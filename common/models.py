@@ -263,14 +263,16 @@ class TrainingModel(NamedTuple):
 
     model: torch.nn.Module  # the policy, in train mode; its trainable weights in fp32
     tokenizer: object
-    ref: torch.nn.Module | None  # frozen copy of the start (beta > 0, full fine-tuning), else None
+    ref: (
+        torch.nn.Module | None
+    )  # frozen copy of the start (beta > 0 or eval_kl, full FT), else None
     params: list  # the trainable parameters (fp32 master weights)
     dtype: torch.dtype  # the compute dtype of autocast: bf16 on a GPU, fp32 on a CPU and for tiny
     optimizer: torch.optim.Optimizer
 
 
 def load_for_training(spec: ModelSpec, device: torch.device, cfg) -> TrainingModel:
-    """The model of a training config (``cfg.init``, ``cfg.lora_rank``, ``cfg.beta``,
+    """The model of a training config (``cfg.init``, ``cfg.lora_rank``, ``cfg.beta``, ``cfg.eval_kl``,
     ``cfg.optimizer``, ``cfg.lr``, ``cfg.weight_decay``) ready for its first step.
 
     The reference model is a frozen copy of the start, made before the weights turn fp32 (a bf16
@@ -280,7 +282,7 @@ def load_for_training(spec: ModelSpec, device: torch.device, cfg) -> TrainingMod
     """
     device = resolve_device(spec, device)
     model, tokenizer = _load(spec, cfg.init, device, cfg.lora_rank, None)
-    frozen_copy = cfg.beta > 0 and not cfg.lora_rank
+    frozen_copy = (cfg.beta > 0 or bool(cfg.eval_kl)) and not cfg.lora_rank
     ref = copy.deepcopy(model).eval().requires_grad_(False) if frozen_copy else None
     params = [p for p in model.parameters() if p.requires_grad]
     for p in params:

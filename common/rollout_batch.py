@@ -3,6 +3,8 @@
     ids, mask = left_pad(prompt_token_lists, pad_token_id, device)
     ro = finish_rollout(ids, mask, raw_completions, eos_token_ids, pad_token_id)   # -> Rollout
     ro.sequences, ro.attention_mask, ro.position_ids   # the training forward's inputs
+    ro = concat_rollouts([ro_a, ro_b], pad_token_id)   # the draws of one step, in draw order
+    ro.take(rows)                                      # some rows of it (dynamic sampling, L2.10)
 
 Every sampler returns this `Rollout`: the eager and fast paths of `common.rollout.generate` and
 the inference engine (`common.vllm_rollout`).
@@ -10,6 +12,7 @@ the inference engine (`common.vllm_rollout`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,6 +49,13 @@ class Rollout:
     def attention_mask(self) -> torch.Tensor:
         """(B, Tp+T) long: real prompt tokens and completion tokens up to the first EOS."""
         return torch.cat([self.prompt_mask, self.completion_mask.long()], dim=1)
+
+    def take(self, rows: torch.Tensor) -> Rollout:
+        """The rows `rows` (1-D int64 indices, any order), as a Rollout of their own."""
+        idx = rows.to(self.completion_ids.device)
+        pick = lambda t: None if t is None else t[idx]  # noqa: E731
+        fields = (getattr(self, f.name) for f in dataclasses.fields(self))
+        return Rollout(*(pick(t) for t in fields))
 
     @property
     def position_ids(self) -> torch.Tensor:
@@ -104,4 +114,40 @@ def finish_rollout(
         completion_mask[:, :width].contiguous(),
         lengths,
         truncated,
+    )
+
+
+def concat_rollouts(rollouts: Sequence[Rollout], pad_token_id: int) -> Rollout:
+    """Rollouts of the same run stacked row-wise, in order -> one Rollout.
+
+    Prompts are left-padded and completions right-padded to the widest (pad_token_id, mask 0,
+    engine_logp 0 where a row had no token), so each row's tokens, positions and masks are unchanged.
+    One rollout comes back as it is. All of them have engine_logp, or none.
+    """
+    if len(rollouts) == 1:
+        return rollouts[0]
+    tp = max(r.prompt_ids.shape[1] for r in rollouts)
+    t = max(r.completion_ids.shape[1] for r in rollouts)
+
+    def stack(name, width, value, left):
+        parts = []
+        for r in rollouts:
+            x = getattr(r, name)
+            gap = width - x.shape[1]
+            parts.append(torch.nn.functional.pad(x, (gap, 0) if left else (0, gap), value=value))
+        return torch.cat(parts)
+
+    logp = [r.engine_logp is None for r in rollouts]
+    if any(logp) and not all(logp):
+        raise ValueError(
+            "有的 rollout 带 engine_logp、有的不带：不能拼在一起（同一次运行只用一种采样）"
+        )
+    return Rollout(
+        stack("prompt_ids", tp, pad_token_id, True),
+        stack("prompt_mask", tp, 0, True),
+        stack("completion_ids", t, pad_token_id, False),
+        stack("completion_mask", t, 0, False),
+        torch.cat([r.lengths for r in rollouts]),
+        torch.cat([r.truncated for r in rollouts]),
+        None if all(logp) else stack("engine_logp", t, 0.0, False),
     )

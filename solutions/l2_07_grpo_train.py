@@ -16,9 +16,11 @@ from common.choices import AGGREGATIONS
 # （`import solutions.l2_07_grpo_train as solutions_impl`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。
 from solutions.l2_01_advantages import group_advantages
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
+from solutions.l2_04_kl import kl_k3
 from solutions.l2_05_grpo_loss import grpo_loss
 from solutions.l2_06_sampling import process_logits
 from solutions.l2_09_train_inference_mismatch import tis_weights
+from solutions.l2_10_dynamic_sampling import select_groups
 
 __all__ = [
     "AGGREGATIONS",
@@ -27,9 +29,11 @@ __all__ = [
     "group_advantages",
     "grpo_loss",
     "hidden_token_logprobs",
+    "kl_k3",
     "masked_mean",
     "microbatch_weight",
     "process_logits",
+    "select_groups",
     "tis_weights",
 ]
 

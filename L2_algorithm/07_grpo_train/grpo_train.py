@@ -31,6 +31,7 @@ from common.model_plan import plan_or_exit
 from common.models import HIDDEN_CHUNK_ROWS, load_for_training, setup_device
 from common.reward import correctness_reward, format_reward, training_rewards
 from common.rollout import generate, lend_rollout_memory_to_gradients, rollout_engine
+from common.rollout_batch import concat_rollouts
 from common.run_folder import RunFolder, exit_cleanly
 
 
@@ -51,20 +52,23 @@ def main(cfg, spec):
     # GPU：--cap-gb 模拟 5090、TF32 矩阵乘；CPU：单线程（结果与核数无关）
     device = setup_device(spec, cap_gb=cfg.cap_gb)
     cuda = device.type == "cuda"
-    # held-out 永远是同一批题：曲线才可比
-    P = cfg.prompts_per_step  # 每步抽 P 道不同的题：训练集比 P 少就在这里拒绝
-    train, heldout = D.load_splits(
-        cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty, per_step=P
-    )
+    # held-out 永远是同一批题：曲线才可比。训练前和最后一步评前 --final-heldout 道（0 = 同
+    # n_heldout），训练中评前 n_heldout 道。每步最多抽 P·(1 + D) 道不同的题：训练集不够就拒绝
+    P = cfg.prompts_per_step
+    n_final = max(cfg.n_heldout, cfg.final_heldout)
+    per_step = P * (1 + cfg.dynamic_sampling)
+    kw = dict(n_train=cfg.n_train, difficulty=cfg.difficulty, per_step=per_step)
+    train, final_set = D.load_splits(cfg.data, n_final, **kw)
+    heldout = final_set[: cfg.n_heldout]
     # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json（连同
     # provenance：哪个 commit、哪些库、哪台机器、什么命令），续跑先核对 checkpoint（校验和）、
     # config.json 和 metrics.jsonl：哪里不对就在加载模型之前拒绝
     run = RunFolder(cfg.out)
     resuming = cfg.resume is not None
     ckpt = run.open(to_json(cfg), resume=resuming, may_change=RESUME_CAN_CHANGE, device=device)
-    # 模型（GPU 上开激活重算）；参考模型 = 起点的冻结副本（beta > 0 才要；LoRA 关掉 adapter
-    # 就是起点）；fp32 主权重（bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0；计算仍走
-    # bf16 autocast 的 dtype）；优化器
+    # 模型（GPU 上开激活重算）；参考模型 = 起点的冻结副本（beta > 0 或 --eval-kl 才要；LoRA
+    # 关掉 adapter 就是起点）；fp32 主权重（bf16 只有 8 位有效数字，lr=1e-6 的更新会被舍入成 0；
+    # 计算仍走 bf16 autocast 的 dtype）；优化器
     model, tok, ref, params, dtype, opt = load_for_training(spec, device, cfg)
     half = dtype != torch.float32
     amp = lambda: torch.autocast(device.type, dtype=dtype) if half else nullcontext()
@@ -77,35 +81,23 @@ def main(cfg, spec):
         """每道题一条回答（要 G 条就把题重复 G 次）-> (Rollout, 解码后的回答文本)。"""
         texts = [D.build_prompt(tok, p.question) for p in problems]
         prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
-        sampling = dict(
-            max_new_tokens=cfg.max_new_tokens,
-            eos_token_ids=eos,
-            pad_token_id=pad,
-            temperature=cfg.temperature,
-            top_p=cfg.top_p,
-            greedy=greedy,
-        )
+        sampling = dict(max_new_tokens=cfg.max_new_tokens, eos_token_ids=eos, pad_token_id=pad)
+        sampling.update(temperature=cfg.temperature, top_p=cfg.top_p, greedy=greedy)
         with torch.no_grad(), amp():  # 采样不需要梯度（generate 内部还会切到 eval 模式）
             if engine is not None:  # 引擎自己采样，还返回它自己的 logp（ro.engine_logp，L2.09）
                 ro = engine.generate(prompts, **sampling, device=device)
-            else:
-                ro = generate(
-                    model,
-                    prompts,
-                    **sampling,
-                    process_logits=L.process_logits,
-                    generator=generator,
-                    backend=backend,
-                )
+            else:  # 采样时的 logits 处理用你在 L2.06 写的 process_logits
+                own = dict(process_logits=L.process_logits, generator=generator, backend=backend)
+                ro = generate(model, prompts, **sampling, **own)
         ids = zip(ro.completion_ids, ro.lengths)
         return ro, [tok.decode(c[:n], skip_special_tokens=True) for c, n in ids]
 
     complete = lambda problems, greedy, g: rollout(problems, greedy, g)[1]  # 评估只要回答文本
 
-    def heldout_eval(k=cfg.pass_k, answers=False):
+    def heldout_eval(k=cfg.pass_k, answers=False, problems=final_set):
         """贪心正确率（模型「会不会」）+ pass@k（k 条里至少对一条）。用自己的随机数，不动训练的。"""
         b = cfg.eval_batch
-        return evaluate(complete, heldout, k=k, batch_size=b, device=device, answers=answers)
+        return evaluate(complete, problems, k=k, batch_size=b, device=device, answers=answers)
 
     def logprobs(net, ro, rows):
         """ro 里第 rows 行回答的逐 token log π(token) 和熵（熵只用来观察）。形状都是 (M, T)。"""
@@ -118,19 +110,14 @@ def main(cfg, spec):
             ).last_hidden_state
         # 从 hidden 分块算，完整的 (M, T, V) logits 从不出现（L2.02 第 6 节）；位置 t 预测第 t+1 个
         # token，所以用回答前一位起的 T 个 hidden。温度：优化的是真正采样用的分布（TRL 同）
-        return L.hidden_token_logprobs(
-            h,
-            base.lm_head.weight,
-            ro.completion_ids[rows],
-            cfg.temperature,
-            chunk_rows=HIDDEN_CHUNK_ROWS,
-        )
+        args = (h, base.lm_head.weight, ro.completion_ids[rows], cfg.temperature)
+        return L.hidden_token_logprobs(*args, chunk_rows=HIDDEN_CHUNK_ROWS)
 
     # ---- 训练前评估（新开时；续跑时 eval_before.json 丢了也从起点重算），再读回 checkpoint ----
     if run.needs_eval_before():
         ev = heldout_eval(answers=True)
         if cfg.start_evals == 2:  # 同样的权重换题序、batch 减半再评一次：这次运行自己的翻转底噪
-            run.save_eval("floor", flip_floor(complete, heldout, ev, batch_size=cfg.eval_batch))
+            run.save_eval("floor", flip_floor(complete, final_set, ev, batch_size=cfg.eval_batch))
         run.save_eval("before", ev)  # 含逐题结果 per_question（配对比较靠它）；每题的回答另存
         print(f"训练前 held-out（{ev['n']} 题）贪心正确率 {ev['accuracy']:.3f}")
     # 三个互不相干的随机数流：选题、采样、对照的打乱。同一个 seed 的运行和它的对照，每一步选到的题
@@ -138,17 +125,11 @@ def main(cfg, spec):
     start, rng = run.restore(ckpt, model=model, optimizer=opt, seed=cfg.seed, device=device)
     if ckpt is not None:
         print(f"从 {ckpt.path} 续跑：已完成 {start} 步，目标 {cfg.steps} 步")
-    engine = rollout_engine(  # 推理引擎只管训练时的 rollout；评估仍由策略模型自己生成
-        cfg.rollout,
-        model,
-        shape=spec.shape,
-        dtype=dtype,
-        sequences=cfg.prompts_per_step * cfg.group_size,
-        max_new_tokens=cfg.max_new_tokens,
-        seed=cfg.seed,
-    )
-    early = step_list(cfg.early_evals)
+    # 推理引擎只管训练时的 rollout（一批 P·G 条；补采的批也一样大）；评估仍由策略模型自己生成
     G = cfg.group_size
+    sizes = dict(shape=spec.shape, dtype=dtype, sequences=P * G, max_new_tokens=cfg.max_new_tokens)
+    engine = rollout_engine(cfg.rollout, model, **sizes, seed=cfg.seed)
+    early = step_list(cfg.early_evals)
     title = f"{cfg.preset or spec.name} GRPO  {run.path.name}"
     bar = tqdm(range(start + 1, cfg.steps + 1), initial=start, total=cfg.steps, desc="GRPO")
     t_run = time.time()
@@ -156,31 +137,52 @@ def main(cfg, spec):
 
     for step in bar:
         # 1) 选 P 道题；2) 每道采 G 条。同一题的 G 条在 batch 里相邻：[p0g0..p0g7, p1g0, ...]
+        #    dynamic sampling（L2.10）：候选题一次排好（运行和对照一样），最多补采 D 批 P 道新题
         t0 = time.time()
-        pick = torch.randperm(len(train), generator=rng["prompts"])[: cfg.prompts_per_step]
-        problems = [train[i] for i in pick.tolist()]
-        ro, texts = rollout([p for p in problems for _ in range(G)], False, rng["sample"], engine)
-        rollout_s = time.time() - t0
-
-        # 3) reward。正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）。
-        #    对照（--reward shuffled / shuffled_batch）：正确率 reward 在组内 / 整批打乱，
-        #    更新一样大，只是不再知道哪一条对了（L2.08 第 1.1 节）
-        golds = [p.gold for p in problems for _ in range(G)]
+        pick = torch.randperm(len(train), generator=rng["prompts"])[:per_step]
+        ros, texts, golds, rewards, t_draws = [], [], [], [], []
+        keep = torch.arange(P)  # 训练哪几组：不开 dynamic sampling 就是这 P 组
+        for d in range(1 + cfg.dynamic_sampling):
+            problems = [train[i] for i in pick[d * P : (d + 1) * P].tolist() for _ in range(G)]
+            ro, said = rollout(problems, False, rng["sample"], engine)
+            t_draws.append(time.time())
+            ros.append(ro)
+            texts += said
+            golds += [p.gold for p in problems]
+            # 3) reward。对照（--reward shuffled / shuffled_batch）：正确率 reward 在组内 / 整批
+            #    打乱，更新一样大，只是不再知道哪一条对了（L2.08 第 1.1 节）
+            rewards.append(training_rewards(cfg.reward, said, golds[-P * G :], G, rng["control"]))
+            if cfg.dynamic_sampling:  # 有信号（组内 reward 不全相同）的组，按先后最多 P 个（L2.10）
+                keep = L.select_groups(torch.cat(rewards), G, P, last=d == cfg.dynamic_sampling)
+            if len(keep) == P:  # 够了就不再补采（不开 dynamic sampling 时第一批就是）
+                break
+        rollout_s = t_draws[0] - t0  # 第一批的采样时间；补采的另记（extra_rollout_s）
+        extra_s = t_draws[-1] - t_draws[0]
+        ro = concat_rollouts(ros, pad)  # 这一步采到的全部回答：第 9) 步的指标按它记
+        rewards = torch.cat(rewards)
+        # 正确率和格式率总是另记一份：reward hacking 就靠它们看出来（L2.08）
         correct = torch.tensor([correctness_reward(t, g) for t, g in zip(texts, golds)])
         formatted = torch.tensor([format_reward(t) for t in texts])
-        rewards = training_rewards(cfg.reward, texts, golds, G, rng["control"])
+        rows = (keep[:, None] * G + torch.arange(G)).flatten()  # 训练的行：保留的组
+        train_ro = ro.take(rows)
 
         # 4) 组内 advantage：全对或全错的组 std = 0，advantage 精确为 0，这组对梯度没有贡献
-        adv = L.group_advantages(rewards, G).to(device)
-        mask = L.completion_mask(ro.completion_ids, eos)  # 到第一个 EOS（含）为 1；不能从 pad 推断
+        adv = L.group_advantages(rewards[rows], G).to(device)
+        mask = L.completion_mask(train_ro.completion_ids, eos)  # 到第一个 EOS（含）为 1
 
         # 5)-8) old / 参考 log-probs、micro-batch 的 loss 和 backward、裁剪、AdamW：grpo_update。
         #    这一步的学习率（预热）：前 warmup_steps 步从 lr/warmup_steps 线性升到 lr，之后不变
         for group in opt.param_groups:
             group["lr"] = warmup_lr(step, cfg.lr, cfg.warmup_steps)
+        # 10) 的评估在这一步做不做，先定下：--eval-kl 时 grpo_update 要顺便算到起点的 KL
+        final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
+        periodic = step % cfg.eval_every == 0 or final
+        evaluating = periodic or step in early
         t1 = time.time()
-        batch = dict(prompt_ids=pick, rollout=ro, rewards=rewards, advantages=adv, texts=texts)
-        upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step)
+        batch = dict(prompt_ids=pick[keep], rollout=train_ro, rewards=rewards[rows], advantages=adv)
+        batch["texts"] = [texts[i] for i in rows.tolist()]
+        kl = bool(cfg.eval_kl) and evaluating
+        upd = grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step, kl)
         stats = upd["stats"]
         grad_norm = upd["grad_norm"]
         train_s = time.time() - t1
@@ -191,7 +193,7 @@ def main(cfg, spec):
         mean = {k: sum(float(s[k]) for s in stats) / len(stats) for k in stats[0]}
         row = {
             "step": step,
-            "prompt_ids": pick.tolist(),  # 这一步选到的题（训练集里的下标）：运行和对照应该一样
+            "prompt_ids": pick.tolist(),  # 这一步的（候选）题在训练集里的下标：运行和对照应该一样
             "reward_mean": rewards.mean().item(),
             "reward_std": rewards.std().item(),
             "accuracy": correct.mean().item(),
@@ -211,16 +213,21 @@ def main(cfg, spec):
             "train_s": train_s,
             "sync_s": sync_s,
             "elapsed_s": time.time() - t_run,
-            "tokens_per_s": lens.sum().item() / max(rollout_s, 1e-9),
+            "tokens_per_s": lens.sum().item() / max(rollout_s + extra_s, 1e-9),
             "peak_vram_gb": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
         }
+        if cfg.dynamic_sampling:  # 采了几组、丢了几组（reward 全相同）、训练了几组；补采花的时间
+            dropped = int((rewards.view(-1, G).std(1) == 0).sum())
+            row.update(groups_drawn=len(ros) * P, groups_dropped=dropped, groups_kept=len(keep))
+            row["extra_rollout_s"] = extra_s
         if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
-            row.update(engine.mismatch(ro, upd["train_logp"], mask))
-        # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）
-        final = step == cfg.steps  # 最后一步总要评估：和训练前一比就是这次训练的成绩
-        periodic = step % cfg.eval_every == 0 or final
-        if periodic or step in early:  # --early-evals 那几步只评贪心（便宜）；定期的评估加上 pass@k
-            ev = heldout_eval(cfg.pass_k if periodic else 0, answers=final)
+            row.update(engine.mismatch(train_ro, upd["train_logp"], mask))
+        # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）。最后一步评 --final-heldout 道
+        if evaluating:  # --early-evals 那几步只评贪心（便宜）；定期的评估加上 pass@k
+            problems = final_set if final else heldout
+            ev = heldout_eval(cfg.pass_k if periodic else 0, answers=final, problems=problems)
+            if kl:  # 到起点权重的 KL（k3，这一步的 rollout 上）：β = 0 时运行和对照各漂了多远
+                row["kl_start"] = upd["kl_start"]
             run.log_eval(step, ev)  # 逐题结果：eval_questions.jsonl
             row["eval_accuracy"] = ev["accuracy"]
             row.update({f"eval_pass_at_{k}": v for k, v in ev.get("pass_at", {}).items()})
@@ -246,34 +253,47 @@ def main(cfg, spec):
     print(f"held-out 贪心正确率 {before:.3f} -> {after:.3f}（{after - before:+.3f}）：{run.path}/")
 
 
-def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step):
+def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, step, kl_start=False):
     """一步训练的第 5)-8) 段：old / 参考 log-probs、micro-batch 的 loss 与 backward、裁剪、更新。
 
     L：你在 L2 写的函数（solutions/ 或 exercises/）；batch：这一步的 rollout、rewards、
     advantages 等；logprobs(net, ro, rows) -> (logp, 熵)；run：运行目录（出 NaN 时存证据、停下）。
-    返回每个 micro-batch 的指标、梯度范数、熵、训练端的 logp。
+    kl_start：顺便算到起点权重的 KL（--eval-kl，评估的那几步；β = 0 时也要参考模型）。
+    返回每个 micro-batch 的指标、梯度范数、熵、训练端的 logp、kl_start（没要时 None）。
     L3.01 的 profile_train_part.py 也调用它。"""
     ro = batch["rollout"]
     adv = batch["advantages"]
     N = len(ro.completion_ids)
     M = cfg.micro_batch
-    mbs = [slice(i, i + M) for i in range(0, N, M)]
-    # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 时）。
+    # --skip-zero-adv 1（β = 0、μ = 1）：advantage 精确为 0 的行梯度为 0，不进 forward/backward。
+    # 分母不变：microbatch_weight 拿的仍是整批的 mask，梯度和不跳过时相等（L2.05 第 4 节）。
+    # 全批都是 0 时留一行：梯度照样是 0，AdamW 照样走一步，和不跳过时一样
+    rows = torch.arange(N)
+    kept = rows[adv.cpu() != 0] if cfg.skip_zero_adv else rows
+    kept = kept if len(kept) else rows[:1]
+    idle = rows[~torch.isin(rows, kept)]
+    mbs = kept.split(M)
+    # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 或 kl_start）。
     #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
     old = None
     ref_logp = None
     with torch.no_grad():
         if cfg.num_iterations > 1:
             old = torch.cat([logprobs(model, ro, mb)[0] for mb in mbs])
-        if cfg.beta > 0:
+        if cfg.beta > 0 or kl_start:  # 整批的行，按行序（β > 0 时不跳过行：mbs 就是这些）
             ref_net = model if ref is None else ref
             with model.disable_adapter() if cfg.lora_rank else nullcontext():
-                ref_logp = torch.cat([logprobs(ref_net, ro, mb)[0] for mb in mbs])
+                ref_logp = torch.cat([logprobs(ref_net, ro, r)[0] for r in rows.split(M)])
 
     # 6) loss：切成 micro-batch 逐个 backward，梯度在 .grad 里累加；权重保证累加 == 整批一次算
     stats = []
-    entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动）
+    entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动），覆盖整批
     train_logp = []
+    with torch.no_grad():  # 跳过的行只做一次不带梯度的 forward：只为这两个指标
+        for r in idle.split(M) if len(idle) else ():
+            logp, ent = logprobs(model, ro, r)
+            entropies.append(ent)
+            train_logp.append(logp)
     for it in range(cfg.num_iterations):  # μ > 1：同一批数据再更新几次，ratio 才偏离 1
         # GPU 上梯度借住 rollout 专用的显存（KV cache、权重副本），下次生成前就用完
         lend_rollout_memory_to_gradients(model, params)
@@ -291,7 +311,7 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
                 old_mb,
                 adv[mb],
                 mask[mb],
-                ref_logp=None if ref_logp is None else ref_logp[mb],
+                ref_logp=None if cfg.beta == 0 else ref_logp[mb],
                 beta=cfg.beta,
                 eps_low=cfg.eps_low,
                 eps_high=cfg.eps_high,
@@ -311,8 +331,11 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
         # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
         losses = [s["loss"] for s in stats]
         run.check_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
-    entropy = torch.cat(entropies)
-    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=torch.cat(train_logp))
+    back = torch.cat([idle, kept]).argsort()  # 排回 rollout 里的行序
+    entropy = torch.cat(entropies)[back]
+    logp = torch.cat(train_logp)[back]
+    kl = L.masked_mean(L.kl_k3(logp, ref_logp), mask).item() if kl_start else None
+    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=logp, kl_start=kl)
 
 
 if __name__ == "__main__":

@@ -313,6 +313,17 @@ ROWS: tuple[Row, ...] = (
         "我们采样和训练是同一套前向，没有这个偏差；用了 vLLM/SGLang 就有，TRL 默认开",
     ),
     Row(
+        "dynamic_sampling",
+        "dynamic sampling（DAPO）：丢掉 reward 全相同的组，补采到 P 个有信号的组",
+        ("--dynamic-sampling", "l2_10_dynamic_sampling.select_groups(target)"),
+        (),
+        "--over-sampling-batch-size / --dynamic-sampling-filter-path",
+        "--over-sampling-batch-size / --dynamic-sampling-filter-path",
+        "TRL 1.16 没有对应物（只记 frac_reward_zero_std，全相同的组照样训练）；slime 一次多采一批，"
+        "用 filter_hub.dynamic_sampling_filters.check_reward_nonzero_std 过滤（出自 slime 的 examples，"
+        "没有在上面那个 commit 上核对）",
+    ),
+    Row(
         "act_ckpt",
         "激活重算（activation checkpointing）",
         (),

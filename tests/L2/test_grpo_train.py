@@ -136,6 +136,16 @@ def test_defaults_are_the_config_plus_the_preset(tmp_path):
         (["--model", "no/such/dir", "--preset", "qwen3-0.6b"], "模型目录不存在：no/such/dir"),
         (["--model", "no/such/dir"], "不认识的模型 'no/such/dir'"),
         (["--model", "./no/such/dir", "--preset", "tiny"], "make_warmstart.py --out"),
+        (["--skip-zero-adv", "2"], "--skip-zero-adv = 2 不合法：要 0 到 1 的整数"),
+        (["--skip-zero-adv", "1", "--beta", "0.04"], "--skip-zero-adv 1 只在 --beta 0 且 --num-iterations 1 时成立"),
+        (["--skip-zero-adv", "1", "--num-iterations", "2"], "μ = 2"),
+        (["--dynamic-sampling", "-1"], "--dynamic-sampling = -1 不合法：要 >= 0 的整数"),
+        (["--dynamic-sampling", "3", "--n-train", "300", "--n-heldout", "200", "--prompts-per-step", "32",
+          "--micro-batch", "8"], "一步最多采 (1 + 3) × 32 = 128 道不同的题，比训练题还多"),
+        (["--final-heldout", "100"], "--final-heldout 100 比 --n-heldout 200 还小"),
+        (["--final-heldout", "2000", "--data", "gsm8k"], "--final-heldout 2000 超过了 GSM8K test 的 1319 道题"),
+        (["--final-heldout", "6000"], "--final-heldout 6000 必须小于 --n-train 5000"),
+        (["--eval-kl", "2"], "--eval-kl = 2 不合法：要 0 到 1 的整数"),
     ],
 )  # fmt: skip
 def test_bad_config_is_rejected_in_chinese(tmp_path, argv, expected):
@@ -331,6 +341,42 @@ def test_a_run_and_its_control_train_on_the_same_prompts(tmp_path):
         for a, b in zip(run[1:], control[1:])
     ]
     assert any(later), "对照和运行 10 步里一模一样：对照的 reward 没有被打乱"
+
+
+@pytest.mark.slow
+def test_dynamic_sampling_final_heldout_and_kl_to_the_start(tmp_path):
+    """--dynamic-sampling 2 --skip-zero-adv 1 --eval-kl 1 --final-heldout 16，运行和它的组内打乱对照各 4 步：
+    补采真的发生、训练的组不超过 P、日志的新键自洽；最后一步评 16 题、中间评 8 题；kl_start 从 0 开始变大；
+    运行和对照每一步的候选题都一样（L2.10 第 2.1 节）。"""
+    args = [*SMALL, "--steps", "4", "--dynamic-sampling", "2", "--skip-zero-adv", "1",
+            "--eval-kl", "1", "--final-heldout", "16", "--pass-k", "0"]  # fmt: skip
+    _run("--out", tmp_path / "run", *args)
+    _run("--out", tmp_path / "control", "--reward", "shuffled", *args)
+    run = read_metrics(tmp_path / "run" / "metrics.jsonl")
+    control = read_metrics(tmp_path / "control" / "metrics.jsonl")
+    P = 4
+    for row in run + control:
+        drawn, dropped, kept = row["groups_drawn"], row["groups_dropped"], row["groups_kept"]
+        assert len(row["prompt_ids"]) == 3 * P and drawn % P == 0 and drawn <= 3 * P
+        assert row["zero_std_frac"] == pytest.approx(dropped / drawn)
+        assert kept == (P if dropped == drawn else min(P, drawn - dropped))
+        assert kept == P or drawn == 3 * P, "凑不够 P 组却没有补采到上限"
+        assert row["extra_rollout_s"] >= 0 and "kl_start" in row and row["kl_start"] >= 0
+    assert any(r["groups_drawn"] > P for r in run), "4 步里一次补采都没有：这个测试没有意义"
+    assert run[0]["kl_start"] < 1e-6 < run[-1]["kl_start"]  # 第 1 步还在起点（只差浮点舍入）
+    assert [r["prompt_ids"] for r in run] == [r["prompt_ids"] for r in control]  # 同一串候选题
+    first, ctl = run[0], control[0]  # 第 1 步权重还一样：组内打乱不改哪些组全相同
+    assert [first[k] for k in ("groups_drawn", "groups_dropped", "groups_kept")] == [
+        ctl[k] for k in ("groups_drawn", "groups_dropped", "groups_kept")
+    ]
+    lesson = (LESSON / "README.md").read_text(encoding="utf-8")  # L2.07 第 3 节的键表列全了新键
+    table = lesson.split("`metrics.jsonl` 每行的键")[1].split("\n\n")[1]
+    written = {k for r in run for k in r}
+    assert written <= set(re.findall(r"`([a-z0-9_]+)`", table)), "L2.07 第 3 节的键表漏了新键"
+    questions = read_metrics(tmp_path / "run" / "eval_questions.jsonl")
+    assert [len(q["greedy"]) for q in questions] == [8, 8, 8, 16]  # 最后一步评 --final-heldout 道
+    for name in ("eval_before.json", "eval_after.json"):
+        assert json.loads((tmp_path / "run" / name).read_text(encoding="utf-8"))["n"] == 16
 
 
 # 「训练有用」的 CI 版：默认设置（tiny、每步 16 题 × 8 条、默认 lr、默认的 200 道 held-out）只跑 10 步、只评贪心。

@@ -322,3 +322,38 @@ def test_auto_backend_is_picked_by_supports_fast_decode(model_and_prompts, monke
     monkeypatch.undo()
     with pytest.raises(ValueError, match="CUDA"):
         generate(model, prompts, backend="fast", **kw)
+
+
+def _small_rollout(prompts, completions, engine=False):
+    ids, mask = left_pad(prompts, PAD)
+    ro = finish_rollout(ids, mask, torch.tensor(completions), [2], PAD)
+    if engine:
+        ro.engine_logp = -torch.rand(ro.completion_ids.shape) * ro.completion_mask
+    return ro
+
+
+def test_concat_rollouts_keeps_every_row_and_take_picks_rows():
+    """dynamic sampling 把一步里的几批拼起来（L2.10）：每行的 token、mask、位置、引擎 logp 都不变；
+    宽度不同的批在 prompt 左边、回答右边补 pad。take(rows) 取出的行和原来的那几行逐位相同。"""
+    from common.rollout_batch import concat_rollouts
+
+    a = _small_rollout([[5, 6, 7], [8]], [[9, 2, 4, 4], [9, 9, 9, 9]], engine=True)
+    b = _small_rollout([[5, 6, 7, 8, 9]], [[2, 4]], engine=True)
+    ro = concat_rollouts([a, b], PAD)
+    assert ro.prompt_ids.shape == (3, 5) and ro.completion_ids.shape == (3, 4)
+    for i, (src, j) in enumerate([(a, 0), (a, 1), (b, 0)]):
+        n = int(src.lengths[j])
+        assert ro.completion_ids[i, :n].tolist() == src.completion_ids[j, :n].tolist()
+        assert ro.completion_mask[i].sum() == n and ro.lengths[i] == n
+        assert ro.truncated[i] == src.truncated[j]
+        assert torch.equal(ro.engine_logp[i, :n], src.engine_logp[j, :n])
+        real = ro.attention_mask[i] == 1  # 真 token 的位置编号不变（左边补的 pad 不占位置）
+        src_real = src.attention_mask[j] == 1
+        assert ro.sequences[i][real].tolist() == src.sequences[j][src_real].tolist()
+        assert ro.position_ids[i][real].tolist() == src.position_ids[j][src_real].tolist()
+    picked = ro.take(torch.tensor([2, 0]))
+    assert torch.equal(picked.completion_ids, ro.completion_ids[[2, 0]])
+    assert torch.equal(picked.engine_logp, ro.engine_logp[[2, 0]])
+    assert concat_rollouts([a], PAD) is a
+    with pytest.raises(ValueError, match="engine_logp"):
+        concat_rollouts([a, _small_rollout([[5]], [[2]])], PAD)

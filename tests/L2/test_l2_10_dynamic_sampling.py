@@ -1,0 +1,334 @@
+"""L2.10 select_groups：课文的手算例子、典型错误的诊断、边界、性质；第 1 节的数字由附带的运行重算。"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from diagnose import (
+    Mistake,
+    assert_named_first,
+    assert_sections_exist,
+    check,
+    guarded,
+    hint_sections,
+    symptom,
+)
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+ROOT = Path(__file__).resolve().parents[2]
+LESSON = ROOT / "L2_algorithm" / "10_dynamic_sampling"
+SECTION = "L2.10「2. 规格」"
+CRASHES = {
+    "select_groups": {
+        "reshape": "把 reward 分成 (组数, G) 时形状不对：长度不是 G 的整数倍要先抛 ValueError",
+        "bool_ambiguous": "对多个元素的张量用了 Python 的 if / and / or（每组的判断是逐组的）",
+    }
+}
+
+
+@pytest.fixture(scope="module")
+def mod(impl):
+    """被测模块：函数里抛出的异常带上一句中文（最可能的原因）；原地改了输入直接点名。"""
+    sections = {"select_groups": SECTION}
+    return guarded(impl("l2_10_dynamic_sampling"), sections, CRASHES, keep_inputs=sections)
+
+
+def _spec_variant(
+    only_all_wrong=False,
+    by_mean=False,
+    no_cap=False,
+    newest_first=False,
+    empty_on_last=False,
+    fallback_early=False,
+    rows=False,
+    top_up_with_equal=False,
+    bool_mask=False,
+    std_threshold=None,
+):
+    """按规格用 Python 列表算一遍（和 solutions/ 的写法不同），但带上某一个典型错误。"""
+
+    def fn(rewards, group_size, target, last=False):
+        values = rewards.tolist()
+        groups = [values[i : i + group_size] for i in range(0, len(values), group_size)]
+        if only_all_wrong:  # 只丢了全错的组
+            signal = [any(v != 0 for v in g) for g in groups]
+        elif by_mean:  # 0 < 均值 < 1 当成有信号
+            signal = [0 < sum(g) / len(g) < 1 for g in groups]
+        elif std_threshold is not None:  # std 大过某个阈值才算有信号
+            signal = [torch.tensor(g).std().item() > std_threshold for g in groups]
+        else:
+            signal = [len(set(g)) > 1 for g in groups]
+        if bool_mask:
+            return torch.tensor(signal)
+        keep = [j for j, s in enumerate(signal) if s]
+        if newest_first:  # 取了最后 target 个：后采的组优先
+            keep = keep[-target:]
+        keep = keep if no_cap else keep[:target]
+        if top_up_with_equal and last:  # 凑不够时拿全相同的组补满
+            keep += [j for j, s in enumerate(signal) if not s][: target - len(keep)]
+        elif not keep and (last or fallback_early) and not empty_on_last:
+            keep = list(range(min(target, len(groups))))
+        if rows:  # 返回了回答（行）的下标
+            keep = [j * group_size + i for j in keep for i in range(group_size)]
+        return torch.tensor(keep, dtype=torch.int64)
+
+    return fn
+
+
+REF = _spec_variant()
+PIT = "L2.10「4. 坑，以及出处」"
+MISTAKES = [
+    Mistake(
+        "只丢了全错的组：全对的组 advantage 也全是 0",
+        "L2.10「坑 1」",
+        _spec_variant(only_all_wrong=True),
+    ),
+    Mistake(
+        "把「0 < 组内均值 < 1」当成了有信号：reward 不是 0/1 时，全相同的组也被留下了",
+        "L2.10「坑 2」",
+        _spec_variant(by_mean=True),
+    ),
+    Mistake(
+        "没有截到 target 个：多出来的有信号的组也返回了",
+        "L2.10「坑 4」",
+        _spec_variant(no_cap=True),
+    ),
+    Mistake(
+        "取了最后 target 个有信号的组：后采的组优先了（应按组的先后取）",
+        "L2.10「坑 3」",
+        _spec_variant(newest_first=True),
+    ),
+    Mistake(
+        "给 std 加了阈值（std 大过某个数才算有信号）：组内只要不全相同，advantage 就不为 0",
+        "L2.10「坑 2」",
+        _spec_variant(std_threshold=0.1),
+    ),
+    Mistake(
+        "还能补采（last=False）时，一个有信号的组都没有就退回了前面的组",
+        "L2.10「坑 5」",
+        _spec_variant(fallback_early=True),
+    ),
+    Mistake(
+        "最后一批（last=True）也凑不到一个有信号的组时返回了空：训练的 batch 不能是空的",
+        "L2.10「坑 5」",
+        _spec_variant(empty_on_last=True),
+    ),
+    Mistake(
+        "最后一批凑不够时拿 reward 全相同的组补满了 target 个：规格是有几个训练几个",
+        "L2.10「2. 规格」",
+        _spec_variant(top_up_with_equal=True),
+    ),
+    Mistake("返回的是回答（行）的下标，不是组的下标", "L2.10「坑 5」", _spec_variant(rows=True)),
+    Mistake(
+        "返回了每组一个 True/False 的 mask，不是组的下标",
+        "L2.10「2. 规格」",
+        _spec_variant(bool_mask=True),
+    ),
+]
+MISTAKE_IDS = [
+    "only_all_wrong",
+    "by_mean",
+    "no_cap",
+    "newest_first",
+    "std_threshold",
+    "fallback_early",
+    "empty_on_last",
+    "top_up_with_equal",
+    "rows",
+    "bool_mask",
+]
+SYMPTOMS = [
+    symptom(
+        "返回的下标没有按升序排",
+        "L2.10「坑 3」",
+        lambda got, **kw: got.dim() == 1 and bool((got[1:] < got[:-1]).any()),
+    ),
+    symptom(
+        "返回的下标超出了组数（退回时只能退回真有的组：min(target, n) 个）",
+        "L2.10「2. 规格」",
+        lambda got, rewards, group_size, **kw: (
+            got.numel() > 0 and int(got.max()) >= rewards.numel() // group_size
+        ),
+    ),
+    symptom(
+        "返回了超过 target 个组",
+        "L2.10「坑 4」",
+        lambda got, target, **kw: got.numel() > target,
+    ),
+]
+
+
+def _t(*groups):
+    return torch.tensor([v for g in groups for v in g], dtype=torch.float32)
+
+
+# 课文第 3 节的两批（G = 4，P = 3），再加一个有信号的组 6：截断、先后都查得到
+TWO_DRAWS = _t(
+    [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0.5] * 4, [1, 0, 1, 1], [0, 0, 1, 1]
+)
+# (输入, 说明)，按这个顺序跑（test_each_mistake_is_recognised 照同样的顺序检查）
+DIAGNOSIS_CASES = [
+    (dict(rewards=TWO_DRAWS, group_size=4, target=3, last=False), "两批 7 组，有信号的 4 组"),
+    (dict(rewards=_t([0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=False),
+     "还能补采、一个有信号的组都没有"),
+    (dict(rewards=_t([0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=True),
+     "最后一批、一个有信号的组都没有"),
+    (dict(rewards=_t([1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=True),
+     "最后一批、只有 1 个有信号的组"),
+    (dict(rewards=_t([0.5, 0.5, 0.5, 0.52], [0.5] * 4, [0, 0, 0, 0]), group_size=4, target=2,
+          last=False), "组内只差一点点"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("inputs,where", DIAGNOSIS_CASES, ids=[w for _, w in DIAGNOSIS_CASES])
+def test_matches_reference_with_diagnosis(mod, inputs, where):
+    got = mod.select_groups(**inputs)
+    check(
+        got,
+        REF(**inputs),
+        inputs=inputs,
+        mistakes=MISTAKES + SYMPTOMS,
+        where=where,
+        section=SECTION,
+    )
+
+
+def test_worked_example_from_the_lesson(mod):
+    """课文第 3 节：第一批 [0]；两批 [0, 3, 5]；组 5 换成全对时 [0, 3]；两批都没有信号时 [0, 1, 2]。"""
+    first = _t([1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1])
+    second = _t([0, 1, 1, 0], [0.5] * 4, [1, 0, 1, 1])
+    cases = [
+        (dict(rewards=first, group_size=4, target=3, last=False), [0], "第一批"),
+        (dict(rewards=torch.cat([first, second]), group_size=4, target=3, last=True), [0, 3, 5], "两批"),
+        (dict(rewards=torch.cat([first, _t([0, 1, 1, 0], [0.5] * 4, [1, 1, 1, 1])]), group_size=4,
+              target=3, last=True), [0, 3], "组 5 全对时"),
+        (dict(rewards=_t(*[[0.0] * 4] * 3, *[[1.0] * 4] * 3), group_size=4, target=3, last=True),
+         [0, 1, 2], "两批都没有信号时"),
+    ]  # fmt: skip
+    for inputs, want, where in cases:
+        got = mod.select_groups(**inputs)
+        check(
+            got, torch.tensor(want, dtype=torch.int64), inputs=inputs, mistakes=MISTAKES + SYMPTOMS,
+            where=f"课文第 3 节「{where}」的结果", section="L2.10「3. 手算一遍」",
+        )  # fmt: skip
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=MISTAKE_IDS)
+def test_each_mistake_is_recognised(mistake):
+    """诊断表本身要灵：按诊断测试的顺序，每个典型错误第一次和正确答案不同的那组输入上，第一行只点名它自己。"""
+    cases = [(inputs, REF(**inputs), {}) for inputs, _ in DIAGNOSIS_CASES]
+    assert_named_first(mistake, cases, MISTAKES, where="x", section=SECTION)
+
+
+def test_each_symptom_is_absent_from_the_right_answer():
+    for inputs, where in DIAGNOSIS_CASES:
+        want = REF(**inputs)
+        assert not [s.what for s in SYMPTOMS if s.fn(want, **inputs)], where
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.integers(1, 12),
+    st.integers(2, 5),
+    st.integers(1, 8),
+    st.booleans(),
+    st.integers(0, 2**16),
+)
+@example(n=6, G=3, target=2, last=True, seed=5)
+def test_properties(mod, n, G, target, last, seed):
+    g = torch.Generator().manual_seed(seed)
+    rewards = torch.randint(0, 2, (n, G), generator=g).float()
+    rewards[torch.rand(n, generator=g) < 0.3] = 0.5  # 一些组全相同，但不是 0/1
+    rewards[torch.rand(n, generator=g) < 0.2, 0] = 0.51  # 一些组只差一点点
+    rewards = rewards.flatten()
+    before = rewards.clone()
+    got = mod.select_groups(rewards, G, target, last=last)
+    assert torch.equal(rewards, before), "select_groups 改了输入的 rewards：回看 L2.10「2. 规格」"
+    want = REF(rewards=rewards, group_size=G, target=target, last=last)
+    where = f"n={n} 组、G={G}、target={target}、last={last}"
+    check(got, want, inputs=dict(rewards=rewards, group_size=G, target=target, last=last),
+          mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)  # fmt: skip
+    assert got.dtype == torch.int64 and got.dim() == 1 and got.numel() <= target
+
+
+@pytest.mark.parametrize(
+    "kwargs,needle",
+    [
+        (dict(rewards=torch.zeros(6), group_size=4, target=1), "group_size"),
+        (dict(rewards=torch.zeros(8), group_size=1, target=1), "group_size"),
+        (dict(rewards=torch.zeros(8), group_size=4, target=0), "target"),
+        (dict(rewards=torch.zeros(2, 4), group_size=4, target=1), "一维"),
+        (dict(rewards=torch.zeros(0), group_size=4, target=1), "rewards"),
+        (dict(rewards=torch.tensor([0.0, float("nan"), 1.0, 1.0]), group_size=4, target=1), "NaN"),
+    ],
+    ids=["not_multiple", "group_size_1", "target_0", "two_dims", "empty", "nan"],
+)
+def test_bad_arguments(mod, kwargs, needle):
+    try:
+        mod.select_groups(**kwargs)
+    except ValueError as err:
+        assert needle in str(err), f"这个非法参数的 ValueError 里应提到「{needle}」，得到：{err}"
+    else:
+        pytest.fail(
+            f"{needle} 不合法时应抛 ValueError（中文说明要改什么）：回看 {SECTION}", pytrace=False
+        )
+
+
+def test_diagnoses_point_at_real_sections():
+    sections = {m.section for m in MISTAKES + SYMPTOMS} | {SECTION, PIT, "L2.10「3. 手算一遍」"}
+    assert_sections_exist(sections | hint_sections(CRASHES))
+
+
+# ------------------------------------------------------- 第 1 节的数字：由附带的运行重算 ----------
+def _draws_needed():
+    spec = importlib.util.spec_from_file_location("draws_needed", LESSON / "draws_needed.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_lesson_numbers_come_from_the_shipped_runs():
+    """第 1 节两张表里的每个数 == draws_needed.py 从 real_recipe/ 的 metrics.jsonl 算出的（按表里的位数）。"""
+    report = _draws_needed().report()
+    text = (LESSON / "README.md").read_text(encoding="utf-8")
+    for name, r in report.items():
+        first = re.search(
+            rf"^\| {re.escape(name)} \| ([\d.]+) \| ([\d.]+)–([\d.]+) \| ([\d.]+) \|$", text, re.M
+        )
+        assert first, f"L2.10 第 1 节的第一张表缺 {name} 这一行"
+        want = [r["zero_std_mean"], r["zero_std_min"], r["zero_std_max"]]
+        assert [float(x) for x in first.groups()[:3]] == [round(v, 3) for v in want], name
+        assert float(first.group(4)) == round(r["informative_mean"], 2), name
+        cost = re.search(
+            rf"^\| {re.escape(name)} \| ([\d.]+) / ([\d.]+) \| ([\d.]+) / ([\d.]+) \|$", text, re.M
+        )
+        assert cost, f"L2.10 第 1 节的第二张表缺 {name} 这一行"
+        plans = r["plans"]
+        want = [plans[1]["draws"], plans[1]["short"], plans[2]["draws"], plans[2]["short"]]
+        assert [float(x) for x in cost.groups()] == [
+            round(v, d) for v, d in zip(want, (2, 3, 2, 3))
+        ]
+    # 附带运行的 zero_std_frac 均值：issue 45 引用的三个数
+    means = [
+        round(report[n]["zero_std_mean"], 3) for n in ("recipe-s0", "recipe-s1", "recipe100-s2")
+    ]
+    assert means == [0.426, 0.439, 0.445]
+
+
+def test_plan_is_exact_on_a_two_point_distribution():
+    """plan() 的卷积：每批有信号的组数一半是 2、一半是 4，P = 4 时手算得到的值。"""
+    plan = _draws_needed().plan
+    got = plan([2, 4], 4, extra=1)
+    # 第一批 4 组（概率 1/2）就够；否则第二批 2 或 4，总数 4 或 6，都够
+    assert (
+        got["draws"] == pytest.approx(1.5) and got["short"] == 0 and got["kept"] == pytest.approx(4)
+    )
+    got = plan([2, 4], 4, extra=0)
+    assert (
+        got["draws"] == 1 and got["short"] == pytest.approx(0.5) and got["kept"] == pytest.approx(3)
+    )
