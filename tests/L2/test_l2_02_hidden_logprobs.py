@@ -523,7 +523,8 @@ def test_no_btv_tensor_in_forward_or_backward(mod):
     )
     assert saved <= full // 4, (
         f"autograd 为 backward 存了共 {saved} 个元素（完整的 (B,T,V) 是 {full}，hidden 和 W 加起来只有 "
-        f"{hidden.numel() + weight.numel()}）：每块的 logits 被留到了 backward。回看 " + SPEC
+        f"{hidden.numel() + weight.numel()}）：每块的 logits 被留到了 backward。回看 L2.02「3.2 为什么要分块，为什么分块还不够」"
+        "和 6.5 的提示 2"
     )
 
 

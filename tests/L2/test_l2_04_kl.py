@@ -93,7 +93,7 @@ K3_MISTAKES.append(
     )
 )
 NEGATIVE_K3 = (
-    "k3 按 e^(log r) − log r − 1 的字面顺序算了（log r 很小时 e^x 舍入成 1 或只差一个 ulp，"
+    "k3 先算出 r = e^(log r) 再减 1、减 log r 了（无论哪种顺序；log r 很小时 e^x 舍入成 1 或只差一个 ulp，"
     "结果成了 −1e-16 这样的负数，而 k3 要精确 >= 0）"
 )
 MISTAKES = {"kl_k1": K1_MISTAKES, "kl_k2": K2_MISTAKES, "kl_k3": K3_MISTAKES}
