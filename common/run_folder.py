@@ -35,7 +35,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from common.atomic_io import TMP_SUFFIX, WriteError
+from common.atomic_io import TMP_SUFFIX, WriteError, open_no_link
 from common.bad_step import save_bad_step
 from common.checkpoint import (
     CHECKPOINT_NAME,
@@ -76,7 +76,14 @@ RUN_FILES = (
     CURVES_NAME,
     CHECKPOINT_NAME,
 )
-TMP_PATTERNS = ("*" + TMP_SUFFIX, "*.tmp.png")  # *.tmp.png: curves written by older versions
+# every file the course writes in a run folder (fnmatch patterns); only their temporary files
+# are ever cleaned up: a user's own thesis.tmp in the same folder is not the course's to delete
+WRITTEN = (*RUN_FILES, QUESTIONS_NAME, "eval_*.json", "answers_*.jsonl",
+           "bad_step_*.pt")  # fmt: skip
+TMP_PATTERNS = (
+    *(name + TMP_SUFFIX for name in WRITTEN),
+    "curves.tmp.png",  # curves.png written by older versions
+)
 IDENTITY_KEYS = ("out",)  # the folder's own path: a moved folder is still the same run
 
 
@@ -131,7 +138,7 @@ class RunFolder:
     def _open_lock_file(self) -> int:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            return os.open(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+            return open_no_link(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT)
         except OSError as err:
             raise RunFolderError(
                 f"建不了运行目录 {self.path}（{err.strerror or err}）：换一个能写的 --out"
@@ -161,11 +168,12 @@ class RunFolder:
                 pass
 
     def clean_tmp(self) -> list[Path]:
-        """Delete temporary files a killed run left behind (only while holding the lock)."""
+        """Delete temporary files a killed run left behind (only while holding the lock): the
+        ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a link, never another file."""
         removed = []
         for pattern in TMP_PATTERNS:
-            for tmp in self.path.glob(pattern):
-                if tmp.is_file():
+            for tmp in sorted(self.path.glob(pattern)):
+                if tmp.is_file() and not tmp.is_symlink():
                     tmp.unlink()
                     removed.append(tmp)
         if removed:

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from common.atomic_io import WriteError
 from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
 from common.json_files import write_json
 from common.metrics import MetricsError, MetricsLogger
@@ -99,9 +100,28 @@ def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
     folder.mkdir()
     for name in ("checkpoint.pt.tmp", "curves.tmp.png", "metrics.jsonl.tmp", "keep.txt"):
         (folder / name).write_bytes(b"")
+    (folder / "thesis.tmp").write_bytes(b"a learner's own file")  # 不是课程写的：不许删
+    (folder / "notes.png.tmp").write_bytes(b"mine too")
+    (tmp_path / "outside").write_bytes(b"x")
+    (folder / "eval_after.json.tmp").symlink_to(tmp_path / "outside")  # 链接：不是课程写的文件
     RunFolder(folder).lock().close()
-    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]  # close() 也删掉 run.lock
+    left = sorted(p.name for p in folder.iterdir())  # close() 也删掉 run.lock
+    assert left == ["eval_after.json.tmp", "keep.txt", "notes.png.tmp", "thesis.tmp"]
+    assert (folder / "thesis.tmp").read_bytes() == b"a learner's own file"
+    assert (tmp_path / "outside").read_bytes() == b"x"
     assert "临时文件" in capsys.readouterr().out
+
+
+def test_a_run_lock_planted_as_a_link_is_refused_not_followed(tmp_path):
+    """run.lock 是指向目录外文件的符号链接：拒绝（中文，点名链接），外面的文件一个字节都不变。"""
+    folder, victim = tmp_path / "run", tmp_path / "victim.txt"
+    folder.mkdir()
+    victim.write_bytes(b"precious\n")
+    (folder / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(WriteError, match="符号链接"):
+        RunFolder(folder).open(CONFIG, resume=False)
+    assert victim.read_bytes() == b"precious\n"
+    assert not (folder / "config.json").exists()
 
 
 def test_new_run_writes_config_and_refuses_an_existing_run(tmp_path):
