@@ -68,10 +68,16 @@ def read_metrics(path: str | Path) -> list[dict]:
     The file is append-only, so only its very last line can be half-written (a run killed during
     an append): a last line without a trailing newline that does not parse is ignored. Any other
     bad line raises MetricsError with its line number; the file is never modified here.
+    A reader that must not lose that last row unnoticed uses :func:`read_rows`.
     """
+    return read_rows(path)[0]
+
+
+def read_rows(path: str | Path) -> tuple[list[dict], int | None]:
+    """(:func:`read_metrics`'s rows, the number of the half-written last line it ignored or None)."""
     path = Path(path)
     if not path.is_file():
-        return []
+        return [], None
     lines = path.read_bytes().split(b"\n")
     partial = lines.pop()  # b"" when the file ends with a newline (or is empty)
     rows = []
@@ -85,7 +91,16 @@ def read_metrics(path: str | Path) -> list[dict]:
         rows.append(row)
     if partial.strip() and _row(partial) is not None:
         rows.append(_row(partial))  # complete row, only the newline missing
-    return rows
+    elif partial.strip():
+        return rows, len(lines) + 1
+    return rows, None
+
+
+def cut_line_error(path: Path, lineno: int, why: str) -> MetricsError:
+    """A half-written last line that a reader cannot skip: names the file, the line and why."""
+    return MetricsError(
+        f"{path} 的最后一行（第 {lineno} 行）只写了一半（进程在写它时被杀了）：{why}"
+    )
 
 
 class MetricsLogger:

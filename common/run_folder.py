@@ -54,6 +54,7 @@ from common.metrics import (
     MetricsLogger,
     plot_curves,
     read_metrics,
+    read_rows,
 )
 from common.out_dir import CONFIG_NAME
 from common.provenance import provenance
@@ -68,6 +69,7 @@ EVAL_BEFORE_NAME = "eval_before.json"
 EVAL_AFTER_NAME = "eval_after.json"
 LOCK_NAME = "run.lock"
 QUESTIONS_NAME = "eval_questions.jsonl"  # per-question held-out results, one row per evaluation
+EVAL_KEY = "eval_accuracy"  # a metrics.jsonl row with it had an evaluation (a QUESTIONS_NAME row)
 RUN_FILES = (
     CONFIG_NAME,
     METRICS_NAME,
@@ -381,7 +383,45 @@ def plan_resume(out: str | Path, config: dict, may_change=()) -> ResumePlan:
             f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。"
             f"续跑会让记录缺行或重复；{untouched}"
         )
+    _check_questions(out, ckpt.step, [r["step"] for r in read if EVAL_KEY in r], untouched)
     return ResumePlan(ckpt)
+
+
+def _check_questions(out: Path, step: int, evaluated: list[int], untouched: str) -> None:
+    """eval_questions.jsonl must hold one row for each evaluation up to the checkpoint's ``step``
+    (metrics.jsonl's rows with :data:`EVAL_KEY`): those rows came from weights the resume no longer
+    has, so a lost one cannot be recomputed and the resume is refused, naming file and line."""
+    path = out / QUESTIONS_NAME
+    want = [s for s in evaluated if s <= step]
+    try:
+        rows, cut = read_rows(path)
+    except MetricsError as err:
+        raise MetricsError(f"{err}（{untouched}）") from None
+    have = [r["step"] for r in rows if r["step"] <= step]
+    if have == want:
+        return
+    missing = sorted(set(want) - set(have))
+    repeated = sorted({s for s in have if have.count(s) > 1})
+    extra = sorted(set(have) - set(want))
+    what = "；".join(
+        part
+        for part in (
+            f"缺第 {missing[:5]} 步的逐题结果" if missing else "",
+            f"第 {repeated[:5]} 步出现了不止一次" if repeated else "",
+            f"有 {METRICS_NAME} 里没有评估过的第 {extra[:5]} 步" if extra else "",
+            "" if missing or repeated or extra else "行的顺序乱了",
+        )
+        if part
+    )
+    if not path.is_file():
+        what = "文件不见了"
+    elif cut is not None and missing:
+        what += f"（第 {cut} 行，最后一行，只写了一半）"
+    raise RunFolderError(
+        f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。这些逐题结果是用那几步的权重算的，"
+        f"checkpoint 已经到第 {step} 步，续跑补不回来；接着跑会少掉它们（compare_runs.py 会比错步）。"
+        f"要完整的记录请换一个 --out 重新跑；{untouched}"
+    )
 
 
 def _checkpoint_step(out: Path) -> int | None:

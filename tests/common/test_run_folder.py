@@ -183,6 +183,28 @@ def test_metrics_rows_must_match_the_checkpoint(tmp_path):
     _refused(folder, RunFolderError, "metrics.jsonl 不见了")
 
 
+def test_a_lost_per_question_row_before_the_checkpoint_is_refused(tmp_path):
+    """以前：eval_questions.jsonl 的最后一行（第 2 步，<= checkpoint）写了一半，续跑悄悄丢掉它，
+    文件从此只有第 1、3 步。那一行只能由第 2 步的权重算出：拒绝，点名文件和行。"""
+    folder = _finished(tmp_path / "run")
+    metrics = folder / "metrics.jsonl"
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**r, "eval_accuracy": 0.5}) + "\n" for r in rows))
+    questions = folder / "eval_questions.jsonl"
+    lines = [json.dumps({"step": s, "greedy": [1, 0]}) for s in (1, 2, 3, 4)]
+    questions.write_text("\n".join(lines) + "\n")
+    run = RunFolder(folder)
+    assert run.open(CONFIG, resume=True, may_change=("steps", "resume")).step == 3
+    run.close()
+    questions.write_text("\n".join(lines[:1]) + "\n" + lines[1][:12])  # 第 2 行写了一半
+    msg = _refused(folder, RunFolderError, "eval_questions.jsonl")
+    assert "缺第 [2, 3] 步" in msg and "第 2 行，最后一行，只写了一半" in msg
+    questions.write_text("\n".join([lines[0], lines[0], lines[1], lines[2]]) + "\n")
+    _refused(folder, RunFolderError, "第 [1] 步出现了不止一次")
+    questions.unlink()
+    _refused(folder, RunFolderError, "文件不见了")
+
+
 def test_a_checkpoint_past_the_target_step_is_refused(tmp_path):
     folder = _finished(tmp_path / "run")
     _refused(
