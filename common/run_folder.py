@@ -45,6 +45,7 @@ from common.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from common.cli import broken_stdout
 from common.finite_guard import NonFiniteError, guard_finite
 from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import (
@@ -492,8 +493,12 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM (``kill``, a job scheduler, a shutdown): handled exactly like Ctrl-C."""
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
+def _stop(signum, frame):
+    """The first Ctrl-C / SIGTERM stops the run; later ones (a second Ctrl-C 10 ms after the first)
+    are ignored, so they cannot break the clean exit with a traceback of their own."""
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
+    raise Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
 
 
 @contextmanager
@@ -505,7 +510,9 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     (a full disk) also says how to resume. On the way out the run folder's lock is let go.
     """
     main = threading.current_thread() is threading.main_thread()
-    previous = signal.signal(signal.SIGTERM, _raise_terminated) if main else None
+    ours = (signal.SIGTERM,) + ((signal.SIGINT,) if signal.getsignal(signal.SIGINT) is
+                                signal.default_int_handler else ())  # fmt: skip
+    previous = {sig: signal.signal(sig, _stop) for sig in ours} if main else {}
     try:
         yield
     except KeyboardInterrupt as err:
@@ -515,8 +522,13 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     except (*ERRORS, *errors) as err:
         hint = f"\n{resume_hint(out, steps)}" if isinstance(err, WriteError) else ""
         sys.exit(f"错误：{err}{hint}")
+    except OSError as err:
+        line = broken_stdout(err)
+        if line is None:
+            raise
+        sys.exit(f"错误：{line}\n{resume_hint(out, steps)}")
     finally:
-        if main:
-            signal.signal(signal.SIGTERM, previous if previous is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         for run in list(_HELD):
             run.close()

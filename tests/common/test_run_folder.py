@@ -271,6 +271,37 @@ def test_sigterm_is_handled_like_ctrl_c(tmp_path, capsys):
     assert signal.getsignal(signal.SIGTERM) == before, "离开 exit_cleanly 后恢复原来的处理"
 
 
+@pytest.mark.slow
+def test_a_second_ctrl_c_10_ms_later_leaves_no_traceback(tmp_path):
+    """以前：Ctrl-C 两次、隔 10 ms：第二次打断了第一次的收尾（traceback）。第二次现在被忽略。"""
+    script = tmp_path / "slow_exit.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            sys.path.insert(0, {str(ROOT)!r})
+            import common.run_folder as R
+            hint = R.resume_hint
+            def slow_hint(*args):  # 收尾慢（读 checkpoint 说怎么续跑）：第二次 Ctrl-C 落在这里
+                time.sleep(0.2)
+                return hint(*args)
+            R.resume_hint = slow_hint
+            with R.exit_cleanly({str(tmp_path / "run")!r}, 6):
+                print("ready", flush=True)
+                time.sleep(30)
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err and "已中断（Ctrl-C）" in err, err
+
+
 def test_the_lock_file_goes_when_the_run_ends(tmp_path):
     """以前（issue 35）：跑完之后 run.lock（里面是 pid）一直留在目录里。"""
     folder = tmp_path / "run"
