@@ -29,6 +29,7 @@ from common.cli import CourseParser
 from common.evaluate import pass_at_k
 from common.json_files import read_json_object
 from common.metrics import MetricsError, cut_line_error, read_rows
+from common.out_dir import out_file_problem
 from common.paired_stats import binomial_se, paired, signed, spread
 
 HERE = Path(__file__).resolve().parent
@@ -397,10 +398,9 @@ def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
 def plot_format(path: Path) -> str:
     """--plot 的格式（由后缀定）；不是一个能写的图文件名时 RunError。在算任何东西之前调用。"""
     fmt = path.suffix.lower().lstrip(".")
-    if path.is_dir():
-        raise RunError(
-            f"--plot {path} 是一个已有的目录：要给一个图文件名，比如 {path / 'compare.png'}"
-        )
+    problem = out_file_problem(path, "--plot", "compare.png")
+    if problem:
+        raise RunError(problem)
     if fmt not in PLOT_FORMATS:
         raise RunError(
             f"--plot {path}：后缀 {path.suffix or '（没有）'} 不是能画的格式"

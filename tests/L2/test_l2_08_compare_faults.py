@@ -161,7 +161,7 @@ def test_plot_format_folder_and_leftovers(C, capsys, runs, tmp_path):
     rc, _, _ = compare(C, capsys, "--pair", run, ctl, "--plot", out / "compare.pdf")
     assert rc == 0 and (out / "compare.pdf").read_bytes().startswith(b"%PDF")  # 以前：PNG 字节
     err = refused(C, capsys, "--pair", run, ctl, "--plot", out / "no" / "a.png")
-    assert "写不了" in err
+    assert "不存在" in err  # 在读任何目录之前就说
     assert sorted(p.name for p in out.iterdir()) == ["compare.pdf", "mine.tmp"]
 
 
@@ -173,3 +173,62 @@ def test_an_ascii_stdout_prints_chinese(tmp_path):
     proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
     assert "运行 − 对照".encode() in proc.stdout
+
+
+# ---------------------------------------------------------------- 课里的另外两个工具
+
+
+def _tool(name: str, *args, cwd=ROOT) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, str(HERE / name), *map(str, args)], capture_output=True,
+                          text=True, env=env, cwd=cwd, timeout=600)  # fmt: skip
+
+
+def _refused_in_chinese(proc, *needles) -> None:
+    assert proc.returncode != 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "错误" in proc.stderr, proc.stderr[-2000:]
+    for needle in needles:
+        assert needle in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.fixture(scope="module")
+def small_run(tmp_path_factory):
+    """tiny 预设 2 步、4 道 held-out 题（有的题型一题都没有），带 checkpoint。"""
+    out = tmp_path_factory.mktemp("l2_08") / "run"
+    train = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+    args = ["--n-heldout", "4", "--prompts-per-step", "2", "--group-size", "4", "--micro-batch",
+            "8", "--max-new-tokens", "12", "--n-train", "100", "--pass-k", "0", "--eval-every",
+            "2", "--save-every", "2", "--steps", "2", "--out", out]  # fmt: skip
+    env = dict(os.environ, PYTHONPATH=str(ROOT), HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, str(train), *map(str, args)], capture_output=True,
+                          text=True, env=env, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return out
+
+
+@pytest.mark.slow
+def test_before_after_on_a_small_held_out_set_and_a_cut_config(small_run, tmp_path):
+    """以前：--n-heldout 小到缺一种题型 -> ZeroDivisionError；config.json 截断 -> JSONDecodeError 的 traceback。"""
+    proc = _tool("before_after.py", small_run)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "| — | — |" in proc.stdout  # 缺的那种题型：没有题，不是 0/0
+    _refused_in_chinese(_tool("before_after.py", small_run, "--pass-k", "abc"), "要一个整数")
+    cut = tmp_path / "cut"
+    cut.mkdir()
+    text = (small_run / "config.json").read_text(encoding="utf-8")
+    (cut / "config.json").write_text(text[: len(text) // 2], encoding="utf-8")
+    _refused_in_chinese(_tool("before_after.py", cut), "config.json 读不出来")
+
+
+@pytest.mark.slow
+def test_cudnn_nan_run_widths_refuses_before_the_work(tmp_path):
+    """以前：--run-widths 没给 --model、metrics.jsonl 最后一行写了一半 -> traceback。"""
+    run = tmp_path / "seed0"
+    shutil.copytree(HERE / "tiny_runs" / "seed0", run)
+    _refused_in_chinese(_tool("cudnn_nan.py", "--run-widths", run), "--run-widths 要 --model")
+    text = (run / "metrics.jsonl").read_bytes()
+    (run / "metrics.jsonl").write_bytes(text[:-40])
+    proc = _tool("cudnn_nan.py", "--run-widths", run, "--model", tmp_path / "no-model")
+    _refused_in_chinese(proc, "metrics.jsonl 的最后一行（第 100 行）只写了一半")
+    proc = _tool("cudnn_nan.py", "--json", tmp_path / "missing" / "r.json")
+    _refused_in_chinese(proc, "不存在")
