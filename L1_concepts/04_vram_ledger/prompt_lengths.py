@@ -11,7 +11,6 @@ chat template 自己已经写了 <|im_start|> 等）。数据是课程自带的 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -23,6 +22,7 @@ sys.path.insert(
 )  # 没 pip install -e 也能从仓库根目录运行
 
 from common import data as D  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
 
 
 def percentile(sorted_values: list[int], q: float) -> int:
@@ -52,7 +52,7 @@ def prompt_lengths(tokenizer, problems: list[D.Problem]) -> list[int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False,
         description="量 GSM8K 的 prompt 长度（Qwen3 tokenizer + 课程的 chat 模板）",
     )

@@ -17,7 +17,6 @@ T = 0.3 时这个分布本来就尖，熵天生就低，所以不能直接拿它
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import sys
@@ -28,6 +27,7 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.cli import CourseParser
 from common.evaluate import EVAL_SEED
 from common.models import PresetError, load_model, model_spec
 from common.rollout import generate
@@ -104,7 +104,7 @@ def one_run(run: Path, samples: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False, description="温度 T 下的熵 vs 温度 1 下的熵，训练前后（L2.08 第 4 节）"
     )
     ap.add_argument(

@@ -17,7 +17,6 @@ N = 64 时 CPU 上每个模型一两分钟（单线程）。
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
@@ -29,6 +28,7 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.cli import CourseParser
 from common.evaluate import completer, evaluate, pass_at_k
 from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
@@ -68,7 +68,7 @@ def mean(xs) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False, description="几个 seed、逐题配对的 pass@k 前后对比（L2.08 第 5 节）"
     )
     ap.add_argument("runs", type=Path, nargs="+", help="同一个起点的几个 grpo_train.py 运行目录")

@@ -15,7 +15,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import shlex
@@ -25,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 没 pip install -e 也能 import common
+from common.cli import CourseParser
 from common.metrics import read_metrics
 
 TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
@@ -149,7 +149,7 @@ def plot(groups: dict[str, list[dict]], png: Path, title: str) -> None:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(allow_abbrev=False, description="几个 seed 的均值和范围（L2.08）")
+    ap = CourseParser(allow_abbrev=False, description="几个 seed 的均值和范围（L2.08）")
     ap.add_argument(
         "--runs",
         type=Path,

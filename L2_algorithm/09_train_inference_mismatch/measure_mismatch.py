@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -28,6 +27,7 @@ sys.path.insert(
 import torch
 
 from common import data as D
+from common.cli import CourseParser
 from common.models import load_model, model_spec
 from common.rollout import generate
 from common.vllm_rollout import VLLMEngine, trainer_logp
@@ -123,7 +123,7 @@ def bench(model, ids, repeats=5):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    ap = CourseParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="只测 fp32/fp32 的 warm start 和计时")
     ap.add_argument("--out", default="runs/mismatch.json")
     a = ap.parse_args(argv)

@@ -110,7 +110,9 @@ def plot(a: argparse.Namespace, arms: list[str]) -> dict:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(allow_abbrev=False, description="L2.09：落后的引擎 + 不修正 / TIS")
+    from common.cli import CourseParser
+
+    ap = CourseParser(allow_abbrev=False, description="L2.09：落后的引擎 + 不修正 / TIS")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--sync-every", type=int, default=10, help="stale 组每几步同步一次权重")
     ap.add_argument("--seed", type=int, default=0)

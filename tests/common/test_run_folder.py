@@ -355,3 +355,16 @@ def test_default_run_folders_are_ignored_by_git_from_any_folder(cwd):
     path = (Path(cwd) / "runs" / "tiny-20250101-000000" / "config.json").as_posix()
     proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, capture_output=True)
     assert proc.returncode == 0, f"git 会把 {path} 当成新文件（.gitignore 要有 runs/）"
+
+
+def test_out_file_problem(tmp_path, monkeypatch):
+    """--json / --plot 在干活之前就查：目录、链接、不存在的上级目录、没有写权限，各一句中文。"""
+    from common.out_dir import out_file_problem
+
+    assert out_file_problem(tmp_path / "r.json", "--json") is None
+    assert "是一个已有的目录" in out_file_problem(tmp_path, "--json")
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    assert "符号链接" in out_file_problem(tmp_path / "link.json", "--json")
+    assert "不存在" in out_file_problem(tmp_path / "no" / "r.json", "--json")
+    monkeypatch.setattr(os, "access", lambda *a: False)  # root 也写得进只读目录：这里模拟
+    assert "没有权限" in out_file_problem(tmp_path / "r.json", "--plot")
