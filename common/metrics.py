@@ -103,6 +103,15 @@ def cut_line_error(path: Path, lineno: int, why: str) -> MetricsError:
     )
 
 
+def read_whole_rows(path: str | Path, why: str) -> list[dict]:
+    """:func:`read_metrics`'s rows for a reader that must not lose the last one unnoticed (a
+    comparison, a lesson tool): a half-written last line is a MetricsError saying ``why``."""
+    rows, cut = read_rows(path)
+    if cut is not None:
+        raise cut_line_error(Path(path), cut, why)
+    return rows
+
+
 class MetricsLogger:
     """Append one JSON object per step to ``path``; each line is flushed so a crash loses at most one row."""
 

@@ -28,7 +28,7 @@ from common.choices import CONTROLS
 from common.cli import CourseParser
 from common.evaluate import pass_at_k
 from common.json_files import read_json_object
-from common.metrics import MetricsError, cut_line_error, read_rows
+from common.metrics import MetricsError, read_whole_rows
 from common.out_dir import out_file_problem
 from common.paired_stats import binomial_se, paired, signed, spread
 
@@ -58,13 +58,9 @@ def _rows(path: Path) -> list[dict]:
     """A JSON-lines file's rows, each step once and in order; a half-written last line is refused
     (skipping it would move the comparison to an earlier step without a word)."""
     try:
-        rows, cut = read_rows(path)
+        rows = read_whole_rows(path, "比较会悄悄挪到更早的一步。删掉这半行再比（比较的步会提前）")
     except MetricsError as err:
         raise RunError(str(err)) from None
-    if cut is not None:
-        raise RunError(
-            cut_line_error(path, cut, "比较会悄悄挪到更早的一步。删掉这半行再比（比较的步会提前）")
-        )
     first: dict[int, int] = {}
     for line, r in enumerate(rows, start=1):
         if r["step"] in first:

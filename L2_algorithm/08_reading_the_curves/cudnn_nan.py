@@ -23,7 +23,7 @@ from torch.nn.utils import clip_grad_norm_
 from common.atomic_io import WriteError, atomic_write
 from common.cli import CourseParser
 from common.json_files import read_json_object
-from common.metrics import MetricsError, cut_line_error, read_rows
+from common.metrics import MetricsError, read_whole_rows
 from common.out_dir import out_file_problem
 
 
@@ -42,12 +42,10 @@ def _run_rows(run: Path) -> tuple[dict, list[dict]]:
                 f"{run / 'config.json'} 里没有 {key}：要指向 grpo_train.py 的运行目录"
             )
     path = run / "metrics.jsonl"
-    try:
-        rows, cut = read_rows(path)
+    try:  # 写了一半的最后一行：那一步的宽度算不出来，不悄悄少一步
+        rows = read_whole_rows(path, "删掉这半行再算（会少最后一步的宽度）")
     except MetricsError as err:
         raise RunWidthsError(str(err)) from None
-    if cut is not None:  # 那一步的宽度算不出来：不悄悄少一步
-        raise RunWidthsError(cut_line_error(path, cut, "删掉这半行再算（会少最后一步的宽度）"))
     for line, r in enumerate(rows, start=1):
         ids, longest = r.get("prompt_ids"), r.get("completion_len_max")
         if not isinstance(ids, list) or not isinstance(longest, int):
