@@ -23,7 +23,7 @@ from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
 from common.cli import CourseParser
 from common.evaluate import completer, evaluate
-from common.json_files import read_json_object
+from common.json_files import read_run_config
 from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
@@ -81,17 +81,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.pass_k < 0:
         sys.exit("错误：--pass-k 不能为负")
-    cfg_path = args.run / "config.json"
-    if not cfg_path.is_file():
-        sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
-    hint = "参数要指向 grpo_train.py 的一个运行目录（config.json 被改坏了就无法知道它的设置）"
     try:
-        cfg = read_json_object(cfg_path, hint)
+        cfg = read_run_config(args.run, NEEDED)
     except ValueError as err:
         sys.exit(f"错误：{err}")
-    missing = [k for k in NEEDED if k not in cfg]
-    if missing:
-        sys.exit(f"错误：{cfg_path} 里缺 {missing}：{hint}")
     try:
         preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
     except ValueError as err:

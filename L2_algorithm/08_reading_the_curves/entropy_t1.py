@@ -18,7 +18,6 @@ T = 0.3 时这个分布本来就尖，熵天生就低，所以不能直接拿它
 from __future__ import annotations
 
 import copy
-import json
 import sys
 from pathlib import Path
 
@@ -29,6 +28,7 @@ from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
 from common.cli import CourseParser
 from common.evaluate import EVAL_SEED
+from common.json_files import read_run_config
 from common.models import PresetError, load_model, model_spec
 from common.rollout import generate
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
@@ -63,11 +63,8 @@ def mean_entropy(model, tok, preset, problems, *, temperature, samples, max_new_
 
 
 def one_run(run: Path, samples: int) -> dict:
-    cfg_path = run / "config.json"
-    if not cfg_path.is_file():
-        sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     try:
+        cfg = read_run_config(run, ("model", "data"))
         preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
     except ValueError as err:
         sys.exit(f"错误：{err}")
