@@ -119,6 +119,17 @@ def course_stdio() -> None:
             stream.reconfigure(encoding="utf-8", errors=errors)
     if sys.stdout is not None and sys.stdout is sys.__stdout__:  # not a test's captured stdout
         sys.stdout = _Stdout(sys.stdout)
+        if sys.excepthook is sys.__excepthook__:
+            sys.excepthook = _stdout_hook
+
+
+def _stdout_hook(kind, err, tb) -> None:
+    """An uncaught StdoutError (any course command) is one Chinese line, not a traceback."""
+    line = broken_stdout(err)
+    if line is None:
+        sys.__excepthook__(kind, err, tb)
+    else:
+        print(f"错误：{line}", file=sys.stderr)
 
 
 def broken_stdout(err: BaseException) -> str | None:

@@ -25,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.atomic_io import WriteError, atomic_write
 from common.choices import CONTROLS
-from common.cli import CourseParser
+from common.cli import CourseParser, broken_stdout
 from common.evaluate import pass_at_k
 from common.json_files import read_json_object
 from common.metrics import MetricsError, read_whole_rows
@@ -460,7 +460,8 @@ def main(argv=None) -> int:
         print(f"错误：{err}", file=sys.stderr)
         return 1
     except OSError as err:
-        print(f"错误：读写文件失败（{type(err).__name__}: {err}）：看看路径和权限", file=sys.stderr)
+        line = broken_stdout(err) or f"读写文件失败（{type(err).__name__}: {err}）：看看路径和权限"
+        print(f"错误：{line}", file=sys.stderr)
         return 1
     return 0
 

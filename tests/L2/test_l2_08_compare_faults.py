@@ -166,13 +166,19 @@ def test_plot_format_folder_and_leftovers(C, capsys, runs, tmp_path):
 
 
 @pytest.mark.slow
-def test_an_ascii_stdout_prints_chinese(tmp_path):
-    """LC_ALL=C、UTF-8 模式关着：stdout 是 ASCII（租来的机器、一些 CI）。以前：UnicodeEncodeError。"""
+def test_an_ascii_or_full_stdout(tmp_path):
+    """LC_ALL=C、UTF-8 模式关着：stdout 是 ASCII（租来的机器、一些 CI）。以前：UnicodeEncodeError。
+    stdout 在 /dev/full 上：以前是 OSError 的 traceback。"""
     env = dict(os.environ, LC_ALL="C", PYTHONUTF8="0", PYTHONIOENCODING="")
     env.pop("LANG", None)
     proc = subprocess.run([sys.executable, str(SCRIPT)], capture_output=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
     assert "运行 − 对照".encode() in proc.stdout
+    with open("/dev/full", "w") as full:  # stdout 写不进去：一行中文说是 stdout
+        proc = subprocess.run([sys.executable, str(SCRIPT)], stdout=full, stderr=subprocess.PIPE,
+                              text=True, timeout=300)  # fmt: skip
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert "写不了标准输出 stdout" in proc.stderr
 
 
 # ---------------------------------------------------------------- 课里的另外两个工具
