@@ -466,3 +466,15 @@ def test_a_tar_member_outside_the_box_is_refused_in_chinese(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "解不开" in err and "Traceback" not in err, err
     assert not list(tmp_path.rglob("evil.txt"))
+
+
+def test_receive_never_writes_through_a_link_in_the_box(packed, tmp_path, capsys):
+    manifest, man, pieces, _, box = packed
+    box.mkdir()
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious")
+    (box / "wheels.part").symlink_to(victim)
+    rc = carry.main(["receive", str(pieces[0]), "--manifest", str(man), "--box-dir", str(box)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "符号链接" in err and "Traceback" not in err, err
+    assert victim.read_bytes() == b"precious"

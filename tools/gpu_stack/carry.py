@@ -126,9 +126,22 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+def _open_no_link(path: Path, flags: int) -> int:
+    """os.open 不跟随符号链接：box 里放一个指出去的链接，写不到 box 外面。"""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise CarryError(f"{path} 是一个符号链接：不通过链接写文件。删掉它再运行") from None
+        raise
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with open(
+        _open_no_link(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8"
+    ) as f:
+        f.write(text)
     os.replace(tmp, path)
 
 
@@ -858,7 +871,7 @@ def receive_piece(manifest: dict, piece_path: Path, box: Path) -> str:
         raise CarryError(
             f"{piece_path} 和 manifest 不符（大小或 sha256）：在这里重新运行 prepare 和 plan"
         )
-    with open(part, "ab") as out:
+    with open(_open_no_link(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as out:
         if have != lo:
             out.truncate(lo)
         with open(piece_path, "rb") as f:
