@@ -243,8 +243,6 @@ def fairness(run: Run, control: Run) -> list[str]:
     differ = [k for k in SAME if run.config.get(k) != control.config.get(k)]
     rewards = f"reward：{run.config.get('reward')} vs {control.config.get('reward')}"
     lines.append(rewards + ("；其余设置相同" if not differ else f"；还有这些设置不同：{differ}"))
-    if run.n != control.n:
-        lines.append(f"held-out 题数不同（{run.n} vs {control.n}）：不能逐题配对")
     a, b = run.prompt_ids(), control.prompt_ids()
     steps = sorted(set(a) & set(b))
     if not steps:
