@@ -22,7 +22,12 @@ one row for each step up to the checkpoint (``common.metrics.read_metrics`` refu
 anywhere but a half-written last one). Rows after the checkpoint are recomputed, bit-identically on
 a CPU, by the resumed run. A run that stopped before its first checkpoint was complete (an error
 while loading, Ctrl-C in the first evaluation, kill -9 while the first checkpoint was written) has
-nothing to lose: it resumes from step 0. Temporary files (``*.tmp``) left by a killed run are deleted.
+nothing to lose: it resumes from step 0. ``eval_questions.jsonl`` must hold one row for each
+evaluation up to the checkpoint: those rows came from weights the resume no longer has, so a lost or
+half-written one is refused, not dropped. Temporary files left by a killed run are deleted: only
+the ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a user's own ``thesis.tmp``.
+No file here is written through a symbolic link (``common.atomic_io.open_no_link``): a ``run.lock``
+planted as a link to a file elsewhere is refused, not followed.
 """
 
 from __future__ import annotations
