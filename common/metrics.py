@@ -19,6 +19,7 @@ from pathlib import Path
 
 from common.atomic_io import append_line, atomic_write
 from common.json_files import json_line, json_value, write_jsonl
+from common.out_dir import out_file_problem
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
@@ -260,6 +261,37 @@ def curves_figure(
     return fig
 
 
+FIGURE_FORMATS = ("png", "pdf", "svg")  # a figure's format is its file's suffix
+
+
+def figure_problem(path: str | Path, flag: str = "--plot") -> str | None:
+    """Why ``flag path`` cannot take a figure (a folder, a missing folder, an unknown suffix...);
+    None if it can. Asked before the work (common.out_dir.out_file_problem, then the suffix)."""
+    path = Path(path)
+    problem = out_file_problem(path, flag, "figure.png")
+    if problem is None and path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+        problem = (
+            f"{flag} {path}：后缀 {path.suffix or '（没有）'} 不是能画的格式"
+            f"（可以用 {' / '.join('.' + f for f in FIGURE_FORMATS)}）"
+        )
+    return problem
+
+
+def save_figure(fig, path: str | Path, dpi: int = 80) -> Path:
+    """Write a matplotlib figure in its suffix's format (PNG bytes never go under a .pdf name),
+    atomically (common.atomic_io: no half figure, no temporary file left), then close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, format=fmt if fmt in FIGURE_FORMATS else "png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    return atomic_write(path, image.getvalue())
+
+
 def plot_curves(
     rows: list[dict],
     out_png: str | Path,
@@ -278,12 +310,5 @@ def plot_curves(
     num_iterations = 1 the clip-fraction panel says why it is 0. Other never-logged metrics say so
     instead of drawing an empty axis.
     """
-    import matplotlib.pyplot as plt
-
     fig = curves_figure(rows, title, config=config, before=before, eval_key=eval_key)
-    png = io.BytesIO()
-    try:
-        fig.savefig(png, format="png", dpi=80)
-    finally:
-        plt.close(fig)
-    return atomic_write(out_png, png.getvalue())
+    return save_figure(fig, out_png)

@@ -18,22 +18,19 @@
 
 from __future__ import annotations
 
-import io
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
-from common.atomic_io import WriteError, atomic_write
+from common.atomic_io import WriteError
 from common.choices import CONTROLS
 from common.cli import CourseParser, broken_stdout
 from common.evaluate import pass_at_k
 from common.json_files import read_json_object
-from common.metrics import MetricsError, read_whole_rows
-from common.out_dir import out_file_problem
+from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 from common.paired_stats import binomial_se, paired, signed, spread
 
 HERE = Path(__file__).resolve().parent
-PLOT_FORMATS = ("png", "pdf", "svg")  # --plot 的后缀就是图的格式
 SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0、1、2，各带一个组内打乱的对照
 SHIPPED_PAIRS = (
     ("seed0", "seed0-shuffled"),
@@ -381,26 +378,7 @@ def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.suptitle("runs (solid) vs their controls (dashed), one colour per pair", fontsize=11)
-    image = io.BytesIO()
-    try:
-        fig.savefig(image, format=plot_format(path), dpi=80)
-    finally:
-        plt.close(fig)
-    atomic_write(path, image.getvalue())  # 不留半张图、不留临时文件
-
-
-def plot_format(path: Path) -> str:
-    """--plot 的格式（由后缀定）；不是一个能写的图文件名时 RunError。在算任何东西之前调用。"""
-    fmt = path.suffix.lower().lstrip(".")
-    problem = out_file_problem(path, "--plot", "compare.png")
-    if problem:
-        raise RunError(problem)
-    if fmt not in PLOT_FORMATS:
-        raise RunError(
-            f"--plot {path}：后缀 {path.suffix or '（没有）'} 不是能画的格式"
-            f"（可以用 {' / '.join('.' + f for f in PLOT_FORMATS)}）"
-        )
-    return fmt
+    save_figure(fig, path)  # 后缀定格式；不留半张图、不留临时文件
 
 
 def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
@@ -445,8 +423,9 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     given = args.pair or [(SHIPPED / r, SHIPPED / c) for r, c in SHIPPED_PAIRS]
     try:
-        if args.plot:
-            plot_format(args.plot)
+        problem = args.plot and figure_problem(args.plot)  # 在读任何目录之前
+        if problem:
+            raise RunError(problem)
         pairs = [(Run(r), Run(c)) for r, c in given]
         for warning in check_pairs(pairs):
             print(f"注意：{warning}", file=sys.stderr)

@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
 from common.json_files import read_json_object
-from common.metrics import MetricsError, read_whole_rows
+from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 
 TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 GROUPS = [("default run", ""), ("control: --reward shuffled", "--reward shuffled")]
@@ -143,10 +143,7 @@ def plot(groups: dict[str, list[dict]], png: Path, title: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{title}  (line = mean over seeds, band = min..max)", fontsize=11)
-    tmp = png.with_name(png.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    plt.close(fig)
-    tmp.replace(png)
+    save_figure(fig, png)  # 后缀定格式；不留半张图、不留临时文件
 
 
 def main(argv=None) -> None:
@@ -174,6 +171,9 @@ def main(argv=None) -> None:
     ap.add_argument("--title", default="tiny GRPO, 100 steps")
     ap.add_argument("--plot-only", action="store_true", help="不跑缺的运行，只用已有的目录")
     args = ap.parse_args(argv)
+    problem = figure_problem(args.png, "--png")  # 在跑任何运行之前
+    if problem:
+        ap.error(problem)
     groups = {}
     for label, extra in args.group or GROUPS:
         folders = [run_dir(args.runs, label, s) for s in args.seeds]
