@@ -538,3 +538,15 @@ def test_an_ascii_or_full_stdout(tmp_path):
                               stdout=full, stderr=subprocess.PIPE, text=True, env=_env(),
                               cwd=ROOT, timeout=600)  # fmt: skip
     refused(proc, "写不了标准输出 stdout", "--resume")
+
+
+def test_ctrl_c_twice_10_ms_apart(base, tmp_path):
+    """Ctrl-C 两次、隔 10 ms：一行中文、退出码 130，续跑和一口气跑完的逐位相同。第二次落在哪里取决于时机；
+    落在收尾里（以前多出一个 traceback）的那种情形由 tests/common/test_run_folder.py 里的测试确定地做出来。"""
+    out = tmp_path / "run"
+    proc = run("--out", out, *FAST, fault="sigint2:replace=checkpoint.pt:2")
+    assert proc.returncode == 130
+    err = refused(proc, f"--resume {out} --steps {STEPS}")
+    assert "已中断（Ctrl-C）" in err
+    ok(run("--resume", out))
+    assert_same_as(out, base)
