@@ -5,7 +5,9 @@
 
 Every write goes to ``<name>.tmp`` next to the target, is fsync'ed, then ``os.replace``d over the
 target (atomic on POSIX and Windows). If anything fails on the way (a full disk, a read-only
-folder, Ctrl-C), the temporary file is removed and the target keeps its old content. OS errors
+folder, Ctrl-C), the temporary file is removed and the target keeps its old content. No write
+goes through a symbolic link (:func:`open_no_link`): a link planted where the course writes a file
+is refused, never followed out of its folder. OS errors
 become :class:`WriteError` with a Chinese message; a full disk is a :class:`DiskFullError` that
 names ENOSPC, how many bytes the write needed and how many were free.
 """
@@ -28,6 +30,29 @@ class WriteError(RuntimeError):
 
 class DiskFullError(WriteError):
     """ENOSPC: the message names the file, the bytes needed and the bytes free."""
+
+
+class LinkError(WriteError):
+    """A path the course would write is a symbolic link: refused, never followed."""
+
+
+def link_error(path: Path) -> LinkError:
+    target = os.readlink(path) if path.is_symlink() else "?"
+    return LinkError(
+        f"{path} 是一个符号链接（指向 {target}）：课程从不通过链接写文件，免得写到目录外面去。"
+        "删掉这个链接（或换一个目录）再运行"
+    )
+
+
+def open_no_link(path: str | Path, flags: int, mode: int = 0o644) -> int:
+    """``os.open(path, flags | O_NOFOLLOW)``; a symbolic link at ``path`` is a :class:`LinkError`."""
+    path = Path(path)
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), mode)
+    except OSError:
+        if path.is_symlink():
+            raise link_error(path) from None
+        raise
 
 
 def tmp_path(path: str | Path) -> Path:
@@ -135,8 +160,11 @@ def atomic_write(
     if needed:
         check_free_space(path, needed)
     tmp = tmp_path(path)
+    if tmp.is_symlink():  # not ours: a link is never written through, nor removed
+        raise link_error(tmp)
     try:
-        with open(tmp, "wb") as f:
+        fd = open_no_link(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with open(fd, "wb") as f:
             if isinstance(data, bytes):
                 f.write(data)
             else:
@@ -145,9 +173,10 @@ def atomic_write(
             os.fsync(f.fileno())  # the bytes are on disk before the rename makes them "the" file
         os.replace(tmp, path)
     except BaseException as err:
-        _remove(tmp)
+        if not isinstance(err, LinkError):
+            _remove(tmp)
         oserr = os_error_in(err)
-        if oserr is not None and not isinstance(err, KeyboardInterrupt):
+        if oserr is not None and not isinstance(err, (KeyboardInterrupt, LinkError)):
             raise write_error(path, oserr, needed) from None
         raise
     _fsync_dir(path.parent)
@@ -159,7 +188,8 @@ def append_line(path: str | Path, line: str) -> None:
     path = Path(path)
     data = (line + "\n").encode("utf-8")
     try:
-        with open(path, "ab", buffering=0) as f:
+        fd = open_no_link(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+        with open(fd, "ab", buffering=0) as f:
             start = f.seek(0, os.SEEK_END)
             try:
                 view = memoryview(data)
@@ -173,6 +203,6 @@ def append_line(path: str | Path, line: str) -> None:
                 raise
     except BaseException as err:
         oserr = os_error_in(err)
-        if oserr is not None and not isinstance(err, KeyboardInterrupt):
+        if oserr is not None and not isinstance(err, (KeyboardInterrupt, LinkError)):
             raise write_error(path, oserr, len(data)) from None
         raise

@@ -7,7 +7,9 @@ the canonical number after the last ``####`` (``common.reward.extract_answer`` n
 What follows ``####`` must be one plain number as GSM8K writes them: digits, optionally a minus sign,
 thousands commas in groups of three and a decimal part (``72``, ``-3``, ``1,234``, ``0.5``). Anything
 else (``1e309``, ``1,2345``, ``12 - 5``, ``5/0``, ``72 dollars``) is not a gold: the row is refused
-with its line number, never read as some other number.
+with its line number, never read as some other number. Full-width digits (``#### １２``, ``#### 1２``,
+as an IME may type them) are the same digits and are read as ASCII ones; other non-ASCII digits are
+refused. A number longer than ``common.reward.MAX_NUMBER_DIGITS`` digits is refused naming that limit.
 """
 
 from __future__ import annotations
@@ -43,7 +45,13 @@ class Problem:
     gold: str  # canonical final answer, e.g. "72", "-5", "2.5"
 
 
-GOLD_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?")  # "72", "-3", "1,234", "0.5"
+GOLD_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?", re.ASCII)  # "72", "1,234"
+FULL_WIDTH_DIGITS = str.maketrans("０１２３４５６７８９", "0123456789")
+
+
+def _gold_tail(answer: str) -> str:
+    """What follows the last ``####``, full-width digits as ASCII ones."""
+    return answer.rsplit("####", 1)[1].strip().translate(FULL_WIDTH_DIGITS)
 
 
 def parse_gold(answer: str) -> str | None:
@@ -53,16 +61,25 @@ def parse_gold(answer: str) -> str | None:
 
     if "####" not in answer:
         return None
-    tail = answer.rsplit("####", 1)[1].strip()
+    tail = _gold_tail(answer)
     if not GOLD_NUMBER.fullmatch(tail):
         return None
     return extract_answer("#### " + tail)
 
 
 def _problem(question: str, answer: str, where: str) -> Problem:
+    from common.reward import MAX_NUMBER_DIGITS
+
     gold = parse_gold(answer)
     if gold is None and "####" in answer:
-        tail = answer.rsplit("####", 1)[1].strip()
+        tail = _gold_tail(answer)
+        digits = sum(c.isdigit() for c in tail)
+        if GOLD_NUMBER.fullmatch(tail) and digits > MAX_NUMBER_DIGITS:
+            raise DataError(
+                f"{where}：`####` 后面的数有 {digits} 位数字，超过了课程读答案的上限 "
+                f"{MAX_NUMBER_DIGITS} 位（common/reward.py 的 MAX_NUMBER_DIGITS：模型写不出、也判不了这么长的数）。"
+                f"换一个不超过 {MAX_NUMBER_DIGITS} 位的最终答案，或删掉这一行"
+            )
         raise DataError(
             f"{where}：`####` 后面的 {tail[:40]!r} 不是一个数。GSM8K 的最终答案是一个普通的数，"
             "如 `#### 72`、`#### -3`、`#### 1,234`、`#### 0.5`（不要科学计数法、算式、分数或单位）"

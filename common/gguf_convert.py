@@ -42,6 +42,13 @@ def from_gguf(gguf_file, out_dir, dtype: str = "bfloat16") -> Path:
     import torch
 
     src, out = Path(gguf_file).expanduser(), Path(out_dir).expanduser()
+    if src.is_dir():
+        found = sorted(p.name for p in src.glob("*.gguf"))
+        inside = f"（里面有：{', '.join(found[:5])}）" if found else "（里面没有 .gguf 文件）"
+        raise GGUFError(
+            f"{src} 是一个目录，不是 GGUF 文件{inside}：第一个参数要给 .gguf 文件本身，"
+            f"比如 {src / (found[0] if found else 'model.gguf')}"
+        )
     if not src.is_file():
         raise GGUFError(f"GGUF 文件不存在：{src}")
     if importlib.util.find_spec("gguf") is None:
@@ -57,8 +64,16 @@ def from_gguf(gguf_file, out_dir, dtype: str = "bfloat16") -> Path:
         raise GGUFError(f"{src} 的架构是 {kind!r}：课程支持{SUPPORTED_FAMILIES}")
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
-    tmp = out.with_name(out.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)  # left by a conversion that was killed
+    tmp = out.with_name(f".{out.name}.converting")  # marked as ours: never a folder we did not make
+    marker = tmp / ".from_gguf"
+    if tmp.is_dir() and not tmp.is_symlink() and marker.is_file():
+        shutil.rmtree(tmp)  # left by a conversion that was killed
+    elif tmp.exists() or tmp.is_symlink():
+        raise GGUFError(
+            f"{tmp} 已经存在、又不是转换留下的：它不是课程写的，不删。挪走它，或换一个输出目录"
+        )
+    tmp.mkdir(parents=True)
+    marker.write_bytes(b"")
     try:
         try:
             tokenizer = AutoTokenizer.from_pretrained(src.parent, gguf_file=src.name)
@@ -81,8 +96,10 @@ def from_gguf(gguf_file, out_dir, dtype: str = "bfloat16") -> Path:
         pad = vocab.get("<|endoftext|>", stops[-1] if stops else None)
         GenerationConfig(eos_token_id=stops, pad_token_id=pad).save_pretrained(tmp)
         tmp.rename(out)
+        (out / marker.name).unlink()
     finally:
-        shutil.rmtree(tmp, ignore_errors=True)  # a failed or interrupted save leaves no half folder
+        if marker.is_file():  # a failed or interrupted save leaves no half folder
+            shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 

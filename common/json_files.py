@@ -63,3 +63,20 @@ def read_jsonl(path: str | Path) -> list[dict]:
     """Every line of a JSON-lines file written by :func:`write_jsonl`; raises OSError / ValueError."""
     lines = Path(path).read_text(encoding="utf-8").splitlines()
     return [json.loads(line) for line in lines if line.strip()]
+
+
+def read_run_config(run: str | Path, needed=()) -> dict:
+    """``config.json`` of a grpo_train.py run folder, for the lesson tools that read one.
+
+    ValueError with one Chinese line when it is missing, cut (not JSON), not an object, or lacks
+    one of the ``needed`` keys: the tools say what is wrong instead of a traceback.
+    """
+    path = Path(run) / "config.json"
+    hint = "参数要指向 grpo_train.py 的一个运行目录（config.json 坏了就无法知道它的设置）"
+    if not path.is_file():
+        raise ValueError(f"{path} 不存在：{hint}")
+    config = read_json_object(path, hint)
+    missing = [k for k in needed if k not in config]
+    if missing:
+        raise ValueError(f"{path} 里缺 {missing}：{hint}")
+    return config

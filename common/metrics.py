@@ -19,6 +19,7 @@ from pathlib import Path
 
 from common.atomic_io import append_line, atomic_write
 from common.json_files import json_line, json_value, write_jsonl
+from common.out_dir import out_file_problem
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
@@ -68,10 +69,16 @@ def read_metrics(path: str | Path) -> list[dict]:
     The file is append-only, so only its very last line can be half-written (a run killed during
     an append): a last line without a trailing newline that does not parse is ignored. Any other
     bad line raises MetricsError with its line number; the file is never modified here.
+    A reader that must not lose that last row unnoticed uses :func:`read_rows`.
     """
+    return read_rows(path)[0]
+
+
+def read_rows(path: str | Path) -> tuple[list[dict], int | None]:
+    """(:func:`read_metrics`'s rows, the number of the half-written last line it ignored or None)."""
     path = Path(path)
     if not path.is_file():
-        return []
+        return [], None
     lines = path.read_bytes().split(b"\n")
     partial = lines.pop()  # b"" when the file ends with a newline (or is empty)
     rows = []
@@ -85,6 +92,24 @@ def read_metrics(path: str | Path) -> list[dict]:
         rows.append(row)
     if partial.strip() and _row(partial) is not None:
         rows.append(_row(partial))  # complete row, only the newline missing
+    elif partial.strip():
+        return rows, len(lines) + 1
+    return rows, None
+
+
+def cut_line_error(path: Path, lineno: int, why: str) -> MetricsError:
+    """A half-written last line that a reader cannot skip: names the file, the line and why."""
+    return MetricsError(
+        f"{path} 的最后一行（第 {lineno} 行）只写了一半（进程在写它时被杀了）：{why}"
+    )
+
+
+def read_whole_rows(path: str | Path, why: str) -> list[dict]:
+    """:func:`read_metrics`'s rows for a reader that must not lose the last one unnoticed (a
+    comparison, a lesson tool): a half-written last line is a MetricsError saying ``why``."""
+    rows, cut = read_rows(path)
+    if cut is not None:
+        raise cut_line_error(Path(path), cut, why)
     return rows
 
 
@@ -236,6 +261,37 @@ def curves_figure(
     return fig
 
 
+FIGURE_FORMATS = ("png", "pdf", "svg")  # a figure's format is its file's suffix
+
+
+def figure_problem(path: str | Path, flag: str = "--plot") -> str | None:
+    """Why ``flag path`` cannot take a figure (a folder, a missing folder, an unknown suffix...);
+    None if it can. Asked before the work (common.out_dir.out_file_problem, then the suffix)."""
+    path = Path(path)
+    problem = out_file_problem(path, flag, "figure.png")
+    if problem is None and path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
+        problem = (
+            f"{flag} {path}：后缀 {path.suffix or '（没有）'} 不是能画的格式"
+            f"（可以用 {' / '.join('.' + f for f in FIGURE_FORMATS)}）"
+        )
+    return problem
+
+
+def save_figure(fig, path: str | Path, dpi: int = 80) -> Path:
+    """Write a matplotlib figure in its suffix's format (PNG bytes never go under a .pdf name),
+    atomically (common.atomic_io: no half figure, no temporary file left), then close it."""
+    import matplotlib.pyplot as plt
+
+    path = Path(path)
+    fmt = path.suffix.lower().lstrip(".")
+    image = io.BytesIO()
+    try:
+        fig.savefig(image, format=fmt if fmt in FIGURE_FORMATS else "png", dpi=dpi)
+    finally:
+        plt.close(fig)
+    return atomic_write(path, image.getvalue())
+
+
 def plot_curves(
     rows: list[dict],
     out_png: str | Path,
@@ -254,12 +310,5 @@ def plot_curves(
     num_iterations = 1 the clip-fraction panel says why it is 0. Other never-logged metrics say so
     instead of drawing an empty axis.
     """
-    import matplotlib.pyplot as plt
-
     fig = curves_figure(rows, title, config=config, before=before, eval_key=eval_key)
-    png = io.BytesIO()
-    try:
-        fig.savefig(png, format="png", dpi=80)
-    finally:
-        plt.close(fig)
-    return atomic_write(out_png, png.getvalue())
+    return save_figure(fig, out_png)

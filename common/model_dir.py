@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,7 @@ SHAPE_FIELDS = (
 # config.json's "dtype" (older transformers: "torch_dtype"): transformers turns the string into
 # getattr(torch, name), so anything else is an AttributeError at load time, after the run started
 FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64", "half", "float", "double")
+TEMPLATE_SECONDS = 10.0  # a chat template renders the course's prompt in milliseconds; a bound
 
 
 class ModelDirError(ValueError):
@@ -105,6 +107,38 @@ def _header_size(path: Path) -> tuple[int, int] | None:
 
 def tensor_shapes(path: Path) -> dict[str, list[int]]:
     """{name: shape} of one safetensors file, read from its header; ModelDirError if it is not whole."""
+    return {name: shape for name, (shape, _) in tensor_headers(path).items()}
+
+
+# safetensors dtype names a weight may have (a float); anything else (I32, U8, BOOL...) is refused
+WEIGHT_DTYPES = ("BF16", "F16", "F32", "F64")
+
+
+def expected_tensors(shape: ModelShape) -> dict[str, list[int]]:
+    """{name without the "model." prefix: shape} of every tensor of a dense Qwen2 / Qwen3 with
+    ``shape`` (transformers' Qwen2/Qwen3 modules: Linear weights are [out, in])."""
+    h, v, i = shape.hidden, shape.vocab, shape.intermediate
+    q, kv = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim
+    want = {"embed_tokens.weight": [v, h], "norm.weight": [h], "lm_head.weight": [v, h]}
+    per_layer = {
+        "input_layernorm.weight": [h], "post_attention_layernorm.weight": [h],
+        "self_attn.q_proj.weight": [q, h], "self_attn.k_proj.weight": [kv, h],
+        "self_attn.v_proj.weight": [kv, h], "self_attn.o_proj.weight": [h, q],
+        "mlp.gate_proj.weight": [i, h], "mlp.up_proj.weight": [i, h], "mlp.down_proj.weight": [h, i],
+    }  # fmt: skip
+    if shape.attention_bias:
+        per_layer |= {"self_attn.q_proj.bias": [q], "self_attn.k_proj.bias": [kv],
+                      "self_attn.v_proj.bias": [kv]}  # fmt: skip
+    if shape.qk_norm:
+        per_layer |= {"self_attn.q_norm.weight": [shape.head_dim],
+                      "self_attn.k_norm.weight": [shape.head_dim]}  # fmt: skip
+    for layer in range(shape.layers):
+        want |= {f"layers.{layer}.{name}": dims for name, dims in per_layer.items()}
+    return want
+
+
+def tensor_headers(path: Path) -> dict[str, tuple[list[int], str]]:
+    """{name: (shape, safetensors dtype)} of one file, from its header; ModelDirError if not whole."""
     from safetensors import SafetensorError, safe_open
 
     size = path.stat().st_size
@@ -116,7 +150,10 @@ def tensor_shapes(path: Path) -> dict[str, list[int]]:
             )
     try:
         with safe_open(str(path), framework="pt") as f:
-            return {name: list(f.get_slice(name).get_shape()) for name in f.keys()}
+            return {
+                name: (list(f.get_slice(name).get_shape()), f.get_slice(name).get_dtype())
+                for name in f.keys()
+            }
     except (SafetensorError, OSError) as err:
         expected = _header_size(path)
         if expected is None:
@@ -173,9 +210,16 @@ def _weight_files(folder: Path) -> list[Path]:
 
 def _check_weights(folder: Path, shape: ModelShape) -> None:
     """Every file is whole, and the tensors the config promises are there with its shapes."""
-    shapes: dict[str, list[int]] = {}
+    headers: dict[str, tuple[list[int], str]] = {}
     for weights in _weight_files(folder):
-        shapes.update(tensor_shapes(weights))
+        headers.update(tensor_headers(weights))
+    shapes = {name: dims for name, (dims, _) in headers.items()}
+    for name, (_, dtype) in headers.items():
+        if dtype not in WEIGHT_DTYPES:
+            raise ModelDirError(
+                f"{folder} 的 {name} 在 safetensors 文件头里是 {dtype}，不是浮点权重"
+                f"（{'/'.join(WEIGHT_DTYPES)}）：文件头被改过或不是这个模型的权重，重新下载。"
+            )
     prefix = "model." if "model.embed_tokens.weight" in shapes else ""
     embed = shapes.get(f"{prefix}embed_tokens.weight")
     if embed != [shape.vocab, shape.hidden]:
@@ -198,6 +242,16 @@ def _check_weights(folder: Path, shape: ModelShape) -> None:
         raise ModelDirError(
             f"{folder} 的权重里缺第 {missing[:5]} 层（config.json 说有 {shape.layers} 层）：权重不完整，重新下载。"
         )
+    # every tensor the model has: the shape config.json implies and a float dtype (the bytes of a
+    # transposed or int32 header would load without a word, or fail mid-run with a traceback)
+    want = expected_tensors(shape)
+    for name, (dims, _) in headers.items():
+        bare = name.removeprefix(prefix) if name != "lm_head.weight" else name
+        if bare in want and dims != want[bare]:
+            raise ModelDirError(
+                f"{folder} 的 {name} 形状是 {dims}，config.json 说应为 {want[bare]}"
+                "（文件头被改过，比如转置了？）：权重和 config.json 对不上，重新下载或重新保存这个目录。"
+            )
 
 
 def _tokenizer_files(folder: Path) -> dict:
@@ -242,6 +296,32 @@ def _chat_templates(folder: Path, tok_config: dict) -> dict[str, str]:
     return found
 
 
+class TemplateTooSlow(Exception):
+    """A chat template still rendering after TEMPLATE_SECONDS (a loop of 10^10 steps, say)."""
+
+
+def _bounded(render, seconds: float):
+    """``render()``, stopped with TemplateTooSlow after ``seconds``: jinja2 compiles a template to
+    Python, so a trace function sees every line it runs (a template's loops have no other bound)."""
+    deadline = time.monotonic() + seconds
+    lines = 0
+
+    def trace(frame, event, arg):
+        nonlocal lines
+        if event == "line":
+            lines += 1
+            if lines % 4096 == 0 and time.monotonic() > deadline:
+                raise TemplateTooSlow()
+        return trace
+
+    previous = sys.gettrace()
+    sys.settrace(trace)
+    try:
+        return render()
+    finally:
+        sys.settrace(previous)
+
+
 def _check_chat_template(folder: Path, tok_config: dict) -> None:
     """Render the course's prompt with each chat template, in the sandbox transformers uses.
 
@@ -255,11 +335,21 @@ def _check_chat_template(folder: Path, tok_config: dict) -> None:
 
     tokens = {k: v for k, v in tok_config.items() if k.endswith("_token") and isinstance(v, str)}
     for where, template in _chat_templates(folder, tok_config).items():
-        try:
-            render_jinja_template(
+
+        def render(template=template):
+            return render_jinja_template(
                 [prompt_messages("1 + 1 = ?")], chat_template=template,
                 add_generation_prompt=True, enable_thinking=False, **tokens,
             )  # fmt: skip
+
+        try:
+            _bounded(render, TEMPLATE_SECONDS)
+        except TemplateTooSlow:
+            raise ModelDirError(
+                f"{where} 的 chat template 渲染课程的一个 prompt 超过 {TEMPLATE_SECONDS:g} 秒还没完"
+                "（模板里多半有一个极长的循环），停下了：每次 rollout 都要渲染它。换回模型发布者的原版模板"
+                "（重新下载 tokenizer_config.json 和 chat_template.jinja），或换一个来源可靠的模型目录。"
+            ) from None
         except SecurityError as err:
             raise ModelDirError(
                 f"{where} 的 chat template 想访问 Python 的内部（{err}），被模板沙箱拦下了："

@@ -31,3 +31,21 @@ def out_dir_problem(out: str | Path) -> str | None:
             f"--out {path}：没有权限在 {existing} 里写（只读的目录或文件系统）：换一个能写的 --out"
         )
     return None
+
+
+def out_file_problem(path: str | Path, flag: str, example: str = "result.json") -> str | None:
+    """Why the file ``flag path`` (--json, --plot) cannot be written; None if it can.
+
+    Asked before the work, so a long run does not end with nowhere to put its result. Reads only.
+    """
+    path = Path(path)
+    if path.is_dir():
+        return f"{flag} {path} 是一个已有的目录：要给一个文件名，比如 {path / example}"
+    if path.is_symlink():
+        return f"{flag} {path} 是一个符号链接：课程不通过链接写文件，换一个文件名"
+    parent = path.parent
+    if not parent.is_dir():
+        return f"{flag} {path}：目录 {parent} 不存在。先建好它（mkdir -p {parent}）或换一个路径"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{flag} {path}：没有权限在 {parent} 里写（只读的目录或文件系统）：换一个能写的路径"
+    return None

@@ -22,7 +22,12 @@ one row for each step up to the checkpoint (``common.metrics.read_metrics`` refu
 anywhere but a half-written last one). Rows after the checkpoint are recomputed, bit-identically on
 a CPU, by the resumed run. A run that stopped before its first checkpoint was complete (an error
 while loading, Ctrl-C in the first evaluation, kill -9 while the first checkpoint was written) has
-nothing to lose: it resumes from step 0. Temporary files (``*.tmp``) left by a killed run are deleted.
+nothing to lose: it resumes from step 0. ``eval_questions.jsonl`` must hold one row for each
+evaluation up to the checkpoint: those rows came from weights the resume no longer has, so a lost or
+half-written one is refused, not dropped. Temporary files left by a killed run are deleted: only
+the ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a user's own ``thesis.tmp``.
+No file here is written through a symbolic link (``common.atomic_io.open_no_link``): a ``run.lock``
+planted as a link to a file elsewhere is refused, not followed.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from common.atomic_io import TMP_SUFFIX, WriteError
+from common.atomic_io import TMP_SUFFIX, WriteError, open_no_link
 from common.bad_step import save_bad_step
 from common.checkpoint import (
     CHECKPOINT_NAME,
@@ -45,6 +50,7 @@ from common.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
+from common.cli import broken_stdout
 from common.finite_guard import NonFiniteError, guard_finite
 from common.json_files import read_json, write_json, write_jsonl
 from common.metrics import (
@@ -54,6 +60,7 @@ from common.metrics import (
     MetricsLogger,
     plot_curves,
     read_metrics,
+    read_rows,
 )
 from common.out_dir import CONFIG_NAME
 from common.provenance import provenance
@@ -68,6 +75,7 @@ EVAL_BEFORE_NAME = "eval_before.json"
 EVAL_AFTER_NAME = "eval_after.json"
 LOCK_NAME = "run.lock"
 QUESTIONS_NAME = "eval_questions.jsonl"  # per-question held-out results, one row per evaluation
+EVAL_KEY = "eval_accuracy"  # a metrics.jsonl row with it had an evaluation (a QUESTIONS_NAME row)
 RUN_FILES = (
     CONFIG_NAME,
     METRICS_NAME,
@@ -76,7 +84,14 @@ RUN_FILES = (
     CURVES_NAME,
     CHECKPOINT_NAME,
 )
-TMP_PATTERNS = ("*" + TMP_SUFFIX, "*.tmp.png")  # *.tmp.png: curves written by older versions
+# every file the course writes in a run folder (fnmatch patterns); only their temporary files
+# are ever cleaned up: a user's own thesis.tmp in the same folder is not the course's to delete
+WRITTEN = (*RUN_FILES, QUESTIONS_NAME, "eval_*.json", "answers_*.jsonl",
+           "bad_step_*.pt")  # fmt: skip
+TMP_PATTERNS = (
+    *(name + TMP_SUFFIX for name in WRITTEN),
+    "curves.tmp.png",  # curves.png written by older versions
+)
 IDENTITY_KEYS = ("out",)  # the folder's own path: a moved folder is still the same run
 
 
@@ -131,7 +146,7 @@ class RunFolder:
     def _open_lock_file(self) -> int:
         try:
             self.path.mkdir(parents=True, exist_ok=True)
-            return os.open(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT, 0o644)
+            return open_no_link(self.file(LOCK_NAME), os.O_RDWR | os.O_CREAT)
         except OSError as err:
             raise RunFolderError(
                 f"建不了运行目录 {self.path}（{err.strerror or err}）：换一个能写的 --out"
@@ -161,11 +176,12 @@ class RunFolder:
                 pass
 
     def clean_tmp(self) -> list[Path]:
-        """Delete temporary files a killed run left behind (only while holding the lock)."""
+        """Delete temporary files a killed run left behind (only while holding the lock): the
+        ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a link, never another file."""
         removed = []
         for pattern in TMP_PATTERNS:
-            for tmp in self.path.glob(pattern):
-                if tmp.is_file():
+            for tmp in sorted(self.path.glob(pattern)):
+                if tmp.is_file() and not tmp.is_symlink():
                     tmp.unlink()
                     removed.append(tmp)
         if removed:
@@ -373,7 +389,45 @@ def plan_resume(out: str | Path, config: dict, may_change=()) -> ResumePlan:
             f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。"
             f"续跑会让记录缺行或重复；{untouched}"
         )
+    _check_questions(out, ckpt.step, [r["step"] for r in read if EVAL_KEY in r], untouched)
     return ResumePlan(ckpt)
+
+
+def _check_questions(out: Path, step: int, evaluated: list[int], untouched: str) -> None:
+    """eval_questions.jsonl must hold one row for each evaluation up to the checkpoint's ``step``
+    (metrics.jsonl's rows with :data:`EVAL_KEY`): those rows came from weights the resume no longer
+    has, so a lost one cannot be recomputed and the resume is refused, naming file and line."""
+    path = out / QUESTIONS_NAME
+    want = [s for s in evaluated if s <= step]
+    try:
+        rows, cut = read_rows(path)
+    except MetricsError as err:
+        raise MetricsError(f"{err}（{untouched}）") from None
+    have = [r["step"] for r in rows if r["step"] <= step]
+    if have == want:
+        return
+    missing = sorted(set(want) - set(have))
+    repeated = sorted({s for s in have if have.count(s) > 1})
+    extra = sorted(set(have) - set(want))
+    what = "；".join(
+        part
+        for part in (
+            f"缺第 {missing[:5]} 步的逐题结果" if missing else "",
+            f"第 {repeated[:5]} 步出现了不止一次" if repeated else "",
+            f"有 {METRICS_NAME} 里没有评估过的第 {extra[:5]} 步" if extra else "",
+            "" if missing or repeated or extra else "行的顺序乱了",
+        )
+        if part
+    )
+    if not path.is_file():
+        what = "文件不见了"
+    elif cut is not None and missing:
+        what += f"（第 {cut} 行，最后一行，只写了一半）"
+    raise RunFolderError(
+        f"{path} 和 checkpoint（第 {step} 步）对不上：{what}。这些逐题结果是用那几步的权重算的，"
+        f"checkpoint 已经到第 {step} 步，续跑补不回来；接着跑会少掉它们（compare_runs.py 会比错步）。"
+        f"要完整的记录请换一个 --out 重新跑；{untouched}"
+    )
 
 
 def _checkpoint_step(out: Path) -> int | None:
@@ -449,16 +503,24 @@ class Terminated(KeyboardInterrupt):
         self.signum = signum
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated(signum)
-
-
 def _stop_signals() -> list[signal.Signals]:
-    """SIGTERM, and SIGHUP unless it is ignored (``nohup`` ignores it on purpose: keep that)."""
+    """SIGTERM; SIGHUP unless it is ignored (``nohup`` ignores it on purpose: keep that); SIGINT
+    while Python's own Ctrl-C handler is in place."""
     stops = [signal.SIGTERM]
     if hasattr(signal, "SIGHUP") and signal.getsignal(signal.SIGHUP) != signal.SIG_IGN:
         stops.append(signal.SIGHUP)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        stops.append(signal.SIGINT)
     return stops
+
+
+def _stop(signum, frame):
+    """The first Ctrl-C / SIGTERM / SIGHUP stops the run; later ones (a second Ctrl-C 10 ms after the
+    first) are ignored, so they cannot break the clean exit with a traceback of their own."""
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None and signal.getsignal(sig) is _stop:
+            signal.signal(sig, signal.SIG_IGN)
+    raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
 def _say(text: str) -> None:
@@ -480,7 +542,7 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     (a full disk) also says how to resume. On the way out the run folder's lock is let go.
     """
     main = threading.current_thread() is threading.main_thread()
-    previous = {s: signal.signal(s, _raise_terminated) for s in _stop_signals()} if main else {}
+    previous = {sig: signal.signal(sig, _stop) for sig in _stop_signals()} if main else {}
     try:
         yield
     except KeyboardInterrupt as err:
@@ -491,8 +553,13 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     except (*ERRORS, *errors) as err:
         hint = f"\n{resume_hint(out, steps)}" if isinstance(err, WriteError) else ""
         sys.exit(f"错误：{err}{hint}")
+    except OSError as err:
+        line = broken_stdout(err)
+        if line is None:
+            raise
+        sys.exit(f"错误：{line}\n{resume_hint(out, steps)}")
     finally:
-        for stop, handler in previous.items():
-            signal.signal(stop, handler if handler is not None else signal.SIG_DFL)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler if handler is not None else signal.SIG_DFL)
         for run in list(_HELD):
             run.close()

@@ -3,8 +3,8 @@
     FAULT=kill:replace=checkpoint.pt:2 python tests/fault_inject.py --out runs/x ...
 
 FAULT = <what>:<where>:<n>, the fault fires at the n-th time <where> happens:
-  what   kill (SIGKILL: no cleanup at all), sigint (Ctrl-C), sigterm (kill, a scheduler),
-         sighup (the SSH session dropped),
+  what   kill (SIGKILL: no cleanup at all), sigint (Ctrl-C), sigint2 (Ctrl-C twice, 10 ms
+         apart), sigterm (kill, a scheduler), sighup (the SSH session dropped),
          enospc (a full disk), nan, none
   where  replace=<file>  just before os.replace(<file>.tmp, <file>): the .tmp is complete
          append          inside a metrics.jsonl append, after half of the line is on disk
@@ -30,7 +30,7 @@ from pathlib import Path
 SCRIPT = Path(__file__).resolve().parents[1] / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 WHAT, WHERE, NTH = os.environ["FAULT"].rsplit(":", 2)
 seen = 0
-if WHAT == "sigint":
+if WHAT in ("sigint", "sigint2"):
     # Started in the background (CI, `cmd &`), a process inherits SIGINT ignored and Python then
     # installs no KeyboardInterrupt handler: give it the one a terminal's Ctrl-C would meet.
     signal.signal(signal.SIGINT, signal.default_int_handler)
@@ -47,6 +47,11 @@ def fire() -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     elif WHAT == "sigint":
         os.kill(os.getpid(), signal.SIGINT)  # KeyboardInterrupt at the next bytecode
+    elif WHAT == "sigint2":  # Ctrl-C twice, 10 ms apart: the second lands in the clean exit
+        import threading
+
+        os.kill(os.getpid(), signal.SIGINT)
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGINT)).start()
     elif WHAT == "sigterm":
         os.kill(os.getpid(), signal.SIGTERM)
     elif WHAT == "sighup":

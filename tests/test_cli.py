@@ -107,3 +107,65 @@ def test_a_subcommands_flags_are_suggested_too(capsys):
         main(["from-gguf", "model.gguf", "out", "--dt", "float32"])  # 以前：--dt 被当成 --dtype
     assert exc.value.code == 2
     assert "不认识的参数: --dt float32（是不是 --dtype？）" in capsys.readouterr().err
+
+
+def plain_parsers(path: Path) -> list[int]:
+    """行号：这个文件里直接构造的 argparse.ArgumentParser（不是 CourseParser）。"""
+    text = path.read_text(encoding="utf-8")
+    if "ArgumentParser(" not in text:
+        return []
+    calls = (n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Call))
+    return [c.lineno for c in calls if _name(c.func) == "ArgumentParser"]
+
+
+def test_every_course_command_uses_the_chinese_parser():
+    """issue 47：`--pass-k abc` 得到 argparse 的英文；ASCII 的 stdout 上第一行中文就是 UnicodeEncodeError。
+    CourseParser 两样都管（中文的错误行；解析时把 ASCII 的 stdout 换成 UTF-8）。TRL 的 TrlParser 除外。"""
+    dirs = ("common", "L1_concepts", "L2_algorithm", "L3_frameworks")
+    files = sorted(p for d in dirs for p in (ROOT / d).rglob("*.py"))
+    bad = {_rel(p): lines for p in files if (lines := plain_parsers(p))}
+    assert not bad, (
+        f"这些命令行没用 common.cli.CourseParser（英文报错、ASCII stdout 上崩溃）：{bad}"
+    )
+
+
+def test_an_ascii_stdout_is_reopened_as_utf8(monkeypatch):
+    import io
+    import sys
+
+    import common.cli as cli
+
+    raw = io.BytesIO()
+    ascii_out = io.TextIOWrapper(raw, encoding="ascii")
+    monkeypatch.setattr(sys, "stdout", ascii_out)
+    monkeypatch.setattr(sys, "__stdout__", ascii_out)
+    cli.course_stdio()
+    print("中文")
+    sys.stdout.flush()
+    assert raw.getvalue().decode("utf-8") == "中文\n"
+    assert isinstance(sys.stdout, cli._Stdout)  # 它的写入错误叫 StdoutError
+
+
+def test_a_write_error_on_stdout_is_named(monkeypatch):
+    import errno
+    import sys
+
+    import common.cli as cli
+
+    class Full:
+        encoding = "utf-8"
+
+        def write(self, text):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def fileno(self):
+            raise ValueError("no fd here")
+
+    out = cli._Stdout(Full())
+    monkeypatch.setattr(sys, "stdout", out)
+    try:
+        print("x")
+    except OSError as err:
+        line = cli.broken_stdout(err)
+    assert line is not None and "标准输出 stdout" in line and "No space left" in line
+    assert cli.broken_stdout(OSError(errno.ENOSPC, "another file")) is None

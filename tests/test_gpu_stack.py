@@ -375,3 +375,106 @@ def test_tool_files_stand_alone():
 def test_gpu_folder_is_ignored():
     assert "/.gpu/" in (ROOT / ".gitignore").read_text().splitlines()
     assert os.sep not in carry.GPU_DIR
+
+
+# ---------------------------------------------------------------- 名字不许把文件带出给它的文件夹
+
+
+def _rewritten(manifest: dict, path: Path, edit) -> Path:
+    """manifest 改一处、重算 id（像一个手写的 manifest），存到 path。"""
+    m = json.loads(json.dumps(manifest))
+    edit(m)
+    m["id"] = carry.manifest_id(m)
+    path.write_text(json.dumps(m))
+    return path
+
+
+def _set_name(name):
+    return lambda m: m["payloads"][0].update(name=name)
+
+
+def _set_gguf(name):
+    return lambda m: m["payloads"][0].update(gguf={"file": name, "parts": []})
+
+
+@pytest.mark.parametrize(
+    "cmd, edit, outside",
+    [
+        ("receive", _set_name("../escaped"), "escaped.part"),
+        ("install", _set_name("../victim"), "victim"),
+        ("install", _set_gguf("../../outside.gguf"), "outside.gguf"),
+        ("receive", lambda m: m["payloads"][0]["pieces"][0].update(file="../p.000"), "p.000"),
+    ],
+)
+def test_names_from_a_manifest_stay_inside_the_box(packed, tmp_path, capsys, cmd, edit, outside):
+    manifest, _, pieces, _, box = packed
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("mine")
+    man = _rewritten(manifest, tmp_path / "evil.json", edit)
+    where = [str(pieces[0])] if cmd == "receive" else ["--site", str(tmp_path / "site")]
+    rc = carry.main([cmd, *where, "--manifest", str(man), "--box-dir", str(box)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "不是一个普通文件名" in err and "Traceback" not in err, err
+    assert (victim / "keep.txt").read_text() == "mine"
+    if outside != "victim":
+        assert not list(tmp_path.rglob(outside)), f"{outside} 写到了 box 外面"
+
+
+def test_a_manifest_without_payloads_is_refused(packed, tmp_path, capsys):
+    manifest, _, pieces, _, box = packed
+    man = _rewritten(manifest, tmp_path / "empty.json", lambda m: m.update(payloads=[]))
+    for cmd in (["receive", str(pieces[0])], ["install"]):
+        rc = carry.main([*cmd, "--manifest", str(man), "--box-dir", str(box)])
+        err = capsys.readouterr().err
+        assert rc == 2 and "没有一个载荷" in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("garbage", [b"\x00garbage", b"[1, 2]", b"\xff\xfe"], ids=str)
+def test_a_garbage_manifest_in_the_box_is_refused(packed, capsys, garbage):
+    manifest, man, pieces, _, box = packed
+    box.mkdir()
+    (box / "manifest.json").write_bytes(garbage)
+    for cmd in (["receive", str(pieces[0])], ["install"]):
+        rc = carry.main([*cmd, "--manifest", str(man), "--box-dir", str(box)])
+        err = capsys.readouterr().err
+        assert rc == 2 and "坏了" in err and "rm -rf" in err and "Traceback" not in err, err
+
+
+def test_a_tar_member_outside_the_box_is_refused_in_chinese(tmp_path, capsys):
+    """归档里有 ../../evil.txt：tarfile 的 data 过滤器拦住它；这里要的是中文一行、没有 traceback。"""
+    import io
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        info = tarfile.TarInfo("../../evil.txt")
+        info.size = 4
+        tar.addfile(info, io.BytesIO(b"evil"))
+    archive = buf.getvalue()
+    pieces = tmp_path / "pieces"
+    pieces.mkdir()
+    (pieces / "wheels.000").write_bytes(archive)
+    piece = {"file": "wheels.000", "bytes": len(archive), "sha256": _sha(archive)}
+    payload = {"name": "wheels", "kind": "wheels", "optional": False, "pieces": [piece],
+               "archive_bytes": len(archive), "sha256": _sha(archive), "files": []}  # fmt: skip
+    man = tmp_path / "manifest.json"
+    man.write_text(json.dumps(carry.build_manifest([payload], 2048, 0)))
+    box = tmp_path / "a" / "b" / "box"
+    common = ["--manifest", str(man), "--box-dir", str(box)]
+    assert carry.main(["receive", str(pieces / "wheels.000"), *common]) == 0
+    rc = carry.main(["install", *common, "--site", str(tmp_path / "site")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "解不开" in err and "Traceback" not in err, err
+    assert not list(tmp_path.rglob("evil.txt"))
+
+
+def test_receive_never_writes_through_a_link_in_the_box(packed, tmp_path, capsys):
+    manifest, man, pieces, _, box = packed
+    box.mkdir()
+    victim = tmp_path / "victim.bin"
+    victim.write_bytes(b"precious")
+    (box / "wheels.part").symlink_to(victim)
+    rc = carry.main(["receive", str(pieces[0]), "--manifest", str(man), "--box-dir", str(box)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "符号链接" in err and "Traceback" not in err, err
+    assert victim.read_bytes() == b"precious"

@@ -9,7 +9,6 @@ common.reward 判分，L2.01 的 group_advantages 算 advantage。
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -17,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 仓库根目录：没 pip install -e 也能跑
 import torch  # noqa: E402
 
+from common.cli import CourseParser  # noqa: E402
 from common.config_cli import preset_config  # noqa: E402
 from common.data import build_prompt, synthetic_problems  # noqa: E402
 from common.models import load_model, model_spec  # noqa: E402
@@ -28,7 +28,7 @@ from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    ap = CourseParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     ap.add_argument("--problem-seed", type=int, default=4, help="合成题的随机种子（换一道题）")
     ap.add_argument("--group", type=int, default=4, help="每道题采几条回答 G（>= 2）")
     ap.add_argument("--temperature", type=float, default=1.0)

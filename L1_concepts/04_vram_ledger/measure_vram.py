@@ -20,6 +20,7 @@ import copy
 import dataclasses
 import importlib
 import json
+import math
 import sys
 import time
 from contextlib import nullcontext
@@ -30,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
 from common import data as D  # noqa: E402
+from common.atomic_io import WriteError, atomic_write  # noqa: E402
 from common.cli import CourseParser  # noqa: E402
 from common.config_cli import base_config  # noqa: E402
 from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
@@ -41,6 +43,7 @@ from common.models import (  # noqa: E402
     resolve_device,
 )
 from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
+from common.out_dir import out_file_problem  # noqa: E402
 from common.presets import gpu_recipe  # noqa: E402
 from common.reward import correctness_reward  # noqa: E402
 from common.rollout import generate  # noqa: E402
@@ -170,6 +173,7 @@ def parse_args(argv=None):
         print(line)
     a.lora_rank = plan.lora_rank
     a.name = plan.preset or a.spec.name
+    json_problem = out_file_problem(a.json, "--json") if a.json else None
     bad = [
         msg
         for cond, msg in [
@@ -183,6 +187,8 @@ def parse_args(argv=None):
                 f"P·G = {a.prompts * a.group} 必须能被 --micro-batch={a.micro_batch} 整除",
             ),
             (a.beta < 0, "--beta 不能为负"),
+            (not 0 < a.lr < math.inf, f"--lr 必须是正数（得到 {a.lr}）"),
+            (json_problem is not None, json_problem),  # 跑之前就查：别跑完才发现写不了
             (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须为正数"),
         ]
         if cond
@@ -483,7 +489,7 @@ def main(argv=None) -> int:
             "（没有 CUDA，上面只有账本预测；到有 GPU 的机器上加 --cap-gb 32 再跑一次，就能看到实测列。）"
         )
     if a.json:
-        Path(a.json).write_text(json.dumps(summary, ensure_ascii=False, indent=1), encoding="utf-8")
+        atomic_write(a.json, json.dumps(summary, ensure_ascii=False, indent=1))
         print(f"结果写到 {a.json}")
     return 0
 
@@ -493,5 +499,5 @@ if __name__ == "__main__":
         sys.exit(main())
     except NotImplementedError as err:  # --impl exercises 而练习还没写完
         sys.exit(f"还没实现：{err} 先让 pytest --impl exercises tests/L2 通过再来测显存。")
-    except (D.DataError, PresetError, OptimizerError) as err:
+    except (D.DataError, PresetError, OptimizerError, WriteError) as err:
         sys.exit(f"错误：{err}")

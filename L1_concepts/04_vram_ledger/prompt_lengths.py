@@ -11,7 +11,6 @@ chat template 自己已经写了 <|im_start|> 等）。数据是课程自带的 
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -22,7 +21,10 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parents[2])
 )  # 没 pip install -e 也能从仓库根目录运行
 
-from common import data as D  # noqa: E402
+from common import data as D
+from common.atomic_io import atomic_write  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
+from common.out_dir import out_file_problem  # noqa: E402
 
 
 def percentile(sorted_values: list[int], q: float) -> int:
@@ -52,7 +54,7 @@ def prompt_lengths(tokenizer, problems: list[D.Problem]) -> list[int]:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False,
         description="量 GSM8K 的 prompt 长度（Qwen3 tokenizer + 课程的 chat 模板）",
     )
@@ -66,6 +68,9 @@ def main(argv=None) -> int:
     # 先查目录，再 import transformers（要几秒）：给错了路径立刻就知道
     if a.tokenizer is not None and not (Path(a.tokenizer) / "tokenizer.json").is_file():
         ap.error(f"--tokenizer {a.tokenizer} 里没有 tokenizer.json：给一个完整的模型目录")
+    problem = a.json and out_file_problem(a.json, "--json")
+    if problem:
+        ap.error(problem)
 
     from transformers import AutoTokenizer
 
@@ -84,7 +89,7 @@ def main(argv=None) -> int:
             f"{split:<8}{r['n']:>8}{r['mean']:>9.1f}{r['p50']:>7}{r['p95']:>7}{r['max']:>7}{r['min']:>7}"
         )
     if a.json:
-        Path(a.json).write_text(json.dumps(rows, indent=1), encoding="utf-8")
+        atomic_write(a.json, json.dumps(rows, indent=1))
         print(f"结果写到 {a.json}")
     return 0
 

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from pathlib import Path
@@ -61,7 +60,9 @@ def full_logits(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from common.cli import CourseParser
+
+    p = CourseParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seq", type=int, default=512, help="回答的 token 数 T")
     p.add_argument("--hidden", type=int, default=1024, help="H（Qwen3-0.6B：1024，1.7B：2048）")

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import argparse
 import importlib
 import sys
 from pathlib import Path
@@ -71,7 +70,9 @@ def _chunked_without_checkpoint(logits, tokens, rows=128):
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.splitlines()[0])
+    from common.cli import CourseParser
+
+    p = CourseParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--seq", type=int, default=512)
     p.add_argument("--vocab", type=int, default=QWEN3_VOCAB)

@@ -39,6 +39,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from common import fast_decode as fd  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
 from common.models import load_model  # noqa: E402
 from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
@@ -544,7 +545,7 @@ def choose_default(rows: list[dict], base: dict | None) -> dict | None:
 
 # ---------------------------------------------------------------------------------- 主程序 ----
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         allow_abbrev=False,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -22,7 +22,6 @@
 配方是确定的：同一台机器、单线程重跑得到逐位相同的权重；换机器，浮点累加顺序不同，权重会有极小差别。
 """
 
-import argparse
 import json
 import math
 import os
@@ -39,6 +38,7 @@ import torch
 import torch.nn.functional as F
 
 from common import data as D
+from common.cli import CourseParser
 from common.config_cli import preset_config
 from common.evaluate import completer, evaluate
 from common.models import TINY_WARMSTART_DIR, load_model, model_spec
@@ -202,7 +202,7 @@ def save_atomically(model, tok, info, out):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False, description="为 tiny 预设生成 GRPO 的 warm-start checkpoint（短 SFT）"
     )
     ap.add_argument("--recipe", choices=list(RECIPES), default=DEFAULT_RECIPE,

@@ -13,8 +13,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 from pathlib import Path
 
@@ -23,7 +21,9 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.cli import CourseParser
 from common.evaluate import completer, evaluate
+from common.json_files import read_run_config
 from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
@@ -31,6 +31,10 @@ from solutions.l2_06_sampling import process_logits
 # 合成题的四种题型（common/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序
 KINDS = (("加法", "more. How many"), ("减法", "left?"), ("平分（除法）", "equally"),
          ("先乘再减（两步）", "bags of"))  # fmt: skip
+
+
+NEEDED = ("model", "init", "data", "n_heldout", "n_train", "difficulty", "max_new_tokens",
+          "temperature", "top_p")  # fmt: skip  # config.json 里这个脚本要读的设置
 
 
 def kind_of(question: str) -> str:
@@ -56,6 +60,9 @@ def table(problems, before: list[str], after: list[str], step: int) -> str:
              "|---|---:|---:|"]  # fmt: skip
     for name, _ in KINDS:
         rows = [i for i, p in enumerate(problems) if kind_of(p.question) == name]
+        if not rows:  # 题少（--n-heldout 8）时有的题型一题都没有
+            lines.append(f"| {name}（0） | — | — |")
+            continue
         cells = []
         for texts in (before, after):
             worked = sum("=" in texts[i] for i in rows) / len(rows)
@@ -66,9 +73,7 @@ def table(problems, before: list[str], after: list[str], step: int) -> str:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
-        allow_abbrev=False, description="训练前 vs 训练后：每种题型、pass@k（L2.08）"
-    )
+    ap = CourseParser(description="训练前 vs 训练后：每种题型、pass@k（L2.08）")
     ap.add_argument(
         "run", type=Path, help="grpo_train.py 的运行目录（要有 config.json 和 checkpoint.pt）"
     )
@@ -76,10 +81,10 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.pass_k < 0:
         sys.exit("错误：--pass-k 不能为负")
-    cfg_path = args.run / "config.json"
-    if not cfg_path.is_file():
-        sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:
+        cfg = read_run_config(args.run, NEEDED)
+    except ValueError as err:
+        sys.exit(f"错误：{err}")
     try:
         preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
     except ValueError as err:

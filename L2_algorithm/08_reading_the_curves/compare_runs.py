@@ -22,10 +22,12 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
-from common.cli import CourseParser
+from common.atomic_io import WriteError
+from common.choices import CONTROLS
+from common.cli import CourseParser, broken_stdout
 from common.evaluate import pass_at_k
 from common.json_files import read_json_object
-from common.metrics import MetricsError, read_metrics
+from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 from common.paired_stats import binomial_se, paired, signed, spread
 
 HERE = Path(__file__).resolve().parent
@@ -49,6 +51,45 @@ def _json(path: Path) -> dict:
     return read_json_object(path, "要指向 grpo_train.py 的运行目录", error=RunError)
 
 
+def _rows(path: Path) -> list[dict]:
+    """A JSON-lines file's rows, each step once and in order; a half-written last line is refused
+    (skipping it would move the comparison to an earlier step without a word)."""
+    try:
+        rows = read_whole_rows(path, "比较会悄悄挪到更早的一步。删掉这半行再比（比较的步会提前）")
+    except MetricsError as err:
+        raise RunError(str(err)) from None
+    first: dict[int, int] = {}
+    for line, r in enumerate(rows, start=1):
+        if r["step"] in first:
+            raise RunError(
+                f"{path} 第 {line} 行又是第 {r['step']} 步（第 {first[r['step']]} 行已经有这一步）："
+                "同一步有两行，文件被拼接或改过。删掉重复的那一行再比"
+            )
+        first[r["step"]] = line
+    return rows
+
+
+def _eval_problem(e, n: int | None) -> str | None:
+    """What is wrong with one evaluation's per-question results (greedy, k, correct_of_k), or None."""
+    if not isinstance(e, dict):
+        return f"逐题结果要是一个 JSON 对象，得到 {type(e).__name__}"
+    greedy, k, correct = e.get("greedy"), e.get("k", 0), e.get("correct_of_k")
+    if not isinstance(greedy, list) or not greedy or any(x not in (0, 1) for x in greedy):
+        return "greedy 要是一列 0/1（每题一个）"
+    if n is not None and len(greedy) != n:
+        return f"greedy 有 {len(greedy)} 题，这个目录别的评估是 {n} 题"
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        return f"k 要是一个 >= 0 的整数，得到 {k!r}"
+    if correct is None:
+        return None
+    if not isinstance(correct, list) or len(correct) != len(greedy):
+        return f"correct_of_k 要是和 greedy 一样长（{len(greedy)} 题）的一列整数"
+    bad = [c for c in correct if not isinstance(c, int) or isinstance(c, bool) or not 0 <= c <= k]
+    if bad:
+        return f"correct_of_k 里有 {bad[0]!r}：每题 k = {k} 条里答对的条数，要在 0 到 {k} 之间"
+    return None
+
+
 class Run:
     """One run folder: its config, every evaluation's per-question results, its metrics rows."""
 
@@ -56,22 +97,28 @@ class Run:
         self.folder = Path(folder)
         self.name = self.folder.name
         self.config = _json(self.folder / "config.json")
-        before = _json(self.folder / "eval_before.json")
+        path = self.folder / "eval_before.json"
+        before = _json(path)
         if "per_question" not in before:
             raise RunError(
-                f"{self.folder / 'eval_before.json'} 里没有逐题结果 per_question："
+                f"{path} 里没有逐题结果 per_question："
                 "这个目录是旧版 grpo_train.py 写的，用 real_run.py 读它"
             )
-        try:
-            rows = read_metrics(self.folder / "eval_questions.jsonl")
-            self.metrics = read_metrics(self.folder / "metrics.jsonl")
-        except MetricsError as err:
-            raise RunError(str(err)) from None
+        problem = _eval_problem(before["per_question"], None)
+        if problem:
+            raise RunError(
+                f"{path} 的 per_question 不对：{problem}。文件被改过；重新评估或换一个目录"
+            )
+        self.n = len(before["per_question"]["greedy"])
+        questions = self.folder / "eval_questions.jsonl"
+        rows = _rows(questions)
+        for line, r in enumerate(rows, start=1):
+            problem = _eval_problem(r, self.n)
+            if problem:
+                raise RunError(f"{questions} 第 {line} 行（第 {r['step']} 步）不对：{problem}")
+        self.metrics = _rows(self.folder / "metrics.jsonl")
         self.evals = {0: before["per_question"]} | {r["step"]: r for r in rows}
-        n = {len(e.get("greedy") or []) for e in self.evals.values()}
-        if len(n) != 1 or 0 in n:
-            raise RunError(f"{self.folder} 的逐题结果长度不一（{sorted(n)}）：文件被改过或截断了")
-        self.n = n.pop()
+        self.k = self.k_measured  # 配对比较时由 align_k 改成几个目录共同的 k
         self.floor = (
             _json(self.folder / "eval_floor.json") if self._has("eval_floor.json") else None
         )
@@ -87,9 +134,9 @@ class Run:
         if metric == "greedy":
             return [float(x) for x in e["greedy"]]
         k, correct = e.get("k", 0), e.get("correct_of_k")
-        if not k or correct is None:
+        kk = 1 if metric == "pass@1" else self.k
+        if not k or correct is None or not 1 <= kk <= k:
             return None
-        kk = 1 if metric == "pass@1" else k
         return [pass_at_k(k, c, kk) for c in correct]
 
     def mean(self, step: int, metric: str) -> float | None:
@@ -97,14 +144,80 @@ class Run:
         return None if v is None else sum(v) / len(v)
 
     @property
-    def k(self) -> int:
+    def k_measured(self) -> int:
         return max((e.get("k", 0) for e in self.evals.values()), default=0)
+
+    def same_folder(self, other: Run) -> bool:
+        return self.folder.resolve() == other.folder.resolve()
+
+    @property
+    def is_control(self) -> bool:
+        return self.config.get("reward") in CONTROLS
 
     def prompt_ids(self) -> dict[int, list[int]]:
         return {r["step"]: r["prompt_ids"] for r in self.metrics if "prompt_ids" in r}
 
 
 METRICS = ("greedy", "pass@1", "pass@k")
+
+
+def align_k(runs: list[Run]) -> int:
+    """pass@k 只在同一个 k 上比：几个目录都量过的最大的 k（Chen et al. 的估计对任何 <= 采样数的 k 都无偏）。"""
+    ks = {r.k_measured for r in runs}
+    k = 0 if 0 in ks else min(ks)
+    for r in runs:
+        r.k = k
+    return k
+
+
+def check_pairs(pairs: list[tuple[Run, Run]]) -> list[str]:
+    """Refuse pairs that cannot be compared (RunError); return warnings for odd but readable ones.
+
+    compare_runs.py knows which side is the control (config.json's reward) and which folders and
+    held-out sets it was given: a swapped pair, a folder paired with itself, a --pair given twice
+    and held-out sets of different sizes are refused; two controls, two runs and different pass_k
+    are said once on stderr.
+    """
+    warnings, seen = [], {}
+    for i, (run, control) in enumerate(pairs, start=1):
+        where = f"第 {i} 个 --pair（{run.folder} {control.folder}）"
+        if run.same_folder(control):
+            raise RunError(f"{where}：同一个目录和自己配对，差永远是 0。第二个要给它的对照")
+        key = (run.folder.resolve(), control.folder.resolve())
+        if key in seen:
+            raise RunError(
+                f"{where} 和第 {seen[key]} 个一样：同一对会被当成两个 seed 算。删掉重复的 --pair"
+            )
+        seen[key] = i
+        rewards = f"reward {run.config.get('reward')} vs {control.config.get('reward')}"
+        if run.is_control and not control.is_control:
+            raise RunError(
+                f"{where}：前后反了（{rewards}）。--pair 先给运行、再给对照："
+                f"--pair {control.folder} {run.folder}"
+            )
+        if run.is_control and control.is_control:
+            warnings.append(
+                f"{where}：两边都是对照（{rewards}）；「运行 − 对照」读作「前一个 − 后一个」"
+            )
+        elif not control.is_control:
+            warnings.append(
+                f"{where}：后一个不是对照（{rewards}，对照是 {' / '.join(CONTROLS)}）；"
+                "「运行 − 对照」读作「前一个 − 后一个」"
+            )
+        if run.n != control.n:
+            raise RunError(
+                f"{where}：held-out 题数不同（{run.n} vs {control.n}），不能逐题配对。"
+                "两边要用同样的 --n-heldout 跑"
+            )
+    runs = [r for pair in pairs for r in pair]
+    ks = sorted({r.k_measured for r in runs})
+    if len(ks) > 1:
+        k = align_k(runs)
+        warnings.append(
+            f"各目录的 pass_k 不同（{ks}）："
+            + (f"pass@k 一律按 pass@{k} 比" if k else "有的目录没采样（pass_k 0），只比贪心")
+        )
+    return warnings
 
 
 def common_step(run: Run, control: Run, step: int | None) -> int:
@@ -127,8 +240,6 @@ def fairness(run: Run, control: Run) -> list[str]:
     differ = [k for k in SAME if run.config.get(k) != control.config.get(k)]
     rewards = f"reward：{run.config.get('reward')} vs {control.config.get('reward')}"
     lines.append(rewards + ("；其余设置相同" if not differ else f"；还有这些设置不同：{differ}"))
-    if run.n != control.n:
-        lines.append(f"held-out 题数不同（{run.n} vs {control.n}）：不能逐题配对")
     a, b = run.prompt_ids(), control.prompt_ids()
     steps = sorted(set(a) & set(b))
     if not steps:
@@ -267,13 +378,11 @@ def plot(pairs: list[tuple[Run, Run]], path: Path) -> None:
         ax.grid(alpha=0.3)
     axes[0].legend(fontsize=7)
     fig.suptitle("runs (solid) vs their controls (dashed), one colour per pair", fontsize=11)
-    tmp = path.with_name(path.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    plt.close(fig)
-    tmp.replace(path)
+    save_figure(fig, path)  # 后缀定格式；不留半张图、不留临时文件
 
 
 def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
+    check_pairs(pairs)
     steps = [common_step(r, c, step) for r, c in pairs]
     runs = [r for pair in pairs for r in pair]
     out = ["## 实验是不是公平\n"]
@@ -314,13 +423,22 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     given = args.pair or [(SHIPPED / r, SHIPPED / c) for r, c in SHIPPED_PAIRS]
     try:
+        problem = args.plot and figure_problem(args.plot)  # 在读任何目录之前
+        if problem:
+            raise RunError(problem)
         pairs = [(Run(r), Run(c)) for r, c in given]
+        for warning in check_pairs(pairs):
+            print(f"注意：{warning}", file=sys.stderr)
         print(report(pairs, args.step))
         if args.plot:
             plot(pairs, args.plot)
             print(f"\n图：{args.plot}")
-    except (RunError, OSError) as err:
+    except (RunError, WriteError) as err:
         print(f"错误：{err}", file=sys.stderr)
+        return 1
+    except OSError as err:
+        line = broken_stdout(err) or f"读写文件失败（{type(err).__name__}: {err}）：看看路径和权限"
+        print(f"错误：{line}", file=sys.stderr)
         return 1
     return 0
 

@@ -20,7 +20,41 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.utils import clip_grad_norm_
 
+from common.atomic_io import WriteError, atomic_write
 from common.cli import CourseParser
+from common.json_files import read_json_object
+from common.metrics import MetricsError, read_whole_rows
+from common.out_dir import out_file_problem
+
+
+class RunWidthsError(ValueError):
+    """A run folder --run-widths cannot read; the message names the file and the line."""
+
+
+def _run_rows(run: Path) -> tuple[dict, list[dict]]:
+    """(config.json, metrics.jsonl's rows) of a run, each row with prompt_ids and completion_len_max."""
+    config = read_json_object(
+        run / "config.json", "要指向 grpo_train.py 的运行目录", RunWidthsError
+    )
+    for key in ("data", "n_heldout"):
+        if key not in config:
+            raise RunWidthsError(
+                f"{run / 'config.json'} 里没有 {key}：要指向 grpo_train.py 的运行目录"
+            )
+    path = run / "metrics.jsonl"
+    try:  # 写了一半的最后一行：那一步的宽度算不出来，不悄悄少一步
+        rows = read_whole_rows(path, "删掉这半行再算（会少最后一步的宽度）")
+    except MetricsError as err:
+        raise RunWidthsError(str(err)) from None
+    for line, r in enumerate(rows, start=1):
+        ids, longest = r.get("prompt_ids"), r.get("completion_len_max")
+        if not isinstance(ids, list) or not isinstance(longest, int):
+            raise RunWidthsError(
+                f"{path} 第 {line} 行（第 {r['step']} 步）没有 prompt_ids 和 completion_len_max："
+                "这个目录是旧版 grpo_train.py 写的，算不出宽度"
+            )
+    return config, rows
+
 
 WIDTHS = (640, 704, 768)  # 704 = 5 × 128 + 64；640、768 是 128 的整数倍
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -183,9 +217,8 @@ def run_widths(model_dir: str, runs: list[Path]) -> dict:
     lengths = {}
     out = {}
     for run in runs:
-        config = json.loads((run / "config.json").read_text())
+        config, rows = _run_rows(run)
         train, _ = D.load_splits(config["data"], config["n_heldout"])
-        rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
         widths = []
         for r in rows:
             widths.append(
@@ -234,14 +267,27 @@ def main() -> int:
     ap.add_argument("--run-widths", type=Path, nargs="+", default=None,
                     help="只算这些运行目录每一步的宽度（要 --model 的 tokenizer，CPU 上就行）")  # fmt: skip
     args = ap.parse_args()
+    for flag, given in (("--run-widths", args.run_widths), ("--old-steps", args.old_steps)):
+        if given and not args.model:
+            ap.error(f"{flag} 要 --model DIR（用它的 tokenizer 数 token）")
+    problem = args.json and out_file_problem(args.json, "--json")  # 跑之前就查：别白跑
+    if problem:
+        ap.error(problem)
     if args.run_widths:
-        result = run_widths(args.model, args.run_widths)
-        for name, r in result.items():
-            print(
-                f"  {name}：{len(r['widths'])} 步，宽度 ≡ 64 (mod 128) 的步：{r['steps_width_64_mod_128']}"
-            )
-        if args.json:
-            args.json.write_text(json.dumps(result, ensure_ascii=False))
+        try:
+            for run in args.run_widths:
+                _run_rows(run)  # 先读全部目录，再加载 tokenizer
+            result = run_widths(args.model, args.run_widths)
+            for name, r in result.items():
+                print(
+                    f"  {name}：{len(r['widths'])} 步，宽度 ≡ 64 (mod 128) 的步："
+                    f"{r['steps_width_64_mod_128']}"
+                )
+            if args.json:
+                atomic_write(args.json, json.dumps(result, ensure_ascii=False))
+        except (RunWidthsError, WriteError) as err:
+            print(f"错误：{err}", file=sys.stderr)
+            return 1
         return 0
     if not torch.cuda.is_available():
         print(
@@ -268,7 +314,7 @@ def main() -> int:
             )
         result["model_cases"] = model_cases(args.model, args.cap_gb, args.repeats)
     if args.json:
-        args.json.write_text(json.dumps(result, ensure_ascii=False, indent=1))
+        atomic_write(args.json, json.dumps(result, ensure_ascii=False, indent=1))
     return 0
 
 

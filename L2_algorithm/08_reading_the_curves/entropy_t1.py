@@ -17,9 +17,7 @@ T = 0.3 时这个分布本来就尖，熵天生就低，所以不能直接拿它
 
 from __future__ import annotations
 
-import argparse
 import copy
-import json
 import sys
 from pathlib import Path
 
@@ -28,7 +26,9 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.cli import CourseParser
 from common.evaluate import EVAL_SEED
+from common.json_files import read_run_config
 from common.models import PresetError, load_model, model_spec
 from common.rollout import generate
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
@@ -63,11 +63,8 @@ def mean_entropy(model, tok, preset, problems, *, temperature, samples, max_new_
 
 
 def one_run(run: Path, samples: int) -> dict:
-    cfg_path = run / "config.json"
-    if not cfg_path.is_file():
-        sys.exit(f"错误：{cfg_path} 不存在：参数要指向 grpo_train.py 的一个运行目录")
-    cfg = json.loads(cfg_path.read_text(encoding="utf-8"))
     try:
+        cfg = read_run_config(run, ("model", "data"))
         preset = model_spec(cfg.get("model"))  # tiny：仓库附带的起点，或 make_warmstart.py 造的目录
     except ValueError as err:
         sys.exit(f"错误：{err}")
@@ -104,7 +101,7 @@ def one_run(run: Path, samples: int) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False, description="温度 T 下的熵 vs 温度 1 下的熵，训练前后（L2.08 第 4 节）"
     )
     ap.add_argument(

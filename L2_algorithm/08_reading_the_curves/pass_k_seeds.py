@@ -17,7 +17,6 @@ N = 64 时 CPU 上每个模型一两分钟（单线程）。
 
 from __future__ import annotations
 
-import argparse
 import copy
 import json
 import math
@@ -29,7 +28,9 @@ import torch
 
 from common import data as D
 from common.checkpoint import CheckpointError, load_checkpoint
+from common.cli import CourseParser
 from common.evaluate import completer, evaluate, pass_at_k
+from common.json_files import read_run_config
 from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
@@ -68,7 +69,7 @@ def mean(xs) -> float:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(
         allow_abbrev=False, description="几个 seed、逐题配对的 pass@k 前后对比（L2.08 第 5 节）"
     )
     ap.add_argument("runs", type=Path, nargs="+", help="同一个起点的几个 grpo_train.py 运行目录")
@@ -77,13 +78,8 @@ def main(argv=None) -> None:
     n = args.pass_k
     if n < 1:
         sys.exit("错误：--pass-k 至少为 1")
-    cfgs = []
-    for run in args.runs:
-        path = run / "config.json"
-        if not path.is_file():
-            sys.exit(f"错误：{path} 不存在：参数要指向 grpo_train.py 的运行目录")
-        cfgs.append(json.loads(path.read_text(encoding="utf-8")))
     try:
+        cfgs = [read_run_config(run, ("model", "data")) for run in args.runs]
         specs = [
             model_spec(c.get("model")) for c in cfgs
         ]  # tiny：附带的起点或 make_warmstart.py 的

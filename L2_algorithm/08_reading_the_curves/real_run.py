@@ -29,7 +29,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 from common.cli import CourseParser
 from common.json_files import read_json, read_jsonl
-from common.metrics import read_metrics
+from common.metrics import figure_problem, read_metrics, read_whole_rows, save_figure
 from common.paired_stats import binomial_se, signed
 from common.paired_stats import paired as paired_values
 from common.reward import extract_answer
@@ -129,7 +129,7 @@ def check_folder(folder: Path) -> None:
     if before is None or not _number(before.get("accuracy")) or not _number(before.get("n")):
         raise _bad(folder / "eval_before.json", "读不出来，或没有数值的 accuracy 和 n")
     try:
-        rows = read_metrics(folder / "metrics.jsonl")
+        rows = read_whole_rows(folder / "metrics.jsonl", "删掉这半行再读（会少最后一步）")
     except ValueError as err:
         raise SystemExit(f"错误：{err}") from None
     if not rows:
@@ -398,8 +398,7 @@ def plot(pairs: list[tuple[Path, Path | None]], path: Path) -> None:
     axes.flat[0].legend(fontsize=7)
     fig.suptitle("runs (solid) vs shuffled-reward controls (dashed)")
     fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
+    save_figure(fig, path)  # 后缀定格式；不留半张图
 
 
 # ---- 一对运行的报告 ----------------------------------------------------------------------------
@@ -475,6 +474,9 @@ def main(argv=None) -> int:
         pairs = [(SHIPPED / r, SHIPPED / c) for r, c in PAIRS]
     else:
         pairs = [(args.run, args.control)]
+    problem = args.plot and figure_problem(args.plot)  # 在读任何目录之前
+    if problem:
+        ap.error(problem)
     for run, control in pairs:
         for folder in [run] + ([control] if control else []):
             check_folder(folder)

@@ -15,8 +15,6 @@
 
 from __future__ import annotations
 
-import argparse
-import json
 import re
 import shlex
 import subprocess
@@ -25,7 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 没 pip install -e 也能 import common
-from common.metrics import read_metrics
+from common.cli import CourseParser
+from common.json_files import read_json_object
+from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 
 TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 GROUPS = [("default run", ""), ("control: --reward shuffled", "--reward shuffled")]
@@ -54,9 +54,10 @@ def ensure_run(folder: Path, seed: int, args: str) -> None:
 
 def load_run(folder: Path) -> dict:
     """一次运行的曲线：held-out 评估点（第 0 步 = eval_before.json）和每步的训练 reward。"""
-    rows = read_metrics(folder / "metrics.jsonl")
-    before = json.loads((folder / "eval_before.json").read_text(encoding="utf-8"))
-    after = json.loads((folder / "eval_after.json").read_text(encoding="utf-8"))
+    hint = "这次运行的文件坏了：删掉这个目录，让脚本重跑它"
+    rows = read_whole_rows(folder / "metrics.jsonl", hint)
+    before = read_json_object(folder / "eval_before.json", hint, MetricsError)
+    after = read_json_object(folder / "eval_after.json", hint, MetricsError)
     evals = {0: {"greedy": before["accuracy"], **before.get("pass_at", {})}}
     for r in rows:
         if r.get("eval_accuracy") is not None:
@@ -142,14 +143,11 @@ def plot(groups: dict[str, list[dict]], png: Path, title: str) -> None:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     fig.suptitle(f"{title}  (line = mean over seeds, band = min..max)", fontsize=11)
-    tmp = png.with_name(png.stem + ".tmp.png")
-    fig.savefig(tmp, dpi=80)
-    plt.close(fig)
-    tmp.replace(png)
+    save_figure(fig, png)  # 后缀定格式；不留半张图、不留临时文件
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(allow_abbrev=False, description="几个 seed 的均值和范围（L2.08）")
+    ap = CourseParser(allow_abbrev=False, description="几个 seed 的均值和范围（L2.08）")
     ap.add_argument(
         "--runs",
         type=Path,
@@ -173,6 +171,9 @@ def main(argv=None) -> None:
     ap.add_argument("--title", default="tiny GRPO, 100 steps")
     ap.add_argument("--plot-only", action="store_true", help="不跑缺的运行，只用已有的目录")
     args = ap.parse_args(argv)
+    problem = figure_problem(args.png, "--png")  # 在跑任何运行之前
+    if problem:
+        ap.error(problem)
     groups = {}
     for label, extra in args.group or GROUPS:
         folders = [run_dir(args.runs, label, s) for s in args.seeds]
@@ -183,7 +184,10 @@ def main(argv=None) -> None:
                 sys.exit(
                     f"错误：{folder} 还没跑完（没有 eval_after.json）；去掉 --plot-only 让脚本把它跑完"
                 )
-        groups[label] = [load_run(f) for f in folders]
+        try:
+            groups[label] = [load_run(f) for f in folders]
+        except MetricsError as err:
+            sys.exit(f"错误：{err}")
     plot(groups, args.png, args.title)
     print(f"图：{args.png}")
     k = max((int(x) for x in groups[next(iter(groups))][0]["after"].get("pass_at", {})), default=1)

@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
 import statistics
@@ -28,7 +27,10 @@ sys.path.insert(
 import torch
 
 from common import data as D
+from common.atomic_io import atomic_write
+from common.cli import CourseParser
 from common.models import load_model, model_spec
+from common.out_dir import out_file_problem
 from common.rollout import generate
 from common.vllm_rollout import VLLMEngine, trainer_logp
 from solutions.l2_02_logprobs_and_masks import token_logprobs
@@ -123,10 +125,14 @@ def bench(model, ids, repeats=5):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(allow_abbrev=False, description=__doc__.split("\n")[0])
+    ap = CourseParser(allow_abbrev=False, description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="只测 fp32/fp32 的 warm start 和计时")
     ap.add_argument("--out", default="runs/mismatch.json")
     a = ap.parse_args(argv)
+    Path(a.out).parent.mkdir(parents=True, exist_ok=True)  # 默认的 runs/ 可以还没有
+    problem = out_file_problem(a.out, "--out", "mismatch.json")  # 跑之前就查
+    if problem:
+        ap.error(problem)
     torch.set_num_threads(1)  # 和 grpo_train.py 的 tiny 一样单线程（vLLM 启动时也会把线程数降到 1）
     results = {"torch_threads": 1, "combos": {}}
     combos = COMBOS[:1] if a.quick else COMBOS
@@ -165,8 +171,7 @@ def main(argv=None):
         f"eager {b['eager_s']:.2f} s，eager / vLLM = {b['eager_over_vllm']:.2f}；"
         f"一次权重同步 {b['sync_s'] * 1000:.0f} ms"
     )
-    Path(a.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(a.out).write_text(json.dumps(results, ensure_ascii=False, indent=1), encoding="utf-8")
+    atomic_write(a.out, json.dumps(results, ensure_ascii=False, indent=1))
     print(f"结果写在 {a.out}")
 
 

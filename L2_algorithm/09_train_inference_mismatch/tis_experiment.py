@@ -62,7 +62,7 @@ def plot(a: argparse.Namespace, arms: list[str]) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from common.metrics import read_metrics
+    from common.metrics import read_metrics, save_figure
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     panels = [
@@ -105,12 +105,14 @@ def plot(a: argparse.Namespace, arms: list[str]) -> dict:
         f"tiny GRPO, vLLM rollouts; stale = engine synced every {a.sync_every} steps (CPU, seed {a.seed})"
     )
     fig.tight_layout()
-    fig.savefig(a.png, dpi=110)
+    save_figure(fig, a.png, dpi=110)  # 后缀定格式；不留半张图
     return summary
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(allow_abbrev=False, description="L2.09：落后的引擎 + 不修正 / TIS")
+    from common.cli import CourseParser
+
+    ap = CourseParser(allow_abbrev=False, description="L2.09：落后的引擎 + 不修正 / TIS")
     ap.add_argument("--steps", type=int, default=60)
     ap.add_argument("--sync-every", type=int, default=10, help="stale 组每几步同步一次权重")
     ap.add_argument("--seed", type=int, default=0)
@@ -121,6 +123,11 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.arm:
         return run_arm(a.arm, a)
+    from common.metrics import figure_problem
+
+    problem = figure_problem(a.png, "--png")  # 在跑任何一组之前
+    if problem:
+        ap.error(problem)
     for arm in a.arms:
         if (Path(a.out) / arm / "eval_after.json").is_file():
             print(f"{arm}：已有结果，跳过")

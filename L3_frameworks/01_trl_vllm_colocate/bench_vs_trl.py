@@ -24,6 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from common.checkpoint import checkpoint_path  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
 from common.data import synthetic_problems  # noqa: E402
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
@@ -57,7 +58,7 @@ def run(cmd: list[str], log: Path) -> None:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         allow_abbrev=False,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

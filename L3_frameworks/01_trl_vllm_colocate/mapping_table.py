@@ -19,8 +19,8 @@ THUDM/slime@624b824a:slime/backends/sglang_utils/arguments.py）。CI 离线拿�
 
 from __future__ import annotations
 
-import argparse
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -416,7 +416,10 @@ def write_readme() -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录
+    from common.cli import CourseParser
+
+    parser = CourseParser(
         allow_abbrev=False, description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表"
     )
     parser.add_argument(

@@ -50,6 +50,7 @@ from torch.profiler import record_function  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
 from common import data as D  # noqa: E402
+from common.cli import CourseParser  # noqa: E402
 from common.config_cli import preset_config  # noqa: E402
 from common.models import compute_dtype, load_model, model_spec  # noqa: E402
 from common.optim import make_optimizer  # noqa: E402
@@ -722,7 +723,7 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
 
 # ---------------------------------------------------------------------------------- 主程序 ----
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(
+    p = CourseParser(
         allow_abbrev=False,
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,

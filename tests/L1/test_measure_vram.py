@@ -36,12 +36,16 @@ def main():
         (["--group", "1"], "--group"),
         (["--preset", "qwen3-7b"], "qwen3-0.6b"),
         (["--cap-gb", "0"], "--cap-gb"),
+        (["--lr", "-1"], "--lr 必须是正数"),  # 以前：torch 的 ValueError，traceback
+        (["--json", "/nonexistent-i47/x.json"], "不存在"),  # 以前：跑完整个 run 才 traceback
+        (["--prompts", "abc"], "--prompts 要一个整数"),  # 以前：argparse 的英文
     ],
 )
 def test_bad_arguments_exit_nonzero_with_a_hint(main, capsys, args, hint):
     with pytest.raises(SystemExit) as err:
         main(args)
-    assert err.value.code != 0 and hint in capsys.readouterr().err
+    err_text = capsys.readouterr().err
+    assert err.value.code != 0 and hint in err_text and "错误" in err_text, err_text
 
 
 @pytest.mark.parametrize("args", [["--micro-batch", "0"], ["--micro-btach", "8"]])

@@ -507,3 +507,58 @@ def test_a_model_folder_that_fails_mid_run_is_refused_before_the_run(tmp_path, b
     out = tmp_path / "run"
     refused(run("--out", out, "--model", folder, *FAST), "配置错误", needle, str(folder))
     assert not out.exists(), "模型目录有错时不应建运行目录"
+
+
+# ---- issue 47：链接、用户自己的文件、逐题结果、奇怪的 stdout ------------------------------------------
+def test_a_planted_run_lock_link_and_a_users_tmp_file(tmp_path):
+    """run.lock 是指向目录外文件的链接：拒绝，外面的文件不变。--out 指向已有目录：用户自己的 thesis.tmp 不删。"""
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.lock").symlink_to(victim)
+    refused(run("--out", out, *FAST), "run.lock", "符号链接")
+    assert victim.read_text() == "precious\n" and not (out / "config.json").exists()
+    (out / "run.lock").unlink()
+    (out / "thesis.tmp").write_text("a learner's own file")
+    ok(run("--out", out, *FAST))
+    assert (out / "thesis.tmp").read_text() == "a learner's own file"
+
+
+def test_a_cut_per_question_row_before_the_checkpoint_is_refused(base, tmp_path):
+    """以前：eval_questions.jsonl 最后一行（第 4 步，<= checkpoint）写了一半，--resume 悄悄丢掉它。"""
+    out = copy_of(base, tmp_path)
+    path = out / "eval_questions.jsonl"
+    text = path.read_bytes()
+    path.write_bytes(text[: text.rstrip(b"\n").rfind(b"\n") + 20])  # 最后一行只剩 19 个字节
+    before = files_of(out)
+    err = refused(run("--resume", out, "--steps", STEPS + 2), "eval_questions.jsonl", "只写了一半")
+    assert f"缺第 [{STEPS}] 步" in err
+    assert files_of(out) == before, "拒绝续跑时运行目录里的文件必须原样不动"
+
+
+def test_an_ascii_or_full_stdout(tmp_path):
+    """LC_ALL=C、UTF-8 模式关着（ASCII 的 stdout）：照常跑完。stdout 是 /dev/full：一行中文说是 stdout。"""
+    env = _env(LC_ALL="C", PYTHONUTF8="0")
+    env.pop("LANG", None)
+    proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "a"), *FAST],
+                          capture_output=True, env=env, cwd=ROOT, timeout=600)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
+    assert "held-out 贪心正确率".encode() in proc.stdout
+    with open("/dev/full", "w") as full:
+        proc = subprocess.run([sys.executable, str(SCRIPT), "--out", str(tmp_path / "b"), *FAST],
+                              stdout=full, stderr=subprocess.PIPE, text=True, env=_env(),
+                              cwd=ROOT, timeout=600)  # fmt: skip
+    refused(proc, "写不了标准输出 stdout", "--resume")
+
+
+def test_ctrl_c_twice_10_ms_apart(base, tmp_path):
+    """Ctrl-C 两次、隔 10 ms：一行中文、退出码 130，续跑和一口气跑完的逐位相同。第二次落在哪里取决于时机；
+    落在收尾里（以前多出一个 traceback）的那种情形由 tests/common/test_run_folder.py 里的测试确定地做出来。"""
+    out = tmp_path / "run"
+    proc = run("--out", out, *FAST, fault="sigint2:replace=checkpoint.pt:2")
+    assert proc.returncode == 130
+    err = refused(proc, f"--resume {out} --steps {STEPS}")
+    assert "已中断（Ctrl-C）" in err
+    ok(run("--resume", out))
+    assert_same_as(out, base)

@@ -128,3 +128,24 @@ def test_human_bytes():
     assert human_bytes(512) == "512 B"
     assert human_bytes(3 * 1024**2) == "3.0 MiB"
     assert human_bytes(7.5 * 1024**3) == "7.5 GiB"
+
+
+@pytest.mark.parametrize("where", ["target", "tmp"])
+def test_no_write_goes_through_a_planted_link(tmp_path, where):
+    """一个指向目录外的符号链接放在课程要写的文件（或它的 .tmp）的位置：拒绝，外面的文件不变。"""
+    victim = tmp_path / "victim.txt"
+    victim.write_bytes(b"precious")
+    folder = tmp_path / "run"
+    folder.mkdir()
+    link = folder / ("metrics.jsonl" if where == "target" else "metrics.jsonl.tmp")
+    link.symlink_to(victim)
+    if where == "tmp":
+        with pytest.raises(WriteError, match="符号链接"):
+            atomic_write(folder / "metrics.jsonl", b"new")
+        assert link.is_symlink()  # 不是课程写的，不删
+    else:  # 目标本身是链接：追加被拒；原子写入换掉的是链接，不写穿它
+        with pytest.raises(WriteError, match="符号链接"):
+            append_line(folder / "metrics.jsonl", '{"step": 1}')
+        atomic_write(folder / "metrics.jsonl", b"new")
+        assert not (folder / "metrics.jsonl").is_symlink()
+    assert victim.read_bytes() == b"precious"

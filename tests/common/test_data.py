@@ -323,14 +323,15 @@ def test_a_template_the_sandbox_stops_is_a_data_error(qwen3_tok):
 # ---------------------------------------------------------------------------------------------
 @pytest.mark.parametrize(
     "tail, gold",
-    [("72", "72"), ("1,234", "1234"), ("-3", "-3"), ("0.5", "0.5"), (" 109,200,000 ", "109200000")],
-)
+    [("72", "72"), ("1,234", "1234"), ("-3", "-3"), ("0.5", "0.5"), (" 109,200,000 ", "109200000"),
+     ("1２", "12"), ("１２", "12"), ("-１,２３４.５", "-1234.5")],  # 全角数字（以前 1２ 读成 1）
+)  # fmt: skip
 def test_plain_golds_parse(tail, gold):
     assert parse_gold(f"2 + 2 = 4\n#### {tail}") == gold
 
 
 @pytest.mark.parametrize(
-    "tail", ["1e309", "1,2345", "12 - 5", "5/0", "72 dollars", "", "$5", "--3"]
+    "tail", ["1e309", "1,2345", "12 - 5", "5/0", "72 dollars", "", "$5", "--3", "١٢", "1٢"]
 )
 def test_anything_else_after_the_marks_is_not_a_gold(tail, tmp_path):
     """以前：1e309 -> 1，1,2345 -> 2345，12 - 5 -> 5，5/0 -> 0，一声不吭地读成了别的数。"""
@@ -339,6 +340,16 @@ def test_anything_else_after_the_marks_is_not_a_gold(tail, tmp_path):
     rows = [{"question": "q1", "answer": "#### 4"}, {"question": "q2", "answer": f"x\n#### {tail}"}]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     with pytest.raises(DataError, match="第 2 行：`####` 后面的 .* 不是一个数"):
+        load_jsonl(path)
+
+
+def test_a_gold_longer_than_the_limit_names_the_limit(tmp_path):
+    """以前：150 位的 gold 被拒，却没说上限是多少。"""
+    from common.reward import MAX_NUMBER_DIGITS
+
+    path = tmp_path / "d.jsonl"
+    path.write_text(json.dumps({"question": "q", "answer": "#### " + "7" * 150}) + "\n")
+    with pytest.raises(DataError, match=f"第 1 行.*150 位数字.*上限 {MAX_NUMBER_DIGITS} 位"):
         load_jsonl(path)
 
 

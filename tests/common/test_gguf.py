@@ -133,7 +133,14 @@ def test_refusals_leave_nothing_behind(source, tmp_path, capsys):
         from_gguf(path, tmp_path / "full")
     with pytest.raises(GGUFError, match="bfloat16 或 float32"):
         from_gguf(path, tmp_path / "out", dtype="int4")
-    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()
+    with pytest.raises(GGUFError, match="是一个目录，不是 GGUF 文件"):  # 以前：「GGUF 文件不存在」
+        from_gguf(path.parent, tmp_path / "out")
+    (tmp_path / ".mine.converting").mkdir()  # 同名、但不是转换留下的：不删
+    (tmp_path / ".mine.converting" / "notes.txt").write_text("mine")
+    with pytest.raises(GGUFError, match="不是课程写的"):
+        from_gguf(path, tmp_path / "mine")
+    assert (tmp_path / ".mine.converting" / "notes.txt").read_text() == "mine"
     assert main(["from-gguf", str(tmp_path / "nope.gguf"), str(tmp_path / "o")]) == 2
     err = capsys.readouterr()
     assert "近似" in err.out and "GGUF 文件不存在" in err.err  # 先说清楚：反量化的不是原版权重
@@ -150,4 +157,4 @@ def test_a_cut_download_is_refused_and_leaves_nothing(source, tmp_path, capsys, 
     assert main(["from-gguf", str(cut), str(tmp_path / "out")]) == 2
     err = capsys.readouterr().err
     assert err.startswith("错误：") and str(cut) in err and "重新下载" in err, err
-    assert not (tmp_path / "out").exists() and not (tmp_path / "out.tmp").exists()
+    assert not (tmp_path / "out").exists() and not (tmp_path / ".out.converting").exists()

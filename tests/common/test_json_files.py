@@ -36,3 +36,18 @@ def test_jsonl_round_trip_stores_nan_and_inf_as_null(tmp_path):
     expected = [{"step": 1, "kl": None}, {"step": 2, "grad_norm": None, "ok": True}]
     assert read_jsonl(tmp_path / "rows.jsonl") == expected
     assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_read_run_config_says_what_is_wrong(tmp_path):
+    """课里的工具（before_after、entropy_t1、pass_k_seeds）读运行目录的 config.json：坏了是一行中文。"""
+    from common.json_files import read_run_config
+
+    with pytest.raises(ValueError, match="config.json 不存在"):
+        read_run_config(tmp_path)
+    (tmp_path / "config.json").write_text('{"model": "tiny", "da', encoding="utf-8")  # 截断
+    with pytest.raises(ValueError, match="config.json 读不出来"):
+        read_run_config(tmp_path)
+    (tmp_path / "config.json").write_text('{"model": "tiny"}', encoding="utf-8")
+    with pytest.raises(ValueError, match=r"缺 \['data'\]"):
+        read_run_config(tmp_path, ("model", "data"))
+    assert read_run_config(tmp_path, ("model",)) == {"model": "tiny"}

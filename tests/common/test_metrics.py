@@ -172,3 +172,23 @@ def test_last_line_without_newline_complete_is_kept_partial_is_dropped(tmp_path)
     path.write_text(_lines({"step": 1}) + '{"step": 2, "rew', encoding="utf-8")
     MetricsLogger(path, resume_from_step=5)  # 截断时把半行也清掉，之后的追加不会粘在它后面
     assert path.read_text(encoding="utf-8") == _lines({"step": 1})
+
+
+def test_save_figure_writes_its_suffix_format_and_nothing_else(tmp_path):
+    """issue 47：--plot compare.pdf 以前写的是 PNG 字节；--plot 一个已有目录以前留下 .tmp.png。"""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from common.metrics import figure_problem, save_figure
+
+    for name, magic in (("a.png", b"\x89PNG"), ("a.pdf", b"%PDF"), ("a.svg", b"<?xml")):
+        assert figure_problem(tmp_path / name) is None
+        fig = plt.figure()
+        save_figure(fig, tmp_path / name)
+        assert (tmp_path / name).read_bytes().startswith(magic), name
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.pdf", "a.png", "a.svg"]  # 没有 .tmp
+    assert "是一个已有的目录" in figure_problem(tmp_path)
+    assert "不是能画的格式" in figure_problem(tmp_path / "a.jpg", "--png")
+    assert "不存在" in figure_problem(tmp_path / "no" / "a.png")

@@ -173,6 +173,43 @@ def test_sharded_weights(tmp_path):
     _fails(sharded, "没有 weight_map")
 
 
+def _edit_header(path, edit) -> None:
+    """改 safetensors 文件头（8 字节长度 + JSON），后面的数据字节原样不动。"""
+    raw = path.read_bytes()
+    n = int.from_bytes(raw[:8], "little")
+    header = json.loads(raw[8 : 8 + n])
+    edit(header)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    path.write_bytes(len(text).to_bytes(8, "little") + text + raw[8 + n :])
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_every_tensor_header_must_match_the_config(good_dirs, tmp_path, family):
+    """以前：文件头里一个张量的形状转置了（同样的字节）-> 加载时 traceback；embedding 声明成 int32
+    （同样的字节）-> 悄悄通过。现在每个张量的形状和 dtype 都在用任何权重之前对着 config.json 查。"""
+    folder = _copy(good_dirs, tmp_path, family)
+    weights = folder / "model.safetensors"
+    good = weights.read_bytes()
+    name = next(k for k in json.loads(good[8 : 8 + int.from_bytes(good[:8], "little")])
+                if k.endswith("layers.1.mlp.down_proj.weight"))  # fmt: skip
+
+    def transpose(h):
+        h[name]["shape"] = h[name]["shape"][::-1]
+
+    _edit_header(weights, transpose)
+    _fails(folder, name, "config.json 说应为", "转置")
+    weights.write_bytes(good)
+    embed = name.replace("layers.1.mlp.down_proj", "embed_tokens")
+
+    def as_int32(h):  # 同样的字节数：bf16 [V, H] -> int32 [V, H/2]
+        v, hidden = h[embed]["shape"]
+        h[embed] |= {"dtype": "I32", "shape": [v, hidden // 2]}
+
+    _edit_header(weights, as_int32)
+    _fails(folder, embed, "I32", "不是浮点权重")
+
+
 def test_weights_must_match_the_config(model_dir):
     """config.json 说的层数、词表、是否共享 lm_head 要和权重文件头里的张量对得上。"""
     _edit(model_dir, num_hidden_layers=3)
@@ -208,6 +245,16 @@ def test_missing_chat_template(model_dir):
     _fails(model_dir, "chat template")
     (model_dir / "chat_template.jinja").write_text("{{ messages }}")  # transformers 5 的另一种存法
     assert inspect_model_dir(model_dir).path == model_dir
+
+
+def test_a_chat_template_that_loops_for_ever_is_stopped(model_dir, monkeypatch):
+    """以前：一个循环 10^10 次的模板让 model_dir check 一声不响地挂住。现在有时限，中文拒绝。"""
+    import common.model_dir as M
+
+    monkeypatch.setattr(M, "TEMPLATE_SECONDS", 0.3)
+    loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"
+    (model_dir / "chat_template.jinja").write_text(loop + "{{ messages }}")
+    _fails(model_dir, "chat_template.jinja", "超过 0.3 秒", "循环")
 
 
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）

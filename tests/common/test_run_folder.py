@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from common.atomic_io import WriteError
 from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
 from common.json_files import write_json
 from common.metrics import MetricsError, MetricsLogger
@@ -99,9 +100,28 @@ def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
     folder.mkdir()
     for name in ("checkpoint.pt.tmp", "curves.tmp.png", "metrics.jsonl.tmp", "keep.txt"):
         (folder / name).write_bytes(b"")
+    (folder / "thesis.tmp").write_bytes(b"a learner's own file")  # 不是课程写的：不许删
+    (folder / "notes.png.tmp").write_bytes(b"mine too")
+    (tmp_path / "outside").write_bytes(b"x")
+    (folder / "eval_after.json.tmp").symlink_to(tmp_path / "outside")  # 链接：不是课程写的文件
     RunFolder(folder).lock().close()
-    assert sorted(p.name for p in folder.iterdir()) == ["keep.txt"]  # close() 也删掉 run.lock
+    left = sorted(p.name for p in folder.iterdir())  # close() 也删掉 run.lock
+    assert left == ["eval_after.json.tmp", "keep.txt", "notes.png.tmp", "thesis.tmp"]
+    assert (folder / "thesis.tmp").read_bytes() == b"a learner's own file"
+    assert (tmp_path / "outside").read_bytes() == b"x"
     assert "临时文件" in capsys.readouterr().out
+
+
+def test_a_run_lock_planted_as_a_link_is_refused_not_followed(tmp_path):
+    """run.lock 是指向目录外文件的符号链接：拒绝（中文，点名链接），外面的文件一个字节都不变。"""
+    folder, victim = tmp_path / "run", tmp_path / "victim.txt"
+    folder.mkdir()
+    victim.write_bytes(b"precious\n")
+    (folder / LOCK_NAME).symlink_to(victim)
+    with pytest.raises(WriteError, match="符号链接"):
+        RunFolder(folder).open(CONFIG, resume=False)
+    assert victim.read_bytes() == b"precious\n"
+    assert not (folder / "config.json").exists()
 
 
 def test_new_run_writes_config_and_refuses_an_existing_run(tmp_path):
@@ -161,6 +181,28 @@ def test_metrics_rows_must_match_the_checkpoint(tmp_path):
     _refused(folder, RunFolderError, "第 [2] 步出现了不止一次")
     path.unlink()
     _refused(folder, RunFolderError, "metrics.jsonl 不见了")
+
+
+def test_a_lost_per_question_row_before_the_checkpoint_is_refused(tmp_path):
+    """以前：eval_questions.jsonl 的最后一行（第 2 步，<= checkpoint）写了一半，续跑悄悄丢掉它，
+    文件从此只有第 1、3 步。那一行只能由第 2 步的权重算出：拒绝，点名文件和行。"""
+    folder = _finished(tmp_path / "run")
+    metrics = folder / "metrics.jsonl"
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    metrics.write_text("".join(json.dumps({**r, "eval_accuracy": 0.5}) + "\n" for r in rows))
+    questions = folder / "eval_questions.jsonl"
+    lines = [json.dumps({"step": s, "greedy": [1, 0]}) for s in (1, 2, 3, 4)]
+    questions.write_text("\n".join(lines) + "\n")
+    run = RunFolder(folder)
+    assert run.open(CONFIG, resume=True, may_change=("steps", "resume")).step == 3
+    run.close()
+    questions.write_text("\n".join(lines[:1]) + "\n" + lines[1][:12])  # 第 2 行写了一半
+    msg = _refused(folder, RunFolderError, "eval_questions.jsonl")
+    assert "缺第 [2, 3] 步" in msg and "第 2 行，最后一行，只写了一半" in msg
+    questions.write_text("\n".join([lines[0], lines[0], lines[1], lines[2]]) + "\n")
+    _refused(folder, RunFolderError, "第 [1] 步出现了不止一次")
+    questions.unlink()
+    _refused(folder, RunFolderError, "文件不见了")
 
 
 def test_a_checkpoint_past_the_target_step_is_refused(tmp_path):
@@ -252,6 +294,37 @@ def test_nohup_keeps_sighup_ignored(tmp_path):
         signal.signal(signal.SIGHUP, before)
 
 
+@pytest.mark.slow
+def test_a_second_ctrl_c_10_ms_later_leaves_no_traceback(tmp_path):
+    """以前：Ctrl-C 两次、隔 10 ms：第二次打断了第一次的收尾（traceback）。第二次现在被忽略。"""
+    script = tmp_path / "slow_exit.py"
+    script.write_text(
+        textwrap.dedent(
+            f"""
+            import sys, time
+            sys.path.insert(0, {str(ROOT)!r})
+            import common.run_folder as R
+            hint = R.resume_hint
+            def slow_hint(*args):  # 收尾慢（读 checkpoint 说怎么续跑）：第二次 Ctrl-C 落在这里
+                time.sleep(0.2)
+                return hint(*args)
+            R.resume_hint = slow_hint
+            with R.exit_cleanly({str(tmp_path / "run")!r}, 6):
+                print("ready", flush=True)
+                time.sleep(30)
+            """
+        )
+    )
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)  # fmt: skip
+    assert proc.stdout.readline().strip() == "ready"
+    proc.send_signal(signal.SIGINT)
+    time.sleep(0.01)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 130 and "Traceback" not in err and "已中断（Ctrl-C）" in err, err
+
+
 def test_the_lock_file_goes_when_the_run_ends(tmp_path):
     """以前（issue 35）：跑完之后 run.lock（里面是 pid）一直留在目录里。"""
     folder = tmp_path / "run"
@@ -305,3 +378,16 @@ def test_default_run_folders_are_ignored_by_git_from_any_folder(cwd):
     path = (Path(cwd) / "runs" / "tiny-20250101-000000" / "config.json").as_posix()
     proc = subprocess.run(["git", "check-ignore", "-q", path], cwd=ROOT, capture_output=True)
     assert proc.returncode == 0, f"git 会把 {path} 当成新文件（.gitignore 要有 runs/）"
+
+
+def test_out_file_problem(tmp_path, monkeypatch):
+    """--json / --plot 在干活之前就查：目录、链接、不存在的上级目录、没有写权限，各一句中文。"""
+    from common.out_dir import out_file_problem
+
+    assert out_file_problem(tmp_path / "r.json", "--json") is None
+    assert "是一个已有的目录" in out_file_problem(tmp_path, "--json")
+    (tmp_path / "link.json").symlink_to(tmp_path / "elsewhere.json")
+    assert "符号链接" in out_file_problem(tmp_path / "link.json", "--json")
+    assert "不存在" in out_file_problem(tmp_path / "no" / "r.json", "--json")
+    monkeypatch.setattr(os, "access", lambda *a: False)  # root 也写得进只读目录：这里模拟
+    assert "没有权限" in out_file_problem(tmp_path / "r.json", "--plot")

@@ -126,9 +126,22 @@ def _mib(n: int) -> str:
     return f"{n / 2**20:.1f} MiB"
 
 
+def _open_no_link(path: Path, flags: int) -> int:
+    """os.open 不跟随符号链接：box 里放一个指出去的链接，写不到 box 外面。"""
+    try:
+        return os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError:
+        if path.is_symlink():
+            raise CarryError(f"{path} 是一个符号链接：不通过链接写文件。删掉它再运行") from None
+        raise
+
+
 def _write_atomic(path: Path, text: str) -> None:
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text, encoding="utf-8")
+    with open(
+        _open_no_link(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "w", encoding="utf-8"
+    ) as f:
+        f.write(text)
     os.replace(tmp, path)
 
 
@@ -541,7 +554,54 @@ def load_manifest(path: Path) -> dict:
         raise CarryError(f"{path} 读不了或不是 JSON（{err}）：重新运行 prepare") from None
     if not isinstance(m, dict) or m.get("format") != FORMAT or m.get("id") != manifest_id(m):
         raise CarryError(f"{path} 不是这个版本的 carry.py 写的、或被改过：重新运行 prepare")
+    problem = manifest_problem(m)
+    if problem:
+        raise CarryError(f"{path} 不能用：{problem}。重新运行 prepare")
     return m
+
+
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._+-]*")  # 一个文件名：没有 /、不以 . 开头（..）
+
+
+def safe_name(name) -> bool:
+    """manifest 里会变成路径的名字（载荷、块、文件、GGUF）只能是一个普通文件名：留在给它的文件夹里。"""
+    return isinstance(name, str) and SAFE_NAME.fullmatch(name) is not None
+
+
+def manifest_problem(m: dict) -> str | None:
+    """manifest 的结构不对、或某个名字会带出给它的文件夹时，说是哪一个；没问题时 None。"""
+    payloads = m.get("payloads")
+    if not isinstance(payloads, list) or not payloads:
+        return "里面没有一个载荷（payloads 是空的或不是列表）"
+    for p in payloads:
+        if not isinstance(p, dict) or not isinstance(p.get("pieces"), list):
+            return f"载荷 {p!r:.80} 不是 carry.py 写的样子"
+        names = [("载荷名", p.get("name"))]
+        names += [("块", q.get("file") if isinstance(q, dict) else q) for q in p["pieces"]]
+        names += [("文件", e.get("name") if isinstance(e, dict) else e) for e in p.get("files", [])]
+        g = p.get("gguf")
+        if g is not None:
+            parts = g.get("parts", []) if isinstance(g, dict) else []
+            names += [("GGUF", g.get("file") if isinstance(g, dict) else g)]
+            names += [("GGUF 的部件", w[0] if isinstance(w, list) and w else w) for w in parts]
+        for what, name in names:
+            if not safe_name(name):
+                return f"{what} {name!r} 不是一个普通文件名（会写到给它的文件夹外面去）"
+    return None
+
+
+def read_box_id(saved: Path) -> str | None:
+    """box 里存的 manifest.json 的 id；文件坏了（不是 JSON、不是对象）时 CarryError。"""
+    try:
+        m = json.loads(saved.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:
+        m = err
+    if not isinstance(m, dict):
+        raise CarryError(
+            f"{saved} 坏了（不是 carry.py 存的 manifest）：在这台机器上 rm -rf {saved.parent} "
+            "后从第一块重新发"
+        )
+    return m.get("id")
 
 
 def find_piece(manifest: dict, filename: str) -> tuple[dict, int]:
@@ -770,11 +830,7 @@ def _box_manifest(manifest: dict, box: Path) -> None:
     box.mkdir(parents=True, exist_ok=True)
     saved = box / "manifest.json"
     if saved.is_file():
-        try:
-            old = json.loads(saved.read_text(encoding="utf-8")).get("id")
-        except ValueError:
-            old = None
-        if old != manifest["id"]:
+        if read_box_id(saved) != manifest["id"]:
             raise CarryError(
                 f"{box} 里已有的块属于另一次 prepare（manifest 不同）：这里中途重新 prepare 过。"
                 f"在这台机器上 rm -rf {box} 后从第一块重新发"
@@ -815,7 +871,7 @@ def receive_piece(manifest: dict, piece_path: Path, box: Path) -> str:
         raise CarryError(
             f"{piece_path} 和 manifest 不符（大小或 sha256）：在这里重新运行 prepare 和 plan"
         )
-    with open(part, "ab") as out:
+    with open(_open_no_link(part, os.O_WRONLY | os.O_CREAT | os.O_APPEND), "ab") as out:
         if have != lo:
             out.truncate(lo)
         with open(piece_path, "rb") as f:
@@ -876,8 +932,15 @@ def _extract(payload: dict, box: Path) -> Path:
     tmp = box / f"{name}.extracting"
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
-    with tarfile.open(part, "r:") as tar:
-        tar.extractall(tmp, filter="data")
+    try:
+        with tarfile.open(part, "r:") as tar:
+            tar.extractall(tmp, filter="data")  # 不许解到 tmp 外面、不许链接指出去
+    except tarfile.TarError as err:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise CarryError(
+            f"{part} 解不开（{type(err).__name__}: {err}）：拒绝了，box 外面什么都没写。"
+            f"这不是 prepare 打的包：rm {part} 后从 {name} 的第一块重新发"
+        ) from None
     for e in payload["files"]:
         f = tmp / e["name"]
         if not f.is_file() or f.stat().st_size != e["bytes"] or sha256_file(f) != e["sha256"]:
@@ -969,7 +1032,7 @@ def install(args) -> int:
     saved = box / "manifest.json"
     if not saved.is_file():
         raise CarryError(f"{box} 里什么都没收到（机器可能被收回过）：从第一块重新发")
-    if json.loads(saved.read_text(encoding="utf-8")).get("id") != manifest["id"]:
+    if read_box_id(saved) != manifest["id"]:
         raise CarryError(f"{box} 里的块属于另一次 prepare：rm -rf {box} 后从第一块重新发")
     names = args.payloads or [
         p["name"]
