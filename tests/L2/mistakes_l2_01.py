@@ -26,6 +26,7 @@ def _advantages(
     flat_rule=True,
     rows_are_groups=True,
     interleaved=False,
+    interleaved_kept=False,
     batch_std_of_centered=False,
     mean_dim=1,
     std_dim=1,
@@ -42,7 +43,7 @@ def _advantages(
     scale = scale if fixed_scale is None else fixed_scale
     r = rewards if rewards.is_floating_point() else rewards.float()
     grouped = r.reshape(-1, group_size) if rows_are_groups else r.reshape(group_size, -1)
-    if interleaved:  # 第 i 组是 r[i], r[i+P], r[i+2P], …：(G, P) 的第 i 列，转成 (P, G) 的第 i 行
+    if interleaved or interleaved_kept:  # 第 i 组是 r[i], r[i+P], …：(G, P) 的第 i 列转成第 i 行
         grouped = r.reshape(group_size, -1).T
     mean = r.mean() if batch_mean else grouped.mean(dim=mean_dim, keepdim=True)
     centered = sign * (grouped - mean)
@@ -76,7 +77,7 @@ def _advantages(
             flat = flat | (grouped.std(dim=1, keepdim=True) < 1e-3)
         zeros = torch.zeros_like(adv)
         adv = torch.where(flat, adv, zeros) if where_swapped else torch.where(flat, zeros, adv)
-    if interleaved:  # 放回原来的位置
+    if interleaved:  # 放回原来的位置（interleaved_kept：按分组后的顺序直接摊平，没放回去）
         adv = adv.T
     return adv.reshape(-1)
 
@@ -121,6 +122,12 @@ INTERLEAVED = Mistake(
     "同一道题的 G 条回答没有分到同一组",
     "L2.01「坑 6：分组的排列方式」",
     _variant(interleaved=True),
+)
+INTERLEAVED_KEPT = Mistake(
+    "按相隔 P 的元素分组（view(G, -1).T：把相邻排列 [p0g0, p0g1, …] 当成了交错排列 [p0g0, p1g0, …]），"
+    "算完也没有放回每条回答原来的位置：同一道题的 G 条回答没有分到同一组",
+    "L2.01「坑 6：分组的排列方式」",
+    _variant(interleaved_kept=True),
 )
 BATCH_STD_OF_CENTERED = Mistake(
     '"batch" 用的是减完组均值之后的 std；规格要的是整批原始 reward 的 std',
@@ -199,6 +206,7 @@ MISTAKES = [
     NO_FLAT_RULE,
     ROWS_COLUMNS,
     INTERLEAVED,
+    INTERLEAVED_KEPT,
     BATCH_STD_OF_CENTERED,
     STD_DIM0,
     STD_WHOLE_TABLE,
@@ -263,6 +271,7 @@ MISTAKE_IDS = [
     "no_flat_rule",
     "rows_columns",
     "interleaved",
+    "interleaved_kept",
     "batch_std_of_centered",
     "std_dim0",
     "std_whole_table",

@@ -453,9 +453,11 @@ def _stats_variant(logp, ref_logp, estimator, *, bug):
         kl = (p * (rp - lp)).sum()
     else:  # 只有 weight_ref_all、uniform 连精确 KL 也换了权重
         kl = ((p if bug in ("weight_ref_all", "uniform") else lp.exp()) * (lp - rp)).sum()
-    mean = (p * k).sum()
+    mean = k.mean() if bug == "uniform_moments" else (p * k).sum()
     center = kl if bug == "var_about_kl" else mean
     var = k.var() if bug == "var_unweighted" else (p * (k - center) ** 2).sum()
+    if bug == "uniform_moments":  # 均值和方差都是对 V 个类别的平均，kl 和 neg_frac 仍按 π
+        var = ((k - mean) ** 2).mean()
     negative = k <= 0 if bug == "tie_negative" else k < 0
     out = {
         "kl": kl.item(),
@@ -479,6 +481,10 @@ STATS_MISTAKES = [
     _stats_mistake(_WEIGHT_REF, "weight_ref_all"),
     _stats_mistake(
         "对 V 个类别直接求了平均（等于假设每个类别一样可能，而样本是从 π 采的）", "uniform"
+    ),
+    _stats_mistake(
+        "mean 和 var 是对 V 个类别的直接平均（k.mean()）：期望要按 π 加权（样本是从 π 采的），kl 倒是按 π 算的",
+        "uniform_moments",
     ),
     _stats_mistake("精确 KL 的方向反了（算成了 KL(π_ref‖π)）", "kl_reversed"),
     _stats_mistake("bias 的符号反了（规格是 mean − kl，估计量的期望比真值多多少）", "bias_sign"),
@@ -515,6 +521,7 @@ STATS_BUGS = [
     "weight_ref",
     "weight_ref_all",
     "uniform",
+    "uniform_moments",
     "kl_reversed",
     "bias_sign",
     "var_unweighted",
