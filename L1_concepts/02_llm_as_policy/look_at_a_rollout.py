@@ -3,8 +3,8 @@
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py            # tiny 预设（warm-start 模型），CPU 几秒
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py --problem-seed 7 --group 8
 
-用的全是训练脚本里的同一套函数：common.rollout.generate 采样（L2.06 的 process_logits 处理 temperature），L2.02 的 token_logprobs 算 log π，
-common.reward 判分，L2.01 的 group_advantages 算 advantage。
+用的全是训练脚本里的同一套函数：common.decode.rollout.generate 采样（L2.06 的 process_logits 处理 temperature），L2.02 的 token_logprobs 算 log π，
+common.gsm8k.reward 判分，L2.01 的 group_advantages 算 advantage。
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 仓库根目录：没 pip install -e 也能跑
 import torch  # noqa: E402
 
-from common.config_cli import preset_config  # noqa: E402
-from common.data import build_prompt, synthetic_problems  # noqa: E402
-from common.models import load_model, model_spec  # noqa: E402
-from common.reward import correctness_reward  # noqa: E402
-from common.rollout import generate  # noqa: E402
+from common.config.config_cli import preset_config  # noqa: E402
+from common.decode.rollout import generate  # noqa: E402
+from common.gsm8k.data import build_prompt, synthetic_problems  # noqa: E402
+from common.gsm8k.reward import correctness_reward  # noqa: E402
+from common.model.models import load_model, model_spec  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import token_logprobs  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402

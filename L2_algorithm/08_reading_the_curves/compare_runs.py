@@ -22,11 +22,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
-from common.cli import CourseParser
-from common.evaluate import pass_at_k
-from common.json_files import read_json_object
-from common.metrics import MetricsError, read_metrics
-from common.paired_stats import binomial_se, paired, signed, spread
+from common.decode.evaluate import pass_at_k
+from common.gsm8k.paired_stats import binomial_se, paired, signed, spread
+from common.options.cli import CourseParser
+from common.run.json_files import read_json_object
+from common.run.metrics import MetricsError, read_metrics
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0、1、2，各带一个组内打乱的对照

@@ -20,7 +20,7 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.utils import clip_grad_norm_
 
-from common.cli import CourseParser
+from common.options.cli import CourseParser
 
 WIDTHS = (640, 704, 768)  # 704 = 5 × 128 + 64；640、768 是 128 的整数倍
 BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION}
@@ -50,8 +50,8 @@ def build_batch(tok, spec, problems, width: int, device):
     """8 道 GSM8K 题的 prompt（左填充）+ 回答，拼成总宽度正好是 width 的一批（和 rollout 的形状一样）。
 
     回答用题目自己的文字凑长度：前一半行写满（截断，没有 EOS），后一半行在不同位置结束。"""
-    from common import data as D
-    from common.rollout_batch import finish_rollout, left_pad
+    from common.decode.rollout_batch import finish_rollout, left_pad
+    from common.gsm8k import data as D
 
     prompts = [
         tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
@@ -75,7 +75,7 @@ def build_batch(tok, spec, problems, width: int, device):
 
 def train_pass(model, params, ro, dtype) -> tuple[float, float, float]:
     """训练的一次 forward + backward（和 grpo_train.py 的 logprobs 一样的路径）-> (loss, 梯度范数, 秒)。"""
-    from common.models import HIDDEN_CHUNK_ROWS
+    from common.model.models import HIDDEN_CHUNK_ROWS
     from solutions.l2_02_logprobs_and_masks import hidden_token_logprobs
 
     model.zero_grad(set_to_none=True)
@@ -98,8 +98,8 @@ def train_pass(model, params, ro, dtype) -> tuple[float, float, float]:
 
 def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
     """真模型：每个宽度、每种 kernel 各做 repeats 次 forward + backward，记 loss、梯度范数、时间。"""
-    from common import data as D
-    from common.models import compute_dtype, load_model, model_spec, setup_device
+    from common.gsm8k import data as D
+    from common.model.models import compute_dtype, load_model, model_spec, setup_device
 
     spec = model_spec(model_dir)
     device = setup_device(spec, cap_gb=cap_gb)
@@ -132,7 +132,7 @@ def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
 
 def prompt_width(tok, problems, ids, cache: dict) -> int:
     """这几道题（训练集下标 ids）里最长的 prompt 有多少 token；cache 记着算过的题。"""
-    from common import data as D
+    from common.gsm8k import data as D
 
     for i in ids:
         if i not in cache:
@@ -149,7 +149,7 @@ def old_run_widths(
     写满 max_new 个 token 时训练 forward 的宽度 Tp + max_new。"""
     from transformers import AutoTokenizer
 
-    from common import data as D
+    from common.gsm8k import data as D
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     train, _ = D.load_splits("gsm8k", n_heldout)
@@ -177,7 +177,7 @@ def run_widths(model_dir: str, runs: list[Path]) -> dict:
     completion_len_max）；只要 tokenizer，CPU 上就能算。返回每个目录每一步的宽度和 ≡ 64 (mod 128) 的步。"""
     from transformers import AutoTokenizer
 
-    from common import data as D
+    from common.gsm8k import data as D
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     lengths = {}

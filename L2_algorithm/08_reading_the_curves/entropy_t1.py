@@ -26,11 +26,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 import torch
 
-from common import data as D
-from common.checkpoint import CheckpointError, load_checkpoint
-from common.evaluate import EVAL_SEED
-from common.models import PresetError, load_model, model_spec
-from common.rollout import generate
+from common.decode.evaluate import EVAL_SEED
+from common.decode.rollout import generate
+from common.gsm8k import data as D
+from common.model.models import PresetError, load_model, model_spec
+from common.run.checkpoint import CheckpointError, load_checkpoint
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
 from solutions.l2_06_sampling import process_logits
 

@@ -25,7 +25,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 没 pip install -e 也能 import common
-from common.metrics import read_metrics
+from common.run.metrics import read_metrics
 
 TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 GROUPS = [("default run", ""), ("control: --reward shuffled", "--reward shuffled")]
