@@ -5,7 +5,7 @@
     python L2_algorithm/08_reading_the_curves/cudnn_nan.py --model DIR --old-steps 100  # 再查旧运行每一步的宽度
 
 它比较同样的输入在两种 attention kernel 下的梯度：cuDNN（torch 在 H100/H200 上带 mask 时默认选它）和
-memory-efficient（课程现在用的，common/models.setup_device 关掉了 cuDNN）。结果写进 --json。
+memory-efficient（课程现在用的，common/model/models.setup_device 关掉了 cuDNN）。结果写进 --json。
 """
 
 import json

@@ -6,10 +6,10 @@
     refuse_unwritten(L, cfg)      # --impl exercises: a stub the run would call
 
 The model is NOT planned here (which model a preset trains, full fine-tune or LoRA): the scripts
-call common.config.model_plan.plan_model(cfg) themselves, after this. The fields, their help and their
-checks live in common/config/grpo_config.py; this module turns them into flags, layers the preset's
-values (common/options/presets.py) under the command line, applies the resume rules, and names the run
-folder.
+call common.config.model_plan.plan_model(cfg) themselves, after this. The fields, their help and
+their checks live in common/config/grpo_config.py; this module turns them into flags, layers the
+preset's values (common/options/presets.py) under the command line, applies the resume rules, and
+names the run folder.
 """
 
 from __future__ import annotations
@@ -53,8 +53,8 @@ def refuse(errors: list[str]) -> None:
 
 def refuse_unwritten(functions, cfg) -> None:
     """``--impl exercises`` before anything loads: exit in Chinese when a function of ``functions``
-    (the learner's module) that this config uses is still a stub (common.config.stubs.require_written);
-    tis_weights counts only with ``--tis``."""
+    (the learner's module) that this config uses is still a stub
+    (common.config.stubs.require_written); tis_weights counts only with ``--tis``."""
     require_written(functions, skip=("tis_weights",) if cfg.tis == "none" else ())
 
 

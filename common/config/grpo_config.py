@@ -5,9 +5,9 @@
     cross_errors(cfg)                   # one per rule between fields (and the files they name)
 
 Only the fields and their rules live here (the dataclass idiom of TRL's GRPOConfig). The command
-line, the presets (presets.toml) and the resume rules are common/config/config_cli.py; which model a run
-trains, and full fine-tune or LoRA, is common/config/model_plan.py. `--help` is built from the fields
-below, so each help text is written once.
+line, the presets (presets.toml) and the resume rules are common/config/config_cli.py; which model a
+run trains, and full fine-tune or LoRA, is common/config/model_plan.py. `--help` is built from the
+fields below, so each help text is written once.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Which model a training config trains, and how: before anything heavy is loaded.
 
-    cfg = parse_config(argv)            # common.config.config_cli: the command line, the model as given
+    cfg = parse_config(argv)            # common.config.config_cli: the command line, model as given
     cfg, spec, notes = plan_model(cfg)  # the preset's model, full fine-tune or LoRA, or a refusal
     cfg, spec = plan_or_exit(cfg)       # the same for a script: notes printed, a refusal exits 1
 
@@ -126,9 +126,9 @@ def _lora_lr(cfg):
 
 def plan_or_exit(cfg):
     """plan_model for a script's command line -> (planned config, its model's ModelSpec); prints the
-    notes, and a refusal exits like every bad setting (common.config.config_cli.refuse). A resumed run was
-    planned when it started (its config.json says which model and rank): its config is returned as
-    it is, with the spec of that model."""
+    notes, and a refusal exits like every bad setting (common.config.config_cli.refuse). A resumed
+    run was planned when it started (its config.json says which model and rank): its config is
+    returned as it is, with the spec of that model."""
     try:
         if cfg.resume is not None:
             return cfg, model_spec(cfg.model)

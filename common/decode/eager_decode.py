@@ -3,7 +3,8 @@
     tokens = eager_generate(model, ids, mask, max_new_tokens=40, eos_token_ids=[...],
                             pad_token_id=0, pick=sampler)   # (B, T): pad after each row's first EOS
 
-The "correct path" of `common.decode.rollout.generate` (its fast GPU twin is `common.decode.fast_decode`):
+The "correct path" of `common.decode.rollout.generate` (its fast GPU twin:
+`common.decode.fast_decode`):
 1. Prefill: one forward over the left-padded prompts fills the KV cache and gives the first logits.
 2. Decode: each step feeds one token per row and reuses the cache (no recomputation of the prefix).
    ``pick`` turns the logits (B, V) into tokens (B,): greedy or sampled, the caller decides.

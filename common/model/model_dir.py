@@ -1,4 +1,5 @@
-"""Model folders: check one before any weight is loaded (GGUF conversion: common/model/gguf_convert.py).
+"""Model folders: check one before any weight is loaded (GGUF conversion:
+common/model/gguf_convert.py).
 
     folder = inspect_model_dir("./Qwen3-0.6B")         # -> ModelFolder (family, shape, EOS ids, ...)
     folder = inspect_model_dir(path, expect=shape)     # --preset NAME --model DIR: the exact shapes too

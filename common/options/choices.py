@@ -1,9 +1,9 @@
 """The names a run's settings can take, each defined here once (torch-free).
 
-common/config/grpo_config.py offers them as a knob's choices; the modules that act on a name import it from
-here (common/model/optim.py, common/gsm8k/data.py, common/gsm8k/controls.py), and so do solutions/ and exercises/
-(L2.05's aggregations, L2.09's TIS levels). Reward function names live with the functions:
-common/gsm8k/reward.py's REWARD_FUNCS.
+common/config/grpo_config.py offers them as a knob's choices; the modules that act on a name import
+it from here (common/model/optim.py, common/gsm8k/data.py, common/gsm8k/controls.py), and so do
+solutions/ and exercises/ (L2.05's aggregations, L2.09's TIS levels). Reward function names live
+with the functions: common/gsm8k/reward.py's REWARD_FUNCS.
 """
 
 from __future__ import annotations

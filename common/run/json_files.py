@@ -1,7 +1,7 @@
 """Reading and writing small JSON and JSON-lines files.
 
-Every write is atomic (``common.run.atomic_io``: temp file, fsync, rename), so a reader never sees half
-a file. JSON has no NaN or infinity: :func:`json_value` stores them as null.
+Every write is atomic (``common.run.atomic_io``: temp file, fsync, rename), so a reader never sees
+half a file. JSON has no NaN or infinity: :func:`json_value` stores them as null.
 """
 
 from __future__ import annotations

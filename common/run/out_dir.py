@@ -1,8 +1,9 @@
 """Can ``--out`` be a run folder? Asked while the command line is parsed, before anything heavy.
 
 Torch-free and importing nothing of the course, so the config modules (common/config/grpo_config.py,
-common/config/config_cli.py) call it at the top level; common/run/run_folder.py owns the folder itself.
-CONFIG_NAME lives here for the same reason: the command line checks it before run_folder loads.
+common/config/config_cli.py) call it at the top level; common/run/run_folder.py owns the folder
+itself. CONFIG_NAME lives here for the same reason: the command line checks it before run_folder
+loads.
 """
 
 from __future__ import annotations

@@ -271,8 +271,8 @@ class RunFolder:
         return read_json(self.file(f"eval_{when}.json"))
 
     def save_checkpoint(self, step: int, *, model, optimizer, generators, config: dict) -> None:
-        """checkpoint.pt after step ``step`` (atomic, with checksums; common.run.checkpoint), keeping
-        the config to check a resume against."""
+        """checkpoint.pt after step ``step`` (atomic, with checksums; common.run.checkpoint),
+        keeping the config to check a resume against."""
         state = dict(model=model, optimizer=optimizer, step=step, generators=generators)
         save_checkpoint(self.path, **state, extra={"config": config})
 

@@ -12,8 +12,9 @@ AdamW states already exist from the previous step):
 
     loaded        policy weights (+ reference weights when beta > 0 and method == "full")
     rollout       + AdamW states + KV cache of the concurrent rollouts + sampling workspace
-                  (rollout_backend="fast": common.decode.fast_decode keeps its static KV cache, bf16 weight
-                  copies and CUDA-graph pool cached on the model, so they count in every later phase)
+                  (rollout_backend="fast": common.decode.fast_decode keeps its static KV cache, bf16
+                  weight copies and CUDA-graph pool cached on the model, so they count in every
+                  later phase)
     ref_forward   + AdamW states + one no-grad forward of a micro-batch (logits, log-probs)
     backward      + AdamW states + gradients + activations + logits/log-prob tensors of a micro-batch
     optimizer     + AdamW states + gradients + the foreach temporary of torch.optim.AdamW
@@ -103,9 +104,9 @@ CUDA_CONTEXT_GIB = 0.5
 ALLOCATOR_SLACK = 0.05
 # Colocated vLLM: activation profile at 4096 batched tokens, sampler, CUDA graphs.
 ENGINE_WORKSPACE_GIB = 1.0
-# common.decode.fast_decode (static cache + CUDA graphs; its bucket sizes come from common.decode.fast_decode):
-# the graph's private memory pool, estimated as the sampling working set (fp32 logits, processed
-# logits, noise, log) per row.
+# common.decode.fast_decode (static cache + CUDA graphs; its bucket sizes come from
+# common.decode.fast_decode): the graph's private memory pool, estimated as the sampling working set
+# (fp32 logits, processed logits, noise, log) per row.
 FAST_POOL_BYTES = 16
 
 
@@ -121,7 +122,8 @@ class Settings:
     method: str = "full"  # full | lora | qlora
     prompts: int = 8  # P prompts per step
     group: int = 8  # G completions per prompt
-    # padded prompt tokens: the longest GSM8K prompt with the chat template (measured, common.gsm8k.data)
+    # padded prompt tokens: the longest GSM8K prompt with the chat template (measured,
+    # common.gsm8k.data)
     prompt_len: int = GSM8K_PROMPT_TOKENS_MAX
     max_new_tokens: int = 512  # completion budget (the KV cache and the logits are sized by it)
     rollout_batch: int | None = None  # sequences generated at once (None: all P*G)
@@ -573,8 +575,9 @@ def _eager_rollout_lines(m: ModelShape, s: Settings) -> list[Line]:
 
 
 def _fast_rollout_lines(m: ModelShape, s: Settings) -> list[Line]:
-    """common.decode.fast_decode: a StaticDecoder per shape bucket, cached on the model for the whole run:
-    static KV for the bucketed batch and length, bf16 copies of fp32 master weights, CUDA-graph pool."""
+    """common.decode.fast_decode: a StaticDecoder per shape bucket, cached on the model for the
+    whole run: static KV for the bucketed batch and length, bf16 copies of fp32 master weights,
+    CUDA-graph pool."""
     rows, slots = static_shape(s.concurrent, s.prompt_len, s.max_new_tokens)
     per_token = m.kv_bytes_per_token(COMPUTE_BYTES)
     static_kv = rows * slots * per_token

@@ -5,9 +5,9 @@
     print(d.explain())                          # the decision with the ledger's figures, in Chinese
 
 `run_settings` is how grpo_train.py runs on a GPU (the policy generates its own rollouts with
-common.decode.fast_decode, LoRA adapters merged into its decode weights, gradients hosted in its buffers
-between rollouts, fp32 master weights under bf16 autocast, log-probs from the hidden states, gradient
-checkpointing on, prompts padded to the longest GSM8K prompt). No torch is imported here.
+common.decode.fast_decode, LoRA adapters merged into its decode weights, gradients hosted in its
+buffers between rollouts, fp32 master weights under bf16 autocast, log-probs from the hidden states,
+gradient checkpointing on, prompts padded to the longest GSM8K prompt). No torch is imported here.
 """
 
 from __future__ import annotations
