@@ -1,4 +1,12 @@
-"""Shared library for the course: rewards, data, models, rollout, VRAM ledger.
+"""Shared library for the course, one package per job (each imports only packages further down):
+
+    config   a training run's config, command line and pre-flight checks (GRPOConfig, model plan)
+    model    which model, its folder and tokenizer, loading it, its optimizer
+    decode   answers from the policy: rollout (eager, fast, vLLM) and held-out evaluation
+    vram     the VRAM ledger of one GRPO step, the fit table, measuring on a GPU
+    gsm8k    the task: questions, prompts, rewards, the control shuffle, paired statistics
+    run      the run folder: checkpoints, metrics, atomic files, NaN guard, provenance
+    options  the command lines' words: the parser, the settings' names, the presets
 
 Importing it first (every lesson script does) drops two known, harmless start-up messages, and only
 those two, at the exact loggers that emit them; every other warning of those loggers still prints:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 
-from common.choices import AGGREGATIONS  # noqa: F401  合法的聚合方式（说明见 README）
+from common.options.choices import AGGREGATIONS  # noqa: F401  合法的聚合方式（说明见 README）
 from exercises.l2_02_logprobs_and_masks import masked_mean  # noqa: F401  你在 L2.02 写的
 from exercises.l2_03_policy_loss import clipped_surrogate_loss  # noqa: F401  你在 L2.03 写的
 from exercises.l2_04_kl import kl_k3  # noqa: F401  你在 L2.04 写的

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from common.choices import AGGREGATIONS  # L2.05 的三种聚合方式
+from common.options.choices import AGGREGATIONS  # L2.05 的三种聚合方式
 
 # grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 exercises/ 时就从这里取
 # （`import exercises.l2_07_grpo_train as exercises_impl`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import torch
 
-from common.choices import AGGREGATIONS  # 聚合方式 -> 对应的论文 / 框架名字（写报错信息用）
+from common.options.choices import AGGREGATIONS  # 聚合方式 -> 对应的论文 / 框架名字（写报错信息用）
 from solutions.l2_02_logprobs_and_masks import masked_mean
 from solutions.l2_03_policy_loss import clipped_surrogate_loss
 from solutions.l2_04_kl import kl_k3

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from common.choices import AGGREGATIONS
+from common.options.choices import AGGREGATIONS
 
 # grpo_train.py 和 train_trl.py 用的、你在前几节写的函数：脚本用 --impl 选 solutions/ 时就从这里取
 # （`import solutions.l2_07_grpo_train as solutions_impl`，再 `L.grpo_loss(...)`；L2.07 第 2 节）。

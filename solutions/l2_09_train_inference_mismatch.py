@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import torch
 
-from common.choices import TIS_LEVELS
+from common.options.choices import TIS_LEVELS
 
 CHECKPOINT_ANSWERS = {"Q1": "B", "Q2": "ACD", "Q3": "C", "Q4": "D", "Q5": "B"}
 

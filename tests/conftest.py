@@ -55,7 +55,7 @@ def pytest_configure(config):
 @pytest.fixture(scope="session")
 def qwen3_tokenizer():
     """离线的真实 Qwen3 tokenizer，整个测试会话只加载一次（每加载一次约 0.6 s CPU）。只读，别改它的属性。"""
-    from common.tokenizer import load_qwen3_tokenizer
+    from common.model.tokenizer import load_qwen3_tokenizer
 
     return load_qwen3_tokenizer()
 

@@ -72,7 +72,7 @@ if WHERE.startswith("replace="):
 
     os.replace = replace
 elif WHERE == "append":
-    import common.metrics as metrics
+    import common.run.metrics as metrics
 
     real_append = metrics.append_line
 

@@ -59,7 +59,7 @@ def make_model_dir(folder: Path, family: str = "qwen3", max_shard_size=None, **c
     import torch  # 在这里才 import：只用 QWEN25_TEMPLATE 的测试不必等 torch
     from transformers import AutoModelForCausalLM
 
-    from common.tokenizer import qwen3_tokenizer_dir
+    from common.model.tokenizer import qwen3_tokenizer_dir
 
     cfg = small_config(family, **changes)
     with torch.random.fork_rng():
@@ -86,10 +86,10 @@ def make_model_dir(folder: Path, family: str = "qwen3", max_shard_size=None, **c
 def header_only_dir(folder: Path, shape) -> Path:
     """形状与 `shape` 完全相同、却没有权重的模型目录：model.safetensors 只有文件头，数据区是稀疏文件。
 
-    common.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
+    common.model.model_dir 的检查只读文件头（和文件长度），所以它通过检查，形状、参数量、账本都和真模型一样；
     只是不能加载。CPU 上带 --preset 的训练命令在加载之前就因为「没有 GPU」停下，正好用它。
     """
-    from common.tokenizer import qwen3_tokenizer_dir
+    from common.model.tokenizer import qwen3_tokenizer_dir
 
     folder.mkdir(parents=True)
     config = {

@@ -2,7 +2,7 @@
 
 以前：`grpo_train.py --step 5` 被悄悄当成 `--steps 5`（argparse 默认 allow_abbrev=True）；
 `--setps 5` 只说「不认识的参数」。这里逐个读源码（ast），不运行脚本：每个 ArgumentParser / TrlParser
-都要写明 allow_abbrev=False，或者用 common.cli.CourseParser（默认就关掉）。
+都要写明 allow_abbrev=False，或者用 common.options.cli.CourseParser（默认就关掉）。
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from common.cli import CourseParser
+from common.options.cli import CourseParser
 
 ROOT = Path(__file__).resolve().parents[1]
 PARSERS = {"ArgumentParser", "TrlParser", "HfArgumentParser"}  # 默认允许缩写的
@@ -101,7 +101,7 @@ def test_course_parser_errors_are_one_chinese_line(capsys, argv, needle):
 
 
 def test_a_subcommands_flags_are_suggested_too(capsys):
-    from common.model_dir import main
+    from common.model.model_dir import main
 
     with pytest.raises(SystemExit) as exc:
         main(["from-gguf", "model.gguf", "out", "--dt", "float32"])  # 以前：--dt 被当成 --dtype

@@ -3,8 +3,8 @@
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py            # tiny 预设（warm-start 模型），CPU 几秒
     python L1_concepts/02_llm_as_policy/look_at_a_rollout.py --problem-seed 7 --group 8
 
-用的全是训练脚本里的同一套函数：common.rollout.generate 采样（L2.06 的 process_logits 处理 temperature），L2.02 的 token_logprobs 算 log π，
-common.reward 判分，L2.01 的 group_advantages 算 advantage。
+用的全是训练脚本里的同一套函数：common.decode.rollout.generate 采样（L2.06 的 process_logits 处理 temperature），L2.02 的 token_logprobs 算 log π，
+common.gsm8k.reward 判分，L2.01 的 group_advantages 算 advantage。
 """
 
 from __future__ import annotations

@@ -373,7 +373,7 @@ def main(argv=None) -> int:
         )
 
     # ---- 账本：同样的形状 ----
-    from common.fast_decode import supports_fast_decode
+    from common.decode.fast_decode import supports_fast_decode
 
     backend = (
         a.backend

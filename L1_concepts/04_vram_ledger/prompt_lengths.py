@@ -4,7 +4,7 @@
     python L1_concepts/04_vram_ledger/prompt_lengths.py --tokenizer ./Qwen3-0.6B   # 用本地模型目录里的 tokenizer
 
 每道题都按训练时的样子渲染：题目 + 课程的指令，经 Qwen3 的 chat template（enable_thinking=False，
-模板会补上空的 <think></think> 块），即 common.data.build_prompt 的输出；再数 token（不加额外的特殊 token，
+模板会补上空的 <think></think> 块），即 common.gsm8k.data.build_prompt 的输出；再数 token（不加额外的特殊 token，
 chat template 自己已经写了 <|im_start|> 等）。数据是课程自带的 GSM8K（common/assets/gsm8k），不联网。
 分位数用「最近秩」：p95 是排好序后第 ceil(0.95·n) 个，一定是某道真实题目的长度。
 """
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
 
     from transformers import AutoTokenizer
 
-    from common.tokenizer import load_qwen3_tokenizer
+    from common.model.tokenizer import load_qwen3_tokenizer
 
     if a.tokenizer is None:
         tok = load_qwen3_tokenizer(offline=True)

@@ -1,4 +1,4 @@
-"""rollout 速度基准：HF generate 默认路径 vs 快速路径（common.fast_decode）的几种写法，同一次运行里比。
+"""rollout 速度基准：HF generate 默认路径 vs 快速路径（common.decode.fast_decode）的几种写法，同一次运行里比。
 
 用法（GPU；随机初始化的 Qwen3-0.6B 精确形状，不用下载）：
     python L2_algorithm/06_sampling/bench_rollout.py --cap-gb 32 --out runs/bench_rollout
@@ -10,7 +10,7 @@ CPU 上没有 CUDA graph，速度没有意义；--dry-run 用 tiny 形状、不�
     base        今天的写法：attention=einsum，q/k/v、gate/up 各自一次矩阵乘，读整个 cache，每张图 16 步
     fused       q/k/v 并成一次矩阵乘，gate/up 并成一次（每层 7 次矩阵乘变 4 次）
     win128      attention 只读 cache 里已经填了的前缀（按 128 个槽取整；每个窗口一张 CUDA graph）
-    sdpa / reduce / einsum   attention 的三种写法（见 common/fast_decode.py 的 _layer_step）
+    sdpa / reduce / einsum   attention 的三种写法（见 common/decode/fast_decode.py 的 _layer_step）
     k32         每张 CUDA graph 录 32 步
     autotune    torch.compile(mode="max-autotune-no-cudagraphs")：inductor 给矩阵乘挑 Triton 模板（编译慢得多）
 
@@ -83,7 +83,7 @@ def parse_variant(name: str) -> dict:
 
 
 def is_module_default(opts: dict) -> bool:
-    """这个变体是不是 common.fast_decode 现在的默认设置。"""
+    """这个变体是不是 common.decode.fast_decode 现在的默认设置。"""
     return opts == dict(
         attention=fd.ATTENTION,
         fused=fd.FUSED,
@@ -317,7 +317,7 @@ def _category_of_name(kernel: str) -> str:
 def kernel_records(prof, dry: bool) -> list[tuple[str, list[str], float]]:
     """profile 里的每个 GPU kernel（含 memcpy/memset）：(名字, 发射它的算子及其上层（从里到外）, 毫秒)。
 
-    发射 kernel 的算子由 common.profiler_kernels 找（torch 2.11 和 2.13 的事件字段不同，它两种都认）；
+    发射 kernel 的算子由 common.decode.profiler_kernels 找（torch 2.11 和 2.13 的事件字段不同，它两种都认）；
     CUDA graph 里的 kernel 对应的是 graph.replay() 外面那层 record_function（fast_decode.decode）。
     --dry-run（CPU）没有 kernel：用没有子算子的 aten 算子的 CPU 自身时间代替，只为把流程走一遍。"""
     from torch.autograd import DeviceType
@@ -521,7 +521,7 @@ def identical(row: dict) -> bool:
 
 
 def choose_default(rows: list[dict], base: dict | None) -> dict | None:
-    """在贪心一致（fp32）的变体里挑最快的，给出该写进 common/fast_decode.py 的默认值。"""
+    """在贪心一致（fp32）的变体里挑最快的，给出该写进 common/decode/fast_decode.py 的默认值。"""
     ok = [r for r in rows if "median_s" in r and identical(r)]
     if not ok:
         return None
@@ -530,7 +530,7 @@ def choose_default(rows: list[dict], base: dict | None) -> dict | None:
     speedup = base["median_s"] / best["median_s"] if base else float("nan")
     text = (
         f"贪心一致的变体里最快的是 **{best['name']}**：{speedup:.1f}× HF 默认（目标 12×："
-        f"{'达到' if speedup >= 12 else '没有达到'}）。要把它设为默认，在 common/fast_decode.py 里设 "
+        f"{'达到' if speedup >= 12 else '没有达到'}）。要把它设为默认，在 common/decode/fast_decode.py 里设 "
         f"ATTENTION = {o['attention']!r}，FUSED = {o['fused']}，WINDOW = {o['window']}，"
         f"STEPS_PER_GRAPH = {o['steps_per_graph']}"
         + (
@@ -584,7 +584,9 @@ def parse_args(argv=None):
         action="store_true",
         help="再测：去掉 CUDA graph、去掉 compile、每次释放再重建",
     )
-    p.add_argument("--eager", action="store_true", help="再测我们的 eager 路径（common.rollout）")
+    p.add_argument(
+        "--eager", action="store_true", help="再测我们的 eager 路径（common.decode.rollout）"
+    )
     for old in ("--skip-hf-static", "--skip-eager"):  # 旧版本的参数：现在这两条默认就不测
         p.add_argument(
             old, action="store_true", help="旧参数，现在默认就跳过（保留它，旧命令照样能跑）"
@@ -775,7 +777,7 @@ def main(argv=None) -> int:
         for label, kw in more:
             extra.append(_extra_run(label, speed_model, ids, mask, N, opts, never, pad, dev, a, kw))
     if a.eager:
-        from common.rollout import generate as eager_generate
+        from common.decode.rollout import generate as eager_generate
 
         lists = ids.tolist()
 
@@ -783,7 +785,9 @@ def main(argv=None) -> int:
             eager_generate(speed_model, lists, max_new_tokens=N, eos_token_ids=never,
                            pad_token_id=pad, greedy=True, backend="eager")  # fmt: skip
 
-        extra.append(_timed_row("eager", "我们的 eager 路径（common.rollout）", eager, dev, a))
+        extra.append(
+            _timed_row("eager", "我们的 eager 路径（common.decode.rollout）", eager, dev, a)
+        )
     if a.hf_static and not a.dry_run:
         from transformers import GenerationConfig
 

@@ -7,7 +7,7 @@
     python L2_algorithm/07_grpo_train/grpo_train.py --help             # 每个参数的说明和默认值
     python L2_algorithm/07_grpo_train/grpo_train.py --resume runs/tiny-XXXX --steps 200  # 续跑
 
-配置：每个参数的默认值和说明在 common/grpo_config.py（GRPOConfig，默认 = tiny 在 CPU 上）；
+配置：每个参数的默认值和说明在 common/config/grpo_config.py（GRPOConfig，默认 = tiny 在 CPU 上）；
 5090 上的配方（lr、β、每步多少题、回答多长）在同目录的 presets.toml，--preset 选一个。
 """
 

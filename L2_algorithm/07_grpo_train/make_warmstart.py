@@ -153,7 +153,7 @@ def sft(model, tok, problems, steps, seed, styles=None, log_every=25, probe=None
 
 @torch.no_grad()
 def measure(model, tok, heldout, group_size, max_new_tokens, temperature):
-    """起点体检，和 grpo_train.py 训练前的评估完全相同（common.evaluate）：贪心正确率、
+    """起点体检，和 grpo_train.py 训练前的评估完全相同（common.decode.evaluate）：贪心正确率、
     pass@1 / pass@G（每题按 temperature 采 G 条）、G 条全对或全错（组内 std = 0）的题的比例。"""
     complete = completer(model, tok, model_spec(None), max_new_tokens=max_new_tokens,
                          temperature=temperature, process_logits=process_logits)  # fmt: skip
@@ -224,7 +224,9 @@ def main(argv=None):
     if steps < 1 or args.probe_every < 0:
         sys.exit(f"配置错误：--steps 必须 >= 1（得到 {steps}），--probe-every 不能为负")
     torch.set_num_threads(1)  # 单线程：结果与机器核数无关（和 grpo_train.py 在 CPU 上一样）
-    defaults = preset_config("tiny")  # grpo_train.py 的 tiny 默认配置（common/config_cli.py）
+    defaults = preset_config(
+        "tiny"
+    )  # grpo_train.py 的 tiny 默认配置（common/config/config_cli.py）
     heldout = grpo_heldout(defaults)
     probe = dict(group_size=defaults.pass_k, max_new_tokens=defaults.max_new_tokens,
                  temperature=defaults.temperature)  # fmt: skip

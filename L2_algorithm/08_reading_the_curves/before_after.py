@@ -6,7 +6,7 @@
 1. 每种题型的「演算了的比例 / 正确率」（贪心解码）：回答里有 `=` 就算「演算了」（捷径起点的坏习惯是不演算、
    直接框一个数）。CPU 上几秒。
 2. --pass-k N：每题按训练的温度采 N 条，pass@1、pass@2、pass@4……pass@N（Chen et al. 2021 的无偏估计，
-   common/evaluate.py）——k 越大，量的越是模型「采得到」的范围。N = 64 时 CPU 上约 3 分钟。
+   common/decode/evaluate.py）——k 越大，量的越是模型「采得到」的范围。N = 64 时 CPU 上约 3 分钟。
 
 读运行目录里的 config.json（哪个起点、哪批题、温度）和 checkpoint.pt（训练后的权重）。只适用于 tiny + 合成题。
 """
@@ -28,7 +28,7 @@ from common.models import PresetError, load_model, model_spec
 from common.reward import correctness_reward
 from solutions.l2_06_sampling import process_logits
 
-# 合成题的四种题型（common/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序
+# 合成题的四种题型（common/gsm8k/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序
 KINDS = (("加法", "more. How many"), ("减法", "left?"), ("平分（除法）", "equally"),
          ("先乘再减（两步）", "bags of"))  # fmt: skip
 
@@ -42,7 +42,7 @@ def kind_of(question: str) -> str:
 
 
 def greedy_answers(model, tok, preset, problems, max_new_tokens) -> list[str]:
-    """贪心回答：和评估（common.evaluate.completer）同一套 prompt、解码。"""
+    """贪心回答：和评估（common.decode.evaluate.completer）同一套 prompt、解码。"""
     return completer(model, tok, preset, max_new_tokens=max_new_tokens)(problems, True, None)
 
 

@@ -5,7 +5,7 @@
     python L2_algorithm/08_reading_the_curves/cudnn_nan.py --model DIR --old-steps 100  # 再查旧运行每一步的宽度
 
 它比较同样的输入在两种 attention kernel 下的梯度：cuDNN（torch 在 H100/H200 上带 mask 时默认选它）和
-memory-efficient（课程现在用的，common/models.setup_device 关掉了 cuDNN）。结果写进 --json。
+memory-efficient（课程现在用的，common/model/models.setup_device 关掉了 cuDNN）。结果写进 --json。
 """
 
 import json
@@ -84,8 +84,8 @@ def build_batch(tok, spec, problems, width: int, device):
     """8 道 GSM8K 题的 prompt（左填充）+ 回答，拼成总宽度正好是 width 的一批（和 rollout 的形状一样）。
 
     回答用题目自己的文字凑长度：前一半行写满（截断，没有 EOS），后一半行在不同位置结束。"""
-    from common import data as D
-    from common.rollout_batch import finish_rollout, left_pad
+    from common.decode.rollout_batch import finish_rollout, left_pad
+    from common.gsm8k import data as D
 
     prompts = [
         tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
@@ -109,7 +109,7 @@ def build_batch(tok, spec, problems, width: int, device):
 
 def train_pass(model, params, ro, dtype) -> tuple[float, float, float]:
     """训练的一次 forward + backward（和 grpo_train.py 的 logprobs 一样的路径）-> (loss, 梯度范数, 秒)。"""
-    from common.models import HIDDEN_CHUNK_ROWS
+    from common.model.models import HIDDEN_CHUNK_ROWS
     from solutions.l2_02_logprobs_and_masks import hidden_token_logprobs
 
     model.zero_grad(set_to_none=True)
@@ -132,8 +132,8 @@ def train_pass(model, params, ro, dtype) -> tuple[float, float, float]:
 
 def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
     """真模型：每个宽度、每种 kernel 各做 repeats 次 forward + backward，记 loss、梯度范数、时间。"""
-    from common import data as D
-    from common.models import compute_dtype, load_model, model_spec, setup_device
+    from common.gsm8k import data as D
+    from common.model.models import compute_dtype, load_model, model_spec, setup_device
 
     spec = model_spec(model_dir)
     device = setup_device(spec, cap_gb=cap_gb)
@@ -166,7 +166,7 @@ def model_cases(model_dir: str, cap_gb: float | None, repeats: int) -> dict:
 
 def prompt_width(tok, problems, ids, cache: dict) -> int:
     """这几道题（训练集下标 ids）里最长的 prompt 有多少 token；cache 记着算过的题。"""
-    from common import data as D
+    from common.gsm8k import data as D
 
     for i in ids:
         if i not in cache:
@@ -183,7 +183,7 @@ def old_run_widths(
     写满 max_new 个 token 时训练 forward 的宽度 Tp + max_new。"""
     from transformers import AutoTokenizer
 
-    from common import data as D
+    from common.gsm8k import data as D
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     train, _ = D.load_splits("gsm8k", n_heldout)
@@ -211,7 +211,7 @@ def run_widths(model_dir: str, runs: list[Path]) -> dict:
     completion_len_max）；只要 tokenizer，CPU 上就能算。返回每个目录每一步的宽度和 ≡ 64 (mod 128) 的步。"""
     from transformers import AutoTokenizer
 
-    from common import data as D
+    from common.gsm8k import data as D
 
     tok = AutoTokenizer.from_pretrained(model_dir)
     lengths = {}

@@ -46,7 +46,7 @@ PAIRS = (  # (运行, 对照)：real_run/ 下的目录名，按跑的先后
 SEGMENT = 10  # 训练 batch 的 reward 按几步一段取均值
 
 
-# ---- 统计（common/paired_stats.py）----------------------------------------------------------------
+# ---- 统计（common/gsm8k/paired_stats.py）----------------------------------------------------------
 def paired(before: list[dict], after: list[dict]) -> dict:
     """同一批题的配对比较（训练前 vs 训练后，或对照 vs 运行）：翻对、翻错、差的均值和标准误、符号检验。"""
     if [r["question"] for r in before] != [r["question"] for r in after]:

@@ -8,7 +8,7 @@
   bf16 / fp32   TRL colocate 在 CPU 上实际的组合（TRL 建 vLLM 不传 dtype，vLLM 把 fp32 模型降成 bf16）
   bf16 / bf16   GPU 预设的组合（引擎 bf16，训练端 bf16 autocast）
 两个模型：warm start（回答自然结束，大多 10–30 token）和同形状的随机权重（很少输出 EOS，用来看长回答）。
-最后在同一次运行里比较 16 题 × 8 条的 rollout：vLLM vs common.rollout（eager），以及一次权重同步的时间。
+最后在同一次运行里比较 16 题 × 8 条的 rollout：vLLM vs common.decode.rollout（eager），以及一次权重同步的时间。
 结果打印成表，并写进 --out（默认 runs/mismatch.json）。所有数字都是这台机器的 CPU 数字。
 """
 

@@ -34,7 +34,7 @@ COLORS = {"sync1": "black", "stale": "tab:red", "stale_tok": "tab:blue", "stale_
 
 def run_arm(arm: str, a: argparse.Namespace) -> None:
     """子进程里：装上故障注入，然后像命令行一样运行 grpo_train.py。"""
-    from common.vllm_rollout import VLLMEngine
+    from common.decode.vllm_rollout import VLLMEngine
 
     tis, every = ARMS[arm]
     every = every or a.sync_every

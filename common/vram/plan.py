@@ -5,9 +5,9 @@
     print(d.explain())                          # the decision with the ledger's figures, in Chinese
 
 `run_settings` is how grpo_train.py runs on a GPU (the policy generates its own rollouts with
-common.fast_decode, LoRA adapters merged into its decode weights, gradients hosted in its buffers
-between rollouts, fp32 master weights under bf16 autocast, log-probs from the hidden states, gradient
-checkpointing on, prompts padded to the longest GSM8K prompt). No torch is imported here.
+common.decode.fast_decode, LoRA adapters merged into its decode weights, gradients hosted in its
+buffers between rollouts, fp32 master weights under bf16 autocast, log-probs from the hidden states,
+gradient checkpointing on, prompts padded to the longest GSM8K prompt). No torch is imported here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import os
 import sys
 from dataclasses import dataclass
 
-from common.data import GSM8K_PROMPT_TOKENS_MAX
+from common.gsm8k.data import GSM8K_PROMPT_TOKENS_MAX
 from common.vram.fit import FITS_MAX_USAGE, TIGHT_MAX_USAGE
 from common.vram.ledger import GiB, Ledger, Settings, ledger
 from common.vram.shapes import ModelShape, shape_for_hub_id
@@ -47,13 +47,13 @@ def run_settings(
         max_new_tokens=max_new_tokens,
         beta=beta,
         micro_batch=micro_batch,
-        checkpointing=True,  # common.models turns it on for every GPU run
+        checkpointing=True,  # common.model.models turns it on for every GPU run
         precision="fp32",
         layout="policy",
         rollout_backend="fast",
         prompt_len=prompt_len,  # the longest GSM8K prompt: the batch is padded to it
         logprobs="hidden",  # log-probs straight from the hidden states (L2.02 section 6)
-        optimizer=OPTIMIZER_FOR[optimizer],  # common.optim: torch's fused AdamW on CUDA
+        optimizer=OPTIMIZER_FOR[optimizer],  # common.model.optim: torch's fused AdamW on CUDA
         host_grads=True,  # gradients live in the rollout buffers between rollouts
     )
 
@@ -111,7 +111,7 @@ def choose_method(shape: ModelShape, settings: Settings, gpu_gb: float) -> Decis
 
 
 def config_settings(cfg) -> Settings:
-    """run_settings for a training config (a common.grpo_config.GRPOConfig)."""
+    """run_settings for a training config (a common.config.grpo_config.GRPOConfig)."""
     return run_settings(
         prompts=cfg.prompts_per_step,
         group=cfg.group_size,
@@ -126,8 +126,8 @@ def config_settings(cfg) -> Settings:
 
 def training_settings(cfg) -> tuple[ModelShape, Settings] | None:
     """(shape, settings) of a training config as grpo_train.py runs it on a GPU; None when its
-    model is not a hub id the ledger knows (tiny: a CPU model). cfg: a common.grpo_config.GRPOConfig,
-    e.g. common.config_cli.preset_config(name)."""
+    model is not a hub id the ledger knows (tiny: a CPU model). cfg: a common.config.grpo_config.GRPOConfig,
+    e.g. common.config.config_cli.preset_config(name)."""
     shape = shape_for_hub_id(cfg.model) if cfg.model else None
     return None if shape is None else (shape, config_settings(cfg))
 

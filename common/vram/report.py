@@ -19,8 +19,8 @@ import sys
 import unicodedata
 from pathlib import Path
 
-from common.cli import CourseParser
-from common.json_files import read_json_object
+from common.options.cli import CourseParser
+from common.run.json_files import read_json_object
 from common.vram.fit import (
     ANSWER_ROOM_TOKENS,
     FITS_MAX_USAGE,
@@ -206,7 +206,7 @@ def add_settings_args(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--rollout-backend",
         choices=("eager", "fast"),
-        help="policy 布局的生成方式（common.rollout 的 backend）",
+        help="policy 布局的生成方式（common.decode.rollout 的 backend）",
     )
     p.add_argument(
         "--ref-bytes",
@@ -231,7 +231,7 @@ def model_shape(name_or_folder: str) -> ModelShape:
 
 def training_choice(shape: ModelShape, gpu_gb: float) -> str:
     """What grpo_train.py --model decides on this card with the GPU recipe (presets.toml)."""
-    from common.presets import gpu_recipe
+    from common.options.presets import gpu_recipe
     from common.vram.plan import choose_method, run_settings
 
     r = gpu_recipe()

@@ -1,4 +1,4 @@
-"""Model shapes: one source of truth for the models (common.models) and the VRAM ledger (common.vram).
+"""Model shapes: one source of truth for the models (common.model.models) and the VRAM ledger (common.vram).
 
 Two dense families are supported end to end: Qwen3 (q/k RMSNorm, no biases) and Qwen2 / Qwen2.5
 (q/k/v biases, no q/k norm). A shape comes either from the named table below or from any model

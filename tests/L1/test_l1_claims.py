@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.presets import get_preset, preset_names
+from common.options.presets import get_preset, preset_names
 from solutions.l2_01_advantages import group_advantages
 from solutions.l2_02_logprobs_and_masks import masked_mean
 from solutions.l2_04_kl import kl_k3
@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _grpo_train_defaults():
-    """grpo_train.py 的默认配置（common/grpo_config.py 的 GRPOConfig：tiny 在 CPU 上）。"""
-    from common.config_cli import preset_config
+    """grpo_train.py 的默认配置（common/config/grpo_config.py 的 GRPOConfig：tiny 在 CPU 上）。"""
+    from common.config.config_cli import preset_config
 
     return preset_config("tiny")
 
@@ -129,10 +129,10 @@ def test_soft_overlong_punishment_example():
 
 
 def test_l1_02_reward_table_is_what_the_functions_print():
-    """L1.02 第 4 节那张表：每一行（回答、抽出的答案、correctness、format）都由 common.reward 算出来。"""
+    """L1.02 第 4 节那张表：每一行（回答、抽出的答案、correctness、format）都由 common.gsm8k.reward 算出来。"""
     import re
 
-    from common.reward import correctness_reward, extract_answer, format_reward
+    from common.gsm8k.reward import correctness_reward, extract_answer, format_reward
 
     text = (ROOT / "L1_concepts/02_llm_as_policy/README.md").read_text(encoding="utf-8")
     block = text.split("回答                                                    抽出的答案")[1]

@@ -119,8 +119,8 @@ def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
     那一段把账本和实测的差拆成几块，每块都由账本算出。实测（measure_vram.py）是在当时的配方
     P8×G8、β=0.04 下量的；配方改了，实测不变，所以这几块按实测时的设定算（MEASURED_0P6），
     配方自己的账本合计另外核对——拿新配方的账本去和旧设定的实测比，就不诚实了。"""
-    from common.config_cli import preset_config
-    from common.decode_shape import static_shape
+    from common.config.config_cli import preset_config
+    from common.vram.decode_shape import static_shape
     from common.vram.ledger import GiB, ledger
     from common.vram.plan import training_settings
     from common.vram.report import explain
@@ -161,7 +161,7 @@ def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
 
 
 def test_numbers_quoted_in_the_first_lesson_are_current():
-    from common import env_check
+    from common.config import env_check
 
     readme = (L1 / "01_what_you_need" / "README.md").read_text(encoding="utf-8")
     row = next(r for r in fit_table(24) if (r["model"], r["method"]) == ("Qwen3-0.6B", "full"))
@@ -171,7 +171,7 @@ def test_numbers_quoted_in_the_first_lesson_are_current():
     for note in (env_check.FULL_1P7B_NOTE, env_check.VRAM_TABLE_NOTE):  # 装箱表下面的两行说明
         assert f"  {note}\n" in readme, f"第 5 节贴的 env_check 输出过时了：少了「{note}」"
     # 第 5 节：同一个预设改用普通的 HF 生成
-    from common.config_cli import preset_config
+    from common.config.config_cli import preset_config
     from common.vram.ledger import ledger
     from common.vram.plan import training_settings
 
@@ -229,7 +229,7 @@ def _vram_table_rows() -> dict[str, str]:
 def test_the_vram_table_in_the_first_lesson_is_current():
     """L1.01 第 2.1 节：课程里 Qwen3-0.6B 的显存数字只在这张表里并排出现。账本的几行等于账本现在算出的，
     实测的几行等于它们出处的课文里贴的数字；首页 README 只引用实测那一个，并链到这张表。"""
-    from common import env_check
+    from common.config import env_check
 
     rows = _vram_table_rows()
     assert len(rows) == 7, f"第 2.1 节的表应该是 7 行数字，现在是：{list(rows)}"

@@ -59,8 +59,8 @@ def test_the_error_is_one_line_without_the_usage_block(main, capsys, args):
 
 def test_micro_batch_defaults_to_the_presets_value():
     """不给 --micro-batch：取预设的（GPU 配方 8，和 grpo_train.py 一样），比 P·G 大时就是一次算完整批。"""
-    from common.config_cli import base_config
-    from common.presets import gpu_recipe
+    from common.config.config_cli import base_config
+    from common.options.presets import gpu_recipe
 
     parse = runpy.run_path(str(SCRIPT))["parse_args"]
     assert parse([]).micro_batch == base_config("tiny", None).micro_batch

@@ -1,5 +1,5 @@
 """L1.04 的 prompt_lengths.py：分位数的定义、token 数与 chat template 直接分词一致、脚本整体跑通，
-以及账本用的 prompt 长度（common.data.GSM8K_PROMPT_TOKENS_MAX）等于它量出来的最长 prompt。"""
+以及账本用的 prompt 长度（common.gsm8k.data.GSM8K_PROMPT_TOKENS_MAX）等于它量出来的最长 prompt。"""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from common.data import GSM8K_PROMPT_TOKENS_MAX, GSM8K_SPLITS, INSTRUCTION, load_gsm8k
-from common.presets import gpu_recipe
+from common.gsm8k.data import GSM8K_PROMPT_TOKENS_MAX, GSM8K_SPLITS, INSTRUCTION, load_gsm8k
+from common.options.presets import gpu_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L1_concepts" / "04_vram_ledger" / "prompt_lengths.py"
@@ -76,7 +76,7 @@ def test_script_prints_the_table_and_the_ledger_uses_its_max(script, tmp_path, c
         assert r["min"] <= r["p50"] <= r["p95"] <= r["max"] and r["min"] <= r["mean"] <= r["max"]
     longest = max(r["max"] for r in rows.values())
     assert longest == GSM8K_PROMPT_TOKENS_MAX == 240, (
-        f"量出来最长的 GSM8K prompt 是 {longest} token，common/data.py 的 GSM8K_PROMPT_TOKENS_MAX 是 "
+        f"量出来最长的 GSM8K prompt 是 {longest} token，common/gsm8k/data.py 的 GSM8K_PROMPT_TOKENS_MAX 是 "
         f"{GSM8K_PROMPT_TOKENS_MAX}：改常量（以及它注释里的 p95），再按 L1 课文的测试重贴账本输出"
     )
     lesson = (ROOT / "L1_concepts" / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")

@@ -7,7 +7,7 @@ import re
 import statistics
 from pathlib import Path
 
-from common.paired_stats import paired
+from common.gsm8k.paired_stats import paired
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGE = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")

@@ -35,8 +35,8 @@ from pathlib import Path
 import pytest
 from small_qwen import header_only_dir
 
-from common.grpo_config import GRPOConfig
-from common.presets import get_preset, gpu_recipe
+from common.config.grpo_config import GRPOConfig
+from common.options.presets import get_preset, gpu_recipe
 from common.vram.plan import choose_method, run_settings
 from common.vram.shapes import MODELS, SHAPES, get_model, shape_for_hub_id
 
@@ -73,7 +73,7 @@ SCRIPTS = {
     "L1_concepts/04_vram_ledger/measure_vram.py",
     "L3_frameworks/01_trl_vllm_colocate/train_trl.py",
 }
-MODULES = {"common.env_check", "common.vram", "common.model_dir"}
+MODULES = {"common.config.env_check", "common.vram", "common.model.model_dir"}
 # compare_runs.py 的替身：仓库附带的真模型运行（两个 seed，各一个跑到那一步的对照）
 REAL_RUNS = ROOT / "L2_algorithm" / "08_reading_the_curves" / "real_recipe"
 SHIPPED_PAIRS = {
@@ -177,8 +177,10 @@ def folders(tmp_path_factory):
 def _model_dirs(argv: list[str]) -> list[str]:
     """命令里的本地模型目录（`./名字`）：--model 的值，model_dir 的位置参数。"""
     dirs = [_flag(argv, "--model")]
-    if "common.model_dir" in argv:
-        dirs += [a for a in argv[argv.index("common.model_dir") + 2 :] if not a.startswith("-")]
+    if "common.model.model_dir" in argv:
+        dirs += [
+            a for a in argv[argv.index("common.model.model_dir") + 2 :] if not a.startswith("-")
+        ]
     return [d for d in dirs if d and d.startswith("./")]
 
 
@@ -210,7 +212,7 @@ def _fail_text(cmd: str, why: str, proc=None) -> str:
 def test_the_page_has_the_commands_of_its_seven_steps():
     """页上至少有这七步的命令；每条都有替身（不认识的命令让下面的测试失败）。"""
     kinds = [_kind(shlex.split(c)) for c in page_commands()]
-    for kind in ("common.env_check", "hf", "modelscope", "measure_vram.py", "grpo_train.py",
+    for kind in ("common.config.env_check", "hf", "modelscope", "measure_vram.py", "grpo_train.py",
                  "train_trl.py", "common.vram"):  # fmt: skip
         assert kind in kinds, f"{PAGE}：页上少了 {kind} 那一步的命令"
 
@@ -236,9 +238,9 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
     preset = _flag(argv, "--preset")
     for d in _model_dirs(argv):  # 在 tmp_path 里放一个同名的替身（符号链接）
         name = Path(d).name
-        if kind == "common.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
+        if kind == "common.model.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
             continue  # from-gguf 的两个位置参数是输入文件和输出目录：都不该预先存在
-        real = kind in ("common.vram", "common.model_dir") or preset is not None
+        real = kind in ("common.vram", "common.model.model_dir") or preset is not None
         if preset is not None:  # 带预设：目录要有预设那个模型的形状
             name = shape_for_hub_id(get_preset(preset).model).name
         (tmp_path / d).symlink_to(_stand_in(folders, name, real_shape=real))
@@ -277,7 +279,7 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
             cmd, f"被拒绝了却建出了运行目录 {out}", proc
         )
         return
-    if kind == "common.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
+    if kind == "common.model.model_dir" and argv[argv.index(kind) + 1] == "from-gguf":
         # 输入文件不存在：报这一句说明参数的写法被接受了（gguf 装没装都一样）
         assert proc.returncode == 2 and "GGUF 文件不存在" in proc.stderr, _fail_text(
             cmd, "文件不存在时应当报「GGUF 文件不存在」", proc
@@ -437,8 +439,8 @@ def test_the_ledger_decisions_shown_are_what_the_ledger_says():
     "folder, model_type", [("Qwen3-30B-A3B", "qwen3_moe"), ("Llama-3.2-1B-Instruct", "llama")]
 )
 def test_the_refusals_quoted_are_the_messages(folder, model_type, tmp_path, monkeypatch):
-    """第 7.2 节贴的报错原文 = common.model_dir 现在说的（在同名的目录里、同样的相对路径下生成）。"""
-    from common.model_dir import ModelDirError, inspect_model_dir
+    """第 7.2 节贴的报错原文 = common.model.model_dir 现在说的（在同名的目录里、同样的相对路径下生成）。"""
+    from common.model.model_dir import ModelDirError, inspect_model_dir
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / folder).mkdir()
@@ -450,13 +452,13 @@ def test_the_refusals_quoted_are_the_messages(folder, model_type, tmp_path, monk
     )
 
 
-@pytest.mark.slow  # 要 import torch（common.models）
+@pytest.mark.slow  # 要 import torch（common.model.models）
 def test_the_no_gpu_refusal_quoted_is_the_message(folders, tmp_path, monkeypatch):
     """第 6.4 节贴的「需要 NVIDIA GPU」报错 = 现在在没有 CUDA 的机器上对 ./Qwen3-0.6B 说的。"""
     import torch
 
-    from common.config_cli import parse_config
-    from common.model_plan import plan_or_exit
+    from common.config.config_cli import parse_config
+    from common.config.model_plan import plan_or_exit
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     monkeypatch.chdir(tmp_path)
@@ -474,7 +476,7 @@ def test_the_two_chat_templates_render_as_shown(folders):
     """第 7.3 节：同一道题在 Qwen3 和 Qwen2.5 的模板下渲染出的 prompt（真实的 tokenizer 文件），以及 token 数。"""
     from transformers import AutoTokenizer
 
-    from common.data import build_prompt
+    from common.gsm8k.data import build_prompt
 
     text = README.read_text(encoding="utf-8")
     question = "Leo has 20 stickers and gives 5 to Anna. How many stickers does Leo have left?"
@@ -494,8 +496,8 @@ def test_the_two_chat_templates_render_as_shown(folders):
 def test_the_ledger_figures_in_the_presets_are_current():
     """presets.toml 每个 GPU 预设的 why 里写的「账本 X GiB」= 按这个预设自己的设定算出的全参数合计（32 GiB）；
     第 7.4 节表里两个 Qwen2.5 预设的数字也是它。"""
-    from common.config_cli import preset_config
-    from common.presets import preset_names
+    from common.config.config_cli import preset_config
+    from common.options.presets import preset_names
     from common.vram.ledger import GiB
     from common.vram.plan import training_settings
 
@@ -566,7 +568,7 @@ def test_the_setup_commands_fit_together():
         f"{PAGE}：venv 建在 {venv[3]}，却 source {source[1]}"
     )
     kinds = [_kind(shlex.split(c)) for c in page_commands()]
-    order = ["python-version", "git", "cd", "venv", "source", "pip", "common.env_check"]
+    order = ["python-version", "git", "cd", "venv", "source", "pip", "common.config.env_check"]
     assert kinds[: len(order)] == order, (
         f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[:7]}"
     )
@@ -583,7 +585,7 @@ def test_the_model_folders_the_page_downloads_are_ignored_by_git():
 
 def test_the_page_states_the_disk_per_run_folder_in_gb():
     """checkpoint.pt = 可训练参数 × 12 B（fp32 权重 + AdamW 的 m、v）：Qwen3-0.6B 和 L2.08 的代理。"""
-    from common.checkpoint import checkpoint_bytes
+    from common.run.checkpoint import checkpoint_bytes
 
     text = _page()
     qwen3 = checkpoint_bytes(SHAPES["Qwen3-0.6B"].n_params()) / 1e9

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.metrics import deterministic_part, read_metrics
+from common.run.metrics import deterministic_part, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
@@ -190,7 +190,7 @@ def _wrong_structure(path: Path) -> None:
 
 def _nan_in_exp_avg(path: Path) -> None:
     """issue 里的情形：exp_avg 里 7 个 NaN。连校验和一起重算，只剩「含 NaN」这一道关。"""
-    import common.checkpoint as C
+    import common.run.checkpoint as C
 
     payload = torch.load(path, weights_only=True)
     payload["optimizer"]["state"][0]["exp_avg"].view(-1)[:7] = float("nan")
@@ -419,7 +419,7 @@ def test_nan_in_exp_avg_stops_the_run_before_anything_is_saved(tmp_path):
 def test_nan_in_a_gradient_stops_before_the_update_and_keeps_the_step(tmp_path):
     """梯度里出现 NaN、loss 却是有限的（在反向里才生出来的 NaN，第 86 步那种）：在 AdamW 更新之前停下，
     权重还是更新前的；这一步的回答、reward 和更新前的权重存进 bad_step_2.pt，能离线重放。"""
-    from common.bad_step import load_bad_step
+    from common.run.bad_step import load_bad_step
 
     needles = ("第 2 步的梯度范数是 nan", "在更新权重之前停了下来", "bad_step_2.pt")
     out = _resume_step_2_with(tmp_path, "nan:backward:1", *needles)  # 第 2 步的第一次 backward

@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from common.config_cli import build_parser, preset_config
-from common.config_cli import parse_config as parse_command_line
-from common.grpo_config import (
+from common.config.config_cli import build_parser, preset_config
+from common.config.config_cli import parse_config as parse_command_line
+from common.config.grpo_config import (
     FIELDS,
     GRPOConfig,
     to_json,
 )
-from common.metrics import deterministic_part, read_metrics
-from common.model_plan import plan_or_exit
-from common.models import TINY_WARMSTART_DIR
-from common.presets import get_preset, gpu_recipe, preset_names
+from common.config.model_plan import plan_or_exit
+from common.model.models import TINY_WARMSTART_DIR
+from common.options.presets import get_preset, gpu_recipe, preset_names
+from common.run.metrics import deterministic_part, read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "L2_algorithm" / "07_grpo_train"
@@ -468,7 +468,7 @@ def test_n_heldout_must_leave_training_problems(tmp_path):
 
 def test_out_that_cannot_be_a_folder_is_rejected_before_the_model_loads(tmp_path, monkeypatch):
     """以前：--out 是文件、在文件下面、只读，都要等模型加载完才 FileExistsError / PermissionError。"""
-    import common.run_folder as R
+    import common.run.run_folder as R
 
     a_file = tmp_path / "notes.txt"
     a_file.write_text("x", encoding="utf-8")

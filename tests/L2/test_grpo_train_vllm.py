@@ -8,11 +8,11 @@ import importlib.util
 import pytest
 from test_grpo_train import SMALL, _run
 
-from common.config_cli import preset_config
-from common.grpo_config import cross_errors, field_errors
-from common.metrics import read_metrics
-from common.stubs import unwritten
-from common.vllm_rollout import MISMATCH_KEYS
+from common.config.config_cli import preset_config
+from common.config.grpo_config import cross_errors, field_errors
+from common.config.stubs import unwritten
+from common.decode.vllm_rollout import MISMATCH_KEYS
+from common.run.metrics import read_metrics
 
 
 def _errors(tmp_path, **over):
@@ -38,7 +38,7 @@ def test_missing_vllm_is_a_clear_error(tmp_path, monkeypatch):
 def test_tis_exercise_is_only_required_when_tis_is_on():
     """没写 L2.09 的学习者照样能 --impl exercises 训练（不开 --tis 时不检查 tis_weights）。"""
     import exercises.l2_07_grpo_train as L
-    from common.stubs import is_stub
+    from common.config.stubs import is_stub
 
     skipped = unwritten(L, skip=("tis_weights",))
     assert not any("tis_weights" in m for m in skipped)

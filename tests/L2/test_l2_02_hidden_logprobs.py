@@ -462,7 +462,7 @@ def test_tiny_model_end_to_end(mod):
     # 「logits_to_keep=T+1 → token_logprobs」一致。词表大小随意：这里不需要 tokenizer
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from common.models import TINY_ARCH
+    from common.model.models import TINY_ARCH
 
     torch.manual_seed(0)
     model = Qwen3ForCausalLM(Qwen3Config(**TINY_ARCH, vocab_size=300)).float()

@@ -225,7 +225,7 @@ def test_every_shipped_verdict_holds_under_the_current_reward():
     reward 改了规则（比如「对冲判 0、最后一个标记说了算」）时，这条列出每一条判分变了的回答：
     第 6.6 节的人读核对（hand_check.tsv）比的是存下的判分，所以它只在这里仍然成立时才成立。
     """
-    from common.reward import correctness_reward
+    from common.gsm8k.reward import correctness_reward
 
     changed, total = [], 0
     for path in sorted(SHIPPED.glob("*/answers_*.jsonl")):

@@ -26,8 +26,8 @@ def _load(name: str):
 
 
 def _tiny_config() -> dict:
-    from common.config_cli import preset_config
-    from common.grpo_config import to_json
+    from common.config.config_cli import preset_config
+    from common.config.grpo_config import to_json
 
     return {**to_json(preset_config("tiny")), "n_heldout": 8}
 
@@ -35,8 +35,8 @@ def _tiny_config() -> dict:
 @pytest.fixture(scope="module")
 def start_as_trained(tmp_path_factory):
     """一个运行目录：config.json 是 tiny 的默认设置（held-out 8 题），checkpoint 里就是起点的权重。"""
-    from common.checkpoint import save_checkpoint
-    from common.models import load_model
+    from common.model.models import load_model
+    from common.run.checkpoint import save_checkpoint
 
     cfg = _tiny_config()
     run = tmp_path_factory.mktemp("start-as-trained")

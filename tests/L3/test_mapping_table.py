@@ -170,7 +170,7 @@ def test_the_table_matches_to_trl_config(tmp_path):
     T = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = T
     spec.loader.exec_module(T)
-    from common.grpo_config import GRPOConfig
+    from common.config.grpo_config import GRPOConfig
 
     cfg, opts = T.parse_args(["--preset", "tiny", "--out", str(tmp_path / "run")])
     base = T.to_trl_config(cfg, opts)

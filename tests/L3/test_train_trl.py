@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.presets import get_preset, gpu_recipe
+from common.options.presets import get_preset, gpu_recipe
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
@@ -42,9 +42,9 @@ def _tiny_args(T, tmp_path, *extra):
 
 # ---------------------------------------------------------------- 数据与奖励 -----------------------------------------
 def test_prompt_messages_render_exactly_like_build_prompt(T, qwen3_tokenizer):
-    """对话格式的 "prompt" 列经 TRL 的 chat template（enable_thinking=False）渲染后，与 common.data.build_prompt 逐字相同。"""
-    from common import data as D
-    from common.tokenizer import build_tiny_tokenizer
+    """对话格式的 "prompt" 列经 TRL 的 chat template（enable_thinking=False）渲染后，与 common.gsm8k.data.build_prompt 逐字相同。"""
+    from common.gsm8k import data as D
+    from common.model.tokenizer import build_tiny_tokenizer
 
     q = D.synthetic_problems(1, seed=3, difficulty=2)[0].question
     for tok in (build_tiny_tokenizer(), qwen3_tokenizer):
@@ -57,7 +57,7 @@ def test_prompt_messages_render_exactly_like_build_prompt(T, qwen3_tokenizer):
 
 
 def test_reward_wrappers_follow_common_reward(T):
-    from common.reward import correctness_reward, format_reward
+    from common.gsm8k.reward import correctness_reward, format_reward
 
     texts = ["所以答案是 \\boxed{12}。", "12", "The answer is 13.", ""]
     golds = ["12", "12", "12", "12"]
@@ -79,10 +79,10 @@ def test_gpu_config_uses_only_real_grpoconfig_fields(T, tmp_path, monkeypatch):
     """32 GB 配置里的每个键都是 trl 1.16 GRPOConfig 的字段（这台机器没有 GPU，所以只收集参数，不真的构造）。"""
     import trl
 
-    import common.model_plan
+    import common.config.model_plan
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(common.model_plan, "gpu_gib", lambda cap_gb: 32.0)  # 一张 5090
+    monkeypatch.setattr(common.config.model_plan, "gpu_gib", lambda cap_gb: 32.0)  # 一张 5090
     cfg, opts = T.parse_args(
         ["--preset", "qwen3-0.6b", "--no-vllm", "--out", str(tmp_path / "gpu")]
     )
@@ -186,7 +186,7 @@ def test_refusal_on_a_cpu_box_prices_the_gpu_recipe(T, tmp_path):
 
 
 def test_train_trl_sets_up_the_device_like_grpo_train(T, tmp_path):
-    """train_trl.py 走的路径和 grpo_train.py 一样设置设备（common.models.setup_device）：cuDNN 的 attention
+    """train_trl.py 走的路径和 grpo_train.py 一样设置设备（common.model.models.setup_device）：cuDNN 的 attention
     被关掉（它的反向在 H100/H200 上带 mask 时出 NaN，L2.08 第 6 节），fp32 矩阵乘用 TF32。"""
     before = torch.backends.cuda.cudnn_sdp_enabled()
     torch.backends.cuda.enable_cudnn_sdp(True)
@@ -196,7 +196,7 @@ def test_train_trl_sets_up_the_device_like_grpo_train(T, tmp_path):
         T.build_trainer(cfg, opts)
         assert not torch.backends.cuda.cudnn_sdp_enabled(), (
             "train_trl.py 建好 trainer 以后 cuDNN 的 attention 还开着：它要和 grpo_train.py 一样调用 "
-            "common.models.setup_device"
+            "common.model.models.setup_device"
         )
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
     finally:
@@ -377,7 +377,7 @@ def test_vllm_importance_weights_folded_into_advantages_match_trl(course_trainer
 # ---------------------------------------------------------------- CI 冒烟：两步真的在训练 ------------------------------
 @pytest.mark.slow
 def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
-    from common.models import TINY_WARMSTART_DIR
+    from common.model.models import TINY_WARMSTART_DIR
 
     # 仓库自带这个 checkpoint（setuptools package-data）；不在就是安装坏了，要报错而不是跳过
     assert (TINY_WARMSTART_DIR / "model.safetensors").is_file(), (
@@ -407,7 +407,7 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
         n for n, p in trainer.model.named_parameters() if torch.equal(before[n], p.detach())
     ]
     assert not unchanged, f"两步之后这些参数没变：{unchanged[:5]}"
-    from common.metrics import read_metrics
+    from common.run.metrics import read_metrics
 
     rows = read_metrics(Path(a[0].out) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
@@ -443,7 +443,7 @@ def test_resume_continues_from_trls_checkpoint(T, tmp_path):
     """--resume：TRL 自己的 resume_from_checkpoint；续跑前多记的行先删掉，设置只许改 --steps。"""
     import json
 
-    from common.metrics import read_metrics
+    from common.run.metrics import read_metrics
 
     small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
              "--max-new-tokens", "8", "--save-steps", "1"]  # fmt: skip
@@ -476,7 +476,7 @@ def test_resume_continues_from_trls_checkpoint(T, tmp_path):
 )
 def test_both_trainers_refuse_a_bad_value_with_the_same_line(T, tmp_path, flag, value):
     """一个配置、两个训练脚本：grpo_train.py 和 train_trl.py 对同一个坏值说同一行中文（同一个 GRPOConfig 的检查）。"""
-    from common.config_cli import parse_config
+    from common.config.config_cli import parse_config
 
     lines = []
     for parse in (parse_config, T.parse_args):

@@ -45,7 +45,7 @@ def test_tiny_vllm_flag_and_missing_vllm_message(tmp_path, monkeypatch):
 
 @pytest.mark.vllm
 def test_two_colocate_steps_on_cpu(tmp_path, impl_name):
-    from common.metrics import read_metrics
+    from common.run.metrics import read_metrics
 
     T = _load_script("l3_01_train_trl_vllm")
     a = T.parse_args(
@@ -98,7 +98,7 @@ def test_a_qwen2_folder_trains_with_trl_colocate_on_cpu(tmp_path):
     """只给 --model（小形状的随机 Qwen2 + 真实 tokenizer，Qwen2.5 的 chat template）：TRL colocate 走一步。"""
     from small_qwen import SMALL, make_model_dir
 
-    from common.metrics import read_metrics
+    from common.run.metrics import read_metrics
 
     folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
     T = _load_script("l3_01_train_trl_qwen2")

@@ -1,4 +1,4 @@
-"""common.reward 在 ~1 MB 对抗输入上的耗时（不是 pytest 测试：文件名没有 test_ 前缀）。
+"""common.gsm8k.reward 在 ~1 MB 对抗输入上的耗时（不是 pytest 测试：文件名没有 test_ 前缀）。
 
     python3 tests/common/bench_reward.py [--repeat 5]
 
@@ -57,7 +57,7 @@ FUNCS = {
 
 def time_calls(repeat: int = 5) -> dict[str, dict[str, list[float]]]:
     """{输入名: {函数名: [每次调用的秒数, ...]}}。"""
-    from common import reward
+    from common.gsm8k import reward
 
     out = {}
     for name, text in adversarial_inputs().items():

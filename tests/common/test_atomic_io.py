@@ -1,4 +1,4 @@
-"""common/atomic_io.py：原子写入；失败时（磁盘满、只读、Ctrl-C）目标文件不变、不留 .tmp，报错是中文。"""
+"""common/run/atomic_io.py：原子写入；失败时（磁盘满、只读、Ctrl-C）目标文件不变、不留 .tmp，报错是中文。"""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from collections import namedtuple
 
 import pytest
 
-import common.atomic_io as A
-from common.atomic_io import (
+import common.run.atomic_io as A
+from common.run.atomic_io import (
     DiskFullError,
     WriteError,
     append_line,

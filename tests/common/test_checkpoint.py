@@ -1,4 +1,4 @@
-"""common/checkpoint.py：原子写入、严格恢复（模型、优化器、所有随机数状态）、坏文件给出清楚的错误。"""
+"""common/run/checkpoint.py：原子写入、严格恢复（模型、优化器、所有随机数状态）、坏文件给出清楚的错误。"""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from common.checkpoint import (
+from common.run.checkpoint import (
     SAVE_OVERHEAD_BYTES,
     CheckpointError,
     apply_checkpoint,
@@ -193,7 +193,7 @@ def test_nan_in_optimizer_state_is_never_saved(tmp_path):
 
 
 def test_nan_behind_a_valid_checksum_is_refused_on_load(tmp_path):
-    import common.checkpoint as C
+    import common.run.checkpoint as C
 
     _saved(tmp_path)
     path = checkpoint_path(tmp_path)
@@ -208,8 +208,8 @@ def test_nan_behind_a_valid_checksum_is_refused_on_load(tmp_path):
 def test_full_disk_keeps_the_last_checkpoint(tmp_path, monkeypatch):
     from collections import namedtuple
 
-    import common.atomic_io as A
-    from common.atomic_io import DiskFullError
+    import common.run.atomic_io as A
+    from common.run.atomic_io import DiskFullError
 
     model, opt = _saved(tmp_path, step=1)
     before = checkpoint_path(tmp_path).read_bytes()
@@ -236,7 +236,7 @@ def test_read_then_apply_without_a_model_first(tmp_path):
 
 @pytest.mark.slow  # torchao 的 8-bit AdamW 第一次 step 要 torch.compile：几秒 CPU
 def test_8bit_adamw_checkpoint_round_trips_with_its_checksum(tmp_path):
-    from common.optim import make_optimizer
+    from common.model.optim import make_optimizer
 
     torch.manual_seed(0)
     model = torch.nn.Linear(256, 64, bias=False)

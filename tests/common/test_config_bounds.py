@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from common.config_cli import build_parser
-from common.config_cli import parse_config as parse_command_line
-from common.grpo_config import N_TRAIN_MAX, SEED_MAX
-from common.model_plan import plan_or_exit
+from common.config.config_cli import build_parser
+from common.config.config_cli import parse_config as parse_command_line
+from common.config.grpo_config import N_TRAIN_MAX, SEED_MAX
+from common.config.model_plan import plan_or_exit
 
 
 def parse_config(argv):
@@ -39,7 +39,7 @@ CASES = [
 
 @pytest.mark.parametrize("argv, needle", CASES, ids=[" ".join(a) for a, _ in CASES])
 def test_a_value_that_would_crash_later_is_refused_now(tmp_path, monkeypatch, argv, needle):
-    import common.model_plan as plan
+    import common.config.model_plan as plan
 
     monkeypatch.setattr(plan, "host_memory_gib", lambda: 64.0)  # 与这台机器的内存无关
     with pytest.raises(SystemExit) as exc:
@@ -50,7 +50,7 @@ def test_a_value_that_would_crash_later_is_refused_now(tmp_path, monkeypatch, ar
 
 
 def test_the_memory_check_names_the_numbers_it_used(tmp_path, monkeypatch):
-    import common.model_plan as plan
+    import common.config.model_plan as plan
 
     monkeypatch.setattr(plan, "host_memory_gib", lambda: 64.0)
     with pytest.raises(SystemExit) as exc:

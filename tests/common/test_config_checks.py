@@ -1,10 +1,10 @@
-"""common/config_checks.py：按类型严格的规则表——nan/inf 不算数，true 不算整数，"0.1" 不算数。"""
+"""common/config/config_checks.py：按类型严格的规则表——nan/inf 不算数，true 不算整数，"0.1" 不算数。"""
 
 from __future__ import annotations
 
 import math
 
-from common.config_checks import Rule, broken_rules, integer, number, one_of, optional, text
+from common.config.config_checks import Rule, broken_rules, integer, number, one_of, optional, text
 
 
 def test_number_is_finite_and_typed():

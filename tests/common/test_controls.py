@@ -1,10 +1,10 @@
-"""common.controls：对照的 reward 打乱。组内打乱保留每组 reward 的组成（多重集合），整批打乱不保留。"""
+"""common.gsm8k.controls：对照的 reward 打乱。组内打乱保留每组 reward 的组成（多重集合），整批打乱不保留。"""
 
 from __future__ import annotations
 
 import torch
 
-from common.controls import shuffle_rewards
+from common.gsm8k.controls import shuffle_rewards
 
 
 def _groups(r: torch.Tensor, g: int) -> list[list[float]]:

@@ -1,4 +1,4 @@
-"""common.data：课程自带的 GSM8K、本地 jsonl、合成题生成器（答案重新计算核对）、prompt 渲染（真实 Qwen3 tokenizer）。"""
+"""common.gsm8k.data：课程自带的 GSM8K、本地 jsonl、合成题生成器（答案重新计算核对）、prompt 渲染（真实 Qwen3 tokenizer）。"""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from common.data import (
+from common.gsm8k.data import (
     GSM8K_DIR,
     GSM8K_SPLITS,
     INSTRUCTION,
@@ -26,7 +26,7 @@ from common.data import (
     split_train_heldout,
     synthetic_problems,
 )
-from common.tokenizer import QWEN3_EOS_IDS
+from common.model.tokenizer import QWEN3_EOS_IDS
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -99,7 +99,7 @@ def test_load_gsm8k_bad_args(kwargs, needle):
 
 
 def test_load_gsm8k_missing_or_broken_shipped_file(tmp_path, monkeypatch):
-    import common.data as D
+    import common.gsm8k.data as D
 
     monkeypatch.setattr(D, "GSM8K_DIR", tmp_path)
     with pytest.raises(DataError, match="找不到课程自带的 GSM8K"):
@@ -129,7 +129,7 @@ def test_load_splits_gsm8k_is_shipped_and_hub_is_the_hub(gsm8k, monkeypatch):
     """训练脚本的 --data gsm8k 读自带的副本（不联网），--data hub 才去 hub；held-out = test 的前 n 道。"""
     import datasets
 
-    from common.data import load_splits
+    from common.gsm8k.data import load_splits
 
     calls = []
 
@@ -269,7 +269,7 @@ def test_split_is_disjoint_and_deterministic():
 
 
 def test_reference_completion_is_correct_and_formatted():
-    from common.reward import correctness_reward, format_reward
+    from common.gsm8k.reward import correctness_reward, format_reward
 
     for p in synthetic_problems(100, seed=2, difficulty=3) + load_jsonl(
         FIXTURES / "gsm8k_sample.jsonl"
@@ -378,7 +378,7 @@ def _jsonl(path, rows):
 
 
 def test_duplicates_are_removed_before_the_split_with_a_count(tmp_path, capsys):
-    from common.data import load_splits
+    from common.gsm8k.data import load_splits
 
     rows = [{"question": f"q{i % 30}", "answer": f"#### {i % 30}"} for i in range(60)]
     train, held = load_splits(str(_jsonl(tmp_path / "d.jsonl", rows)), 10)
@@ -389,7 +389,7 @@ def test_duplicates_are_removed_before_the_split_with_a_count(tmp_path, capsys):
 
 def test_a_step_cannot_draw_more_problems_than_the_train_split_has(tmp_path):
     """issue 35：P 比训练题多时 randperm(len(train))[:P] 悄悄少抽；现在加载数据时（建运行目录之前）拒绝。"""
-    from common.data import load_splits
+    from common.gsm8k.data import load_splits
 
     rows = [{"question": f"q{i}", "answer": f"#### {i}"} for i in range(30)]
     path = _jsonl(tmp_path / "d.jsonl", rows)
@@ -400,7 +400,7 @@ def test_a_step_cannot_draw_more_problems_than_the_train_split_has(tmp_path):
 
 def test_gsm8k_held_out_cannot_ask_for_more_than_the_test_split():
     """issue 35 以前：--n-heldout 5000 悄悄只用 GSM8K test 的 1319 道（train_trl.py 也读这里）。"""
-    from common.data import load_splits
+    from common.gsm8k.data import load_splits
 
     with pytest.raises(DataError, match="--n-heldout 5000 超过了 GSM8K test 的 1319 道题"):
         load_splits("gsm8k", 5000)
@@ -408,7 +408,7 @@ def test_gsm8k_held_out_cannot_ask_for_more_than_the_test_split():
 
 def test_forty_identical_rows_are_a_data_error_not_an_empty_train_split(tmp_path):
     """以前：40 道一样的题全进了 held-out，训练集为空，最后是 `ValueError: prompt_ids 是空的` 的 traceback。"""
-    from common.data import load_splits
+    from common.gsm8k.data import load_splits
 
     path = _jsonl(tmp_path / "same.jsonl", [{"question": "q", "answer": "#### 1"}] * 40)
     with pytest.raises(DataError, match=f"{path}：去重后只有 1 道不同的题"):
@@ -424,7 +424,7 @@ def test_same_question_with_two_golds_names_both_lines(tmp_path):
 
 def test_synthetic_pool_keeps_its_repeats():
     """合成题池不去重：课程里的默认运行和它们的数字就是用这个池子跑出来的；held-out 仍不进训练集。"""
-    from common.data import SYNTHETIC_SEED, load_splits
+    from common.gsm8k.data import SYNTHETIC_SEED, load_splits
 
     train, held = load_splits("synthetic", 50, n_train=600, difficulty=2)
     pool = synthetic_problems(600, seed=SYNTHETIC_SEED, difficulty=2)

@@ -1,4 +1,4 @@
-"""common.env_check：GPU 识别、带宽表、预设与装箱表的判断；没有 GPU 时指向「无 GPU 路线」。"""
+"""common.config.env_check：GPU 识别、带宽表、预设与装箱表的判断；没有 GPU 时指向「无 GPU 路线」。"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common import env_check
+from common.config import env_check
 
 
 def test_bandwidth_lookup():
@@ -132,12 +132,12 @@ class NotInstalled(importlib.abc.MetaPathFinder):
 
 sys.meta_path.insert(0, NotInstalled())
 sys.argv = ["env_check"]
-runpy.run_module("common.env_check", run_name="__main__", alter_sys=True)
+runpy.run_module("common.config.env_check", run_name="__main__", alter_sys=True)
 """
 
 
 def test_before_installation_it_says_what_to_install():
-    """README 让学习者在安装之前就运行 python -m common.env_check：缺库时要说缺什么、怎么装，退出码非 0。"""
+    """README 让学习者在安装之前就运行 python -m common.config.env_check：缺库时要说缺什么、怎么装，退出码非 0。"""
     root = Path(__file__).resolve().parents[2]
     r = subprocess.run(
         [sys.executable, "-c", _WITHOUT_TORCH],
@@ -166,10 +166,10 @@ def test_install_commands_are_the_readmes():
 
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_env_check_reports_a_model_folder(tmp_path, capsys):
-    """python -m common.env_check --model 目录：目录里是什么模型，grpo_train.py --model 在这张卡上会怎么选。"""
+    """python -m common.config.env_check --model 目录：目录里是什么模型，grpo_train.py --model 在这张卡上会怎么选。"""
     from small_qwen import make_model_dir
 
-    from common import env_check
+    from common.config import env_check
 
     folder = make_model_dir(tmp_path / "small-qwen2", family="qwen2")
     assert env_check.main(["--model", str(folder)]) == 0
@@ -192,7 +192,7 @@ def test_lesson_shows_what_env_check_prints_now(capsys, monkeypatch):
     assert [x for x in block if not x.startswith(drifts)] == [
         x for x in printed if not x.startswith(drifts)
     ], (
-        "L1.01 第 5 节贴的 env_check 输出过时了：重跑 python -m common.env_check，把输出贴回去（库版本那一行的版本号写成 …）"
+        "L1.01 第 5 节贴的 env_check 输出过时了：重跑 python -m common.config.env_check，把输出贴回去（库版本那一行的版本号写成 …）"
     )
     versions = next(x for x in block if x.startswith("库版本："))
     assert not any(ch.isdigit() for ch in versions), (

@@ -1,4 +1,4 @@
-"""common.evaluate：pass@k 的无偏估计（对照穷举）、评估确定且不碰训练用的随机数。"""
+"""common.decode.evaluate：pass@k 的无偏估计（对照穷举）、评估确定且不碰训练用的随机数。"""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.data import Problem
-from common.evaluate import evaluate, pass_at_k
+from common.decode.evaluate import evaluate, pass_at_k
+from common.gsm8k.data import Problem
 
 
 def _brute_force(n: int, c: int, k: int) -> float:
@@ -120,7 +120,7 @@ def test_per_question_results_make_the_means():
 def test_flip_floor_counts_what_another_batch_composition_changes():
     """同样的「权重」，换一种 batch 组合再评一次：一个依赖 batch 的假模型（batch 里第一题答错）
     会在另一种题序下翻掉几题；不依赖 batch 的假模型一题也不翻。"""
-    from common.evaluate import flip_floor
+    from common.decode.evaluate import flip_floor
 
     problems = [Problem(f"q{i}", f"#### {i}", str(i)) for i in range(12)]
 
@@ -142,7 +142,7 @@ def test_flip_floor_counts_what_another_batch_composition_changes():
 def test_flip_floor_also_changes_the_batch_size():
     """issue 44 以前：第二次评估用同样的 batch 大小，量不到 batch 大小本身的影响（同样的权重，
     eval batch 64 评出 0.312、512 评出 0.290，--start-evals 2 却报 0 题翻转）。"""
-    from common.evaluate import flip_floor, other_batch_size
+    from common.decode.evaluate import flip_floor, other_batch_size
 
     problems = [Problem(f"q{i}", f"#### {i}", str(i)) for i in range(12)]
     sizes = []

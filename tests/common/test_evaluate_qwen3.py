@@ -2,7 +2,7 @@
 
 真实的部分：课程自带 GSM8K 的测试题（GPU 配方的 held-out = test 的前 n_heldout 道）、从模型目录读出的真实
 tokenizer 和 chat template（Qwen3：thinking 关；Qwen2.5：默认 system prompt）、Qwen 的 EOS/pad、
-common.rollout 采样、common.reward 打分、common.evaluate 的贪心正确率与 pass@k。不真实的部分：模型是
+common.decode.rollout 采样、common.gsm8k.reward 打分、common.decode.evaluate 的贪心正确率与 pass@k。不真实的部分：模型是
 小形状的随机 Qwen3 / Qwen2（tests/small_qwen.py），所以它的正确率没有任何意义，这里也不检查它的大小。
 """
 
@@ -12,12 +12,12 @@ import pytest
 import torch
 from small_qwen import make_model_dir
 
-from common import data as D
-from common.evaluate import evaluate
-from common.models import load_model, model_spec
-from common.presets import gpu_recipe
-from common.reward import correctness_reward
-from common.rollout import generate
+from common.decode.evaluate import evaluate
+from common.decode.rollout import generate
+from common.gsm8k import data as D
+from common.gsm8k.reward import correctness_reward
+from common.model.models import load_model, model_spec
+from common.options.presets import gpu_recipe
 from solutions.l2_06_sampling import process_logits
 
 BATCH = 4  # 一批 held-out 题

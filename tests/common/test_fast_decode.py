@@ -1,4 +1,4 @@
-"""common.fast_decode 的解码逻辑（静态 KV cache、逐行 EOS、左 padding）在 CPU 上与 HF generate 逐 token 一致。
+"""common.decode.fast_decode 的解码逻辑（静态 KV cache、逐行 EOS、左 padding）在 CPU 上与 HF generate 逐 token 一致。
 
 torch.compile 和 CUDA graph 只在 GPU 上有意义，由 L2_algorithm/06_sampling/bench_rollout.py 在 GPU 上检查；
 这里关掉它们，检查的是同一份解码代码。录 graph、重放 graph 的顺序（哪次生成要新录哪些 graph、录之前的预热
@@ -14,7 +14,7 @@ import pytest
 import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
-from common.fast_decode import Sampling, StaticDecoder, fast_generate
+from common.decode.fast_decode import Sampling, StaticDecoder, fast_generate
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +153,7 @@ def test_release_frees_rollout_memory_and_the_next_generation_is_unchanged(model
     """KV cache 和 bf16 权重副本只在生成时需要：release 之后释放，下一次生成重新分配，结果不变。"""
     import copy
 
-    from common.fast_decode import decode_weights
+    from common.decode.fast_decode import decode_weights
 
     m = copy.deepcopy(model)  # 自己的一份：不和别的测试共用解码器缓存
     ids, mask = _prompts()
@@ -178,7 +178,7 @@ def test_gradients_hosted_in_rollout_memory_are_exact_and_generation_is_unchange
     """梯度借用 KV cache 和权重副本的显存：梯度与普通 backward 逐位相同，之后的生成也不受影响。"""
     import copy
 
-    from common import fast_decode as fd
+    from common.decode import fast_decode as fd
 
     m = copy.deepcopy(model).float()
     ids, mask = _prompts()
@@ -345,7 +345,7 @@ def test_windows_cover_every_slot_a_replay_attends_to():
 
 def test_fused_layout_stacks_q_k_v_and_gate_up_rows_in_one_buffer(family_refs):
     """融合布局：qkv 是 [Wq; Wk; Wv] 按行叠起来（bias 同样），gate_up 是 [Wg; Wu]，都是同一块缓冲区的视图。"""
-    from common.fast_decode import DecodeWeights
+    from common.decode.fast_decode import DecodeWeights
 
     m = family_refs["qwen2-untied"][0]
     w = DecodeWeights(m, torch.float32, fused=True)
@@ -377,7 +377,7 @@ def test_fused_layout_stacks_q_k_v_and_gate_up_rows_in_one_buffer(family_refs):
 
 
 def test_tied_lm_head_is_one_copy(family_refs):
-    from common.fast_decode import DecodeWeights
+    from common.decode.fast_decode import DecodeWeights
 
     m = family_refs["qwen2-tied"][0]
     w = DecodeWeights(m, torch.bfloat16)
@@ -394,7 +394,7 @@ def test_lora_merge_on_qwen2_equals_peft_merge_and_follows_disable_adapter(famil
 
     from peft import LoraConfig, get_peft_model
 
-    from common.fast_decode import DecodeWeights
+    from common.decode.fast_decode import DecodeWeights
 
     base, ids, mask, _ = family_refs["qwen2-untied"]
     pm = get_peft_model(
@@ -438,7 +438,7 @@ def test_unsupported_models_are_refused_with_the_reason():
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaConfig, LlamaForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
-    from common.fast_decode import supports_fast_decode, unsupported_reason
+    from common.decode.fast_decode import supports_fast_decode, unsupported_reason
 
     small = dict(
         vocab_size=64, hidden_size=32, intermediate_size=32, num_hidden_layers=2,
@@ -548,7 +548,7 @@ def test_the_heldout_evaluation_schedule_of_grpo_train(cpu_graphs):
     5 个 graph，每个预热 16 步，698 + 5 × 16 > 768。贪心的输出要与不录 graph 的解码器逐 token 相同，采样不越界。"""
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
-    from common.decode_shape import static_shape
+    from common.vram.decode_shape import static_shape
 
     torch.manual_seed(0)
     cfg = Qwen2Config(

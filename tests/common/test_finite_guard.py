@@ -1,4 +1,4 @@
-"""common/finite_guard.py：loss、梯度范数、更新后的权重、优化器状态里任何一个 NaN/inf 都让这一步停下。"""
+"""common/run/finite_guard.py：loss、梯度范数、更新后的权重、优化器状态里任何一个 NaN/inf 都让这一步停下。"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from common.finite_guard import NonFiniteError, guard_finite, named_tensors, non_finite
+from common.run.finite_guard import NonFiniteError, guard_finite, named_tensors, non_finite
 
 
 def _stepped(lr=1e-2):
@@ -66,7 +66,7 @@ def test_nan_in_adamw_exp_avg_is_caught_before_it_reaches_the_weights():
 
 @pytest.mark.slow  # torchao 的 8-bit AdamW 第一次 step 要 torch.compile：几秒 CPU
 def test_torchao_8bit_state_is_opened_up():
-    from common.optim import make_optimizer
+    from common.model.optim import make_optimizer
 
     torch.manual_seed(0)
     model = torch.nn.Linear(

@@ -1,4 +1,4 @@
-"""GGUF -> 模型目录（common/gguf_convert.py；命令 python -m common.model_dir from-gguf）：测试自己用 gguf.GGUFWriter 写一个小 GGUF 文件。
+"""GGUF -> 模型目录（common/model/gguf_convert.py；命令 python -m common.model.model_dir from-gguf）：测试自己用 gguf.GGUFWriter 写一个小 GGUF 文件。
 
 小 Qwen2（有 q/k/v bias、lm_head 不共享，和 Qwen2.5-Coder-0.5B-Instruct 的 GGUF 一样）+ 课程 tiny 的
 字节级 BPE tokenizer（gpt2 型、qwen2 预分词，带 chat template）。转换出来的目录要通过 inspect_model_dir，
@@ -13,9 +13,9 @@ import gguf
 import pytest
 import torch
 
-from common.gguf_convert import GGUFError, from_gguf
-from common.model_dir import inspect_model_dir, main
-from common.tokenizer import build_tiny_tokenizer
+from common.model.gguf_convert import GGUFError, from_gguf
+from common.model.model_dir import inspect_model_dir, main
+from common.model.tokenizer import build_tiny_tokenizer
 
 pytestmark = pytest.mark.slow  # 造一个 GGUF、转换两次：几秒到十几秒
 

@@ -1,4 +1,4 @@
-"""common/json_files.py：JSON / JSON-lines 文件的原子写入和读取。"""
+"""common/run/json_files.py：JSON / JSON-lines 文件的原子写入和读取。"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from common.json_files import read_json, read_json_object, read_jsonl, write_json, write_jsonl
+from common.run.json_files import read_json, read_json_object, read_jsonl, write_json, write_jsonl
 
 
 def test_write_json_is_complete(tmp_path):

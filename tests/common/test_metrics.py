@@ -1,4 +1,4 @@
-"""common/metrics.py：jsonl 追加与续跑截断、计时/显存键的约定、curves.png 能画出来。"""
+"""common/run/metrics.py：jsonl 追加与续跑截断、计时/显存键的约定、curves.png 能画出来。"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from common.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics
+from common.run.metrics import MetricsLogger, deterministic_part, plot_curves, read_metrics
 
 
 def test_log_append_and_truncate_on_resume(tmp_path):
@@ -76,7 +76,7 @@ def _texts(ax) -> str:
 
 
 def _panel(fig, key):
-    from common.metrics import CURVES
+    from common.run.metrics import CURVES
 
     return fig.axes[[k for k, _ in CURVES].index(key)]
 
@@ -85,7 +85,7 @@ def test_kl_and_clip_panels_say_why_they_are_empty_or_flat():
     """β = 0：KL 小图说没有参考模型；μ = 1：clip 小图说 ratio 恒为 1（不是一张空白坐标轴）。"""
     import matplotlib.pyplot as plt
 
-    from common.metrics import curves_figure
+    from common.run.metrics import curves_figure
 
     fig = curves_figure(_rows(), config={"beta": 0.0, "num_iterations": 1})
     assert "no reference model" in _texts(_panel(fig, "kl"))
@@ -102,7 +102,7 @@ def test_kl_and_clip_panels_say_why_they_are_empty_or_flat():
 def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
     import matplotlib.pyplot as plt
 
-    from common.metrics import curves_figure
+    from common.run.metrics import curves_figure
 
     rows = _rows()
     rows[4].update(eval_accuracy=0.4)  # 只评贪心的一次（前几步）
@@ -121,7 +121,7 @@ def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
 
 
 def test_plot_curves_draws_with_the_config_and_eval_before_it_is_given(tmp_path, monkeypatch):
-    import common.metrics as M
+    import common.run.metrics as M
 
     seen = {}
     real = M.curves_figure
@@ -140,7 +140,7 @@ def _lines(*rows) -> str:
 
 def test_a_bad_line_in_the_middle_is_refused_with_its_line_number(tmp_path):
     """以前：读到坏行就停，续跑再截断重写 -> 坏行之后的每一行都没了（[1..7] 只剩 [1]）。"""
-    from common.metrics import MetricsError
+    from common.run.metrics import MetricsError
 
     path = tmp_path / "metrics.jsonl"
     text = _lines(*({"step": s} for s in (1, 2, 3))) + "garbage\n" + _lines({"step": 5})
@@ -157,7 +157,7 @@ def test_a_bad_line_in_the_middle_is_refused_with_its_line_number(tmp_path):
     "line", ['{"reward_mean": 1.0}', '{"step": true}', '{"step": "3"}', "[1, 2]", "\xff"]
 )
 def test_a_line_that_is_not_a_row_is_refused(tmp_path, line):
-    from common.metrics import MetricsError
+    from common.run.metrics import MetricsError
 
     path = tmp_path / "metrics.jsonl"
     path.write_bytes((_lines({"step": 1}) + line + "\n" + _lines({"step": 3})).encode("utf-8"))

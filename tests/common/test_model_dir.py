@@ -1,4 +1,4 @@
-"""common.model_dir：本地模型目录（ModelScope、镜像下载的，或自己微调过的）在加载任何权重之前的检查。
+"""common.model.model_dir：本地模型目录（ModelScope、镜像下载的，或自己微调过的）在加载任何权重之前的检查。
 
 每种坏目录各有一条中文报错（说出路径和毛病）；好目录（小形状的随机 Qwen3 / Qwen2 + 真实 tokenizer 文件，
 见 small_qwen.py）通过检查并能加载。
@@ -13,8 +13,8 @@ import pytest
 import torch
 from small_qwen import SMALL, make_model_dir
 
-from common.model_dir import ModelDirError, inspect_model_dir, main
-from common.models import TINY_WARMSTART_DIR, load_model, model_spec
+from common.model.model_dir import ModelDirError, inspect_model_dir, main
+from common.model.models import TINY_WARMSTART_DIR, load_model, model_spec
 from common.vram.shapes import SHAPES, ModelShape
 
 
@@ -294,7 +294,7 @@ def test_good_dirs_load_on_the_cpu(any_dir):
 
     saved = load_file(any_dir / "model.safetensors")
     assert torch.equal(model.model.embed_tokens.weight, saved["model.embed_tokens.weight"].float())
-    from common.data import build_prompt
+    from common.gsm8k.data import build_prompt
 
     prompt = build_prompt(tok, "1 + 1 = ?")
     if spec.shape.family == "qwen3":  # Qwen3：关掉 thinking 的空 <think> 块

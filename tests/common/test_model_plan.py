@@ -1,4 +1,4 @@
-"""common.model_plan：只给 --model 目录时，显存账本决定全参数还是 LoRA；换成 LoRA 时学习率跟着换（issue 44）。"""
+"""common.config.model_plan：只给 --model 目录时，显存账本决定全参数还是 LoRA；换成 LoRA 时学习率跟着换（issue 44）。"""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import pytest
 import torch
 from small_qwen import header_only_dir
 
-import common.model_plan
-from common.config_cli import base_config
-from common.presets import get_preset, gpu_recipe, lora_recipe
+import common.config.model_plan
+from common.config.config_cli import base_config
+from common.options.presets import get_preset, gpu_recipe, lora_recipe
 from common.vram.shapes import SHAPES
 
 
@@ -22,9 +22,9 @@ def qwen3_06b(tmp_path, monkeypatch):
 
 
 def _plan(folder, gib, monkeypatch, **changes):
-    monkeypatch.setattr(common.model_plan, "gpu_gib", lambda cap_gb: gib)
+    monkeypatch.setattr(common.config.model_plan, "gpu_gib", lambda cap_gb: gib)
     cfg = dataclasses.replace(base_config(None, folder), **changes)
-    return common.model_plan.plan_model(cfg)
+    return common.config.model_plan.plan_model(cfg)
 
 
 def test_on_a_24_gb_card_lora_gets_loras_lr(qwen3_06b, monkeypatch):

@@ -1,4 +1,4 @@
-"""common.models 预设 + common.tokenizer 的 tiny tokenizer：形状、特殊 token、出错信息。"""
+"""common.model.models 预设 + common.model.tokenizer 的 tiny tokenizer：形状、特殊 token、出错信息。"""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 import pytest
 import torch
 
-from common.data import build_prompt, reference_completion, synthetic_problems
-from common.grpo_config import FIELDS
-from common.models import load_model, model_spec, setup_device
-from common.presets import PresetError, get_preset, gpu_recipe, preset_names
-from common.tokenizer import build_tiny_tokenizer
+from common.config.grpo_config import FIELDS
+from common.gsm8k.data import build_prompt, reference_completion, synthetic_problems
+from common.model.models import load_model, model_spec, setup_device
+from common.model.tokenizer import build_tiny_tokenizer
+from common.options.presets import PresetError, get_preset, gpu_recipe, preset_names
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def test_unknown_preset_lists_valid_names():
 )  # fmt: skip
 def test_the_presets_file_is_where_pyproject_says(tmp_path, monkeypatch, project, needle):
     """预设文件的位置只写在 pyproject.toml 的 [tool.rl-course]：缺了、指错了 -> 一句中文的 PresetError。"""
-    from common import presets
+    from common.options import presets
 
     (tmp_path / "pyproject.toml").write_text(project, encoding="utf-8")
     monkeypatch.setattr(presets, "COURSE_ROOT", tmp_path)
@@ -127,7 +127,7 @@ def test_tiny_tokenizer_chat_template_and_round_trip(tiny_tok):
 def test_tiny_tokenizer_is_deterministic(tiny_tok):
     import json
 
-    from common.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
+    from common.model.tokenizer import TINY_VOCAB_SIZE, _train_tiny_bpe
 
     # retrain, bypassing the cache
     fresh = json.loads(_train_tiny_bpe.__wrapped__(TINY_VOCAB_SIZE))["model"]
@@ -217,7 +217,7 @@ def test_tiny_random_is_deterministic_and_leaves_global_rng_alone():
 
 def test_ledger_settings_follow_the_presets():
     """显存账本对每个 GPU 预设的设定来自 presets.toml 的值（common.vram.plan.training_settings）。"""
-    from common.config_cli import preset_config
+    from common.config.config_cli import preset_config
     from common.vram.plan import training_settings
     from common.vram.shapes import SHAPES
 
@@ -268,7 +268,7 @@ def test_setup_device_turns_off_cudnn_attention():
         setup_device(model_spec("tiny"))
         assert not torch.backends.cuda.cudnn_sdp_enabled(), (
             "setup_device 之后 cuDNN 的 SDPA 还开着：训练会在宽度 ≡ 64 (mod 128) 的那一步得到 NaN 梯度"
-            "（L2.08 第 6.2 节；common/models.py 的 setup_device）"
+            "（L2.08 第 6.2 节；common/model/models.py 的 setup_device）"
         )
     finally:
         torch.backends.cuda.enable_cudnn_sdp(True)

@@ -1,4 +1,4 @@
-"""common.optim：两种 AdamW、清楚的报错，8-bit 状态的字节数与账本一致。"""
+"""common.model.optim：两种 AdamW、清楚的报错，8-bit 状态的字节数与账本一致。"""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.optim import OptimizerError, make_optimizer
+from common.model.optim import OptimizerError, make_optimizer
 from common.vram.ledger import ADAMW8BIT_STATE_BYTES
 
 ROOT = Path(__file__).resolve().parents[2]

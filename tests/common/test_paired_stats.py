@@ -1,4 +1,4 @@
-"""common.paired_stats：标准误、精确符号检验、逐题配对的差，对照手算的值。"""
+"""common.gsm8k.paired_stats：标准误、精确符号检验、逐题配对的差，对照手算的值。"""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from common.paired_stats import binomial_se, paired, sign_test_p, spread
+from common.gsm8k.paired_stats import binomial_se, paired, sign_test_p, spread
 
 
 def test_sign_test_against_hand_computed_values():

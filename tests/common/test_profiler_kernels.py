@@ -1,11 +1,11 @@
-"""common.profiler_kernels：每个 GPU kernel 对上发射它的算子，torch 2.13 和 torch 2.11 两种事件形状（假的 profile）。"""
+"""common.decode.profiler_kernels：每个 GPU kernel 对上发射它的算子，torch 2.13 和 torch 2.11 两种事件形状（假的 profile）。"""
 
 from __future__ import annotations
 
 import pytest
 from profiler_fakes import SHAPES, FakeProfile
 
-from common.profiler_kernels import kernel_launches, op_chain
+from common.decode.profiler_kernels import kernel_launches, op_chain
 
 
 @pytest.mark.parametrize("shape", SHAPES)

@@ -1,10 +1,10 @@
-"""common.random_streams：选题、采样、对照各有自己的随机数流；同一个 seed 永远得到同样的流。"""
+"""common.run.random_streams：选题、采样、对照各有自己的随机数流；同一个 seed 永远得到同样的流。"""
 
 from __future__ import annotations
 
 import torch
 
-from common.random_streams import STREAMS, random_streams, stream_seeds
+from common.run.random_streams import STREAMS, random_streams, stream_seeds
 
 
 def test_same_seed_same_streams_and_different_seeds_differ():

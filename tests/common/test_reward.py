@@ -1,4 +1,4 @@
-"""common.reward：答案抽取、精确判对、格式 reward。
+"""common.gsm8k.reward：答案抽取、精确判对、格式 reward。
 
 - READING：人读这段输出会说"最终答案是几"——期望值是按人的读法逐条手写的（规格），不是把函数输出抄过来。
 - DESIGN：模块文档里写明的取舍（表达式不求值、混合分数不读……），人可能有别的读法，这里钉住我们的选择。
@@ -18,8 +18,8 @@ from bench_reward import adversarial_inputs
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from common import reward
-from common.reward import (
+from common.gsm8k import reward
+from common.gsm8k.reward import (
     REWARD_FUNCS,
     correctness_reward,
     extract_answer,
@@ -397,7 +397,7 @@ PIECES = ["\\boxed{", "}", "{", "####", " ", "\n", "answer is ", "Answer:", "答
           "dollars", "\\,", "{,}", "1/0", "9" * 30]  # fmt: skip
 markup_text = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
 any_text = st.one_of(st.text(max_size=200), markup_text)
-# extract_answer 返回的规范串："12"、"-2.5"、"1/3"（见 common/reward.py 模块文档）
+# extract_answer 返回的规范串："12"、"-2.5"、"1/3"（见 common/gsm8k/reward.py 模块文档）
 CANONICAL = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]*[1-9])?|-?[1-9][0-9]*/[1-9][0-9]*")
 
 

@@ -1,4 +1,4 @@
-"""common.reward 在真实 GSM8K 文本上：8,792 条标准解答全部判对；与 OpenAI 给 GPT-3 解答标的 is_correct 对照。
+"""common.gsm8k.reward 在真实 GSM8K 文本上：8,792 条标准解答全部判对；与 OpenAI 给 GPT-3 解答标的 is_correct 对照。
 
 - 标准解答：课程自带的 GSM8K（common/assets/gsm8k）每一行的 answer（带 <<…>> 计算注解，最后一行 `#### N`），
   用它自己的 gold 打分，必须全部是 1.0。
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from common.data import load_gsm8k
-from common.reward import correctness_reward, extract_answer
+from common.gsm8k.data import load_gsm8k
+from common.gsm8k.reward import correctness_reward, extract_answer
 
 FIXTURE = (
     Path(__file__).resolve().parents[1] / "fixtures" / "gsm8k_example_model_solutions.jsonl.gz"

@@ -1,14 +1,14 @@
-"""common.rollout：贪心输出与 HF generate 逐 token 相同；逐行 EOS 停止；mask/长度/截断一致；采样可复现。"""
+"""common.decode.rollout：贪心输出与 HF generate 逐 token 相同；逐行 EOS 停止；mask/长度/截断一致；采样可复现。"""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from common.data import build_prompt, synthetic_problems
-from common.models import load_model, model_spec
-from common.rollout import generate
-from common.rollout_batch import finish_rollout, left_pad
+from common.decode.rollout import generate
+from common.decode.rollout_batch import finish_rollout, left_pad
+from common.gsm8k.data import build_prompt, synthetic_problems
+from common.model.models import load_model, model_spec
 
 PRESET = model_spec(None)  # the tiny model
 PAD = PRESET.pad_token_id
@@ -295,9 +295,9 @@ def test_greedy_matches_hf_generate_on_the_warm_start_model():
 
 
 def test_auto_backend_is_picked_by_supports_fast_decode(model_and_prompts, monkeypatch):
-    """backend="auto" 走快速路径与否只由 common.fast_decode.supports_fast_decode 决定（Qwen2 / Qwen3、CUDA），
+    """backend="auto" 走快速路径与否只由 common.decode.fast_decode.supports_fast_decode 决定（Qwen2 / Qwen3、CUDA），
     不在 rollout 里另写一份 model_type 判断；CPU 上的真实判断是 False，显式的 "fast" 在 CPU 上报错。"""
-    from common import fast_decode, rollout
+    from common.decode import fast_decode, rollout
 
     model, prompts = model_and_prompts
     kw = dict(max_new_tokens=3, eos_token_ids=[9], pad_token_id=PAD, greedy=True)

