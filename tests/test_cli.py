@@ -125,7 +125,7 @@ def test_every_course_command_uses_the_chinese_parser():
     files = sorted(p for d in dirs for p in (ROOT / d).rglob("*.py"))
     bad = {_rel(p): lines for p in files if (lines := plain_parsers(p))}
     assert not bad, (
-        f"这些命令行没用 common.cli.CourseParser（英文报错、ASCII stdout 上崩溃）：{bad}"
+        f"这些命令行没用 common.options.cli.CourseParser（英文报错、ASCII stdout 上崩溃）：{bad}"
     )
 
 
@@ -133,7 +133,7 @@ def test_an_ascii_stdout_is_reopened_as_utf8(monkeypatch):
     import io
     import sys
 
-    import common.cli as cli
+    import common.options.cli as cli
 
     raw = io.BytesIO()
     ascii_out = io.TextIOWrapper(raw, encoding="ascii")
@@ -150,7 +150,7 @@ def test_a_write_error_on_stdout_is_named(monkeypatch):
     import errno
     import sys
 
-    import common.cli as cli
+    import common.options.cli as cli
 
     class Full:
         encoding = "utf-8"

@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 仓库根目录：没 pip install -e 也能跑
 import torch  # noqa: E402
 
-from common.cli import CourseParser  # noqa: E402
-from common.config_cli import preset_config  # noqa: E402
-from common.data import build_prompt, synthetic_problems  # noqa: E402
-from common.models import load_model, model_spec  # noqa: E402
-from common.reward import correctness_reward  # noqa: E402
-from common.rollout import generate  # noqa: E402
+from common.config.config_cli import preset_config  # noqa: E402
+from common.decode.rollout import generate  # noqa: E402
+from common.gsm8k.data import build_prompt, synthetic_problems  # noqa: E402
+from common.gsm8k.reward import correctness_reward  # noqa: E402
+from common.model.models import load_model, model_spec  # noqa: E402
+from common.options.cli import CourseParser  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import token_logprobs  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402

@@ -30,23 +30,23 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 import torch  # noqa: E402
 
-from common import data as D  # noqa: E402
-from common.atomic_io import WriteError, atomic_write  # noqa: E402
-from common.cli import CourseParser  # noqa: E402
-from common.config_cli import base_config  # noqa: E402
-from common.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
-from common.model_plan import plan_model  # noqa: E402
-from common.models import (  # noqa: E402
+from common.config.config_cli import base_config  # noqa: E402
+from common.config.model_plan import plan_model  # noqa: E402
+from common.decode.fast_decode import free_rollout_memory, host_gradients, rollout_buffers  # noqa: E402
+from common.decode.rollout import generate  # noqa: E402
+from common.gsm8k import data as D  # noqa: E402
+from common.gsm8k.reward import correctness_reward  # noqa: E402
+from common.model.models import (  # noqa: E402
     PresetError,
     compute_dtype,
     load_model,
     resolve_device,
 )
-from common.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
-from common.out_dir import out_file_problem  # noqa: E402
-from common.presets import gpu_recipe  # noqa: E402
-from common.reward import correctness_reward  # noqa: E402
-from common.rollout import generate  # noqa: E402
+from common.model.optim import OPTIMIZERS, OptimizerError, make_optimizer  # noqa: E402
+from common.options.cli import CourseParser  # noqa: E402
+from common.options.presets import gpu_recipe  # noqa: E402
+from common.run.atomic_io import WriteError, atomic_write  # noqa: E402
+from common.run.out_dir import out_file_problem  # noqa: E402
 from common.vram.ledger import (  # noqa: E402
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_GIB,

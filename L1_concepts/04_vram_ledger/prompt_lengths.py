@@ -21,10 +21,10 @@ sys.path.insert(
     0, str(Path(__file__).resolve().parents[2])
 )  # 没 pip install -e 也能从仓库根目录运行
 
-from common import data as D
-from common.atomic_io import atomic_write  # noqa: E402
-from common.cli import CourseParser  # noqa: E402
-from common.out_dir import out_file_problem  # noqa: E402
+from common.gsm8k import data as D
+from common.options.cli import CourseParser  # noqa: E402
+from common.run.atomic_io import atomic_write  # noqa: E402
+from common.run.out_dir import out_file_problem  # noqa: E402
 
 
 def percentile(sorted_values: list[int], q: float) -> int:

@@ -60,7 +60,7 @@ def full_logits(hidden, lm_head_weight, tokens, temperature=1.0, chunk_rows=None
 
 
 def main() -> None:
-    from common.cli import CourseParser
+    from common.options.cli import CourseParser
 
     p = CourseParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=8)

@@ -70,7 +70,7 @@ def _chunked_without_checkpoint(logits, tokens, rows=128):
 
 
 def main() -> None:
-    from common.cli import CourseParser
+    from common.options.cli import CourseParser
 
     p = CourseParser(allow_abbrev=False, description=__doc__.splitlines()[0])
     p.add_argument("--batch", type=int, default=64)

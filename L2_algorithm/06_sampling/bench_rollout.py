@@ -38,10 +38,10 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from common import fast_decode as fd  # noqa: E402
-from common.cli import CourseParser  # noqa: E402
-from common.models import load_model  # noqa: E402
-from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
+from common.decode import fast_decode as fd  # noqa: E402
+from common.decode.profiler_kernels import kernel_launches, op_chain  # noqa: E402
+from common.model.models import load_model  # noqa: E402
+from common.options.cli import CourseParser  # noqa: E402
 from solutions.l2_06_sampling import process_logits  # noqa: E402
 
 DEFAULT_VARIANTS = (

@@ -24,15 +24,25 @@ from tqdm import tqdm
 
 import exercises.l2_07_grpo_train as exercises_impl
 import solutions.l2_07_grpo_train as solutions_impl
-from common import data as D
-from common.config_cli import RESUME_CAN_CHANGE, parse_config, refuse_unwritten, step_list, to_json
-from common.evaluate import evaluate, flip_floor
-from common.model_plan import plan_or_exit
-from common.models import HIDDEN_CHUNK_ROWS, load_for_training, setup_device
-from common.reward import correctness_reward, format_reward, training_rewards
-from common.rollout import generate, lend_rollout_memory_to_gradients, rollout_engine
-from common.rollout_batch import concat_rollouts
-from common.run_folder import RunFolder, exit_cleanly
+from common.config.config_cli import (
+    RESUME_CAN_CHANGE,
+    parse_config,
+    refuse_unwritten,
+    step_list,
+    to_json,
+)
+from common.config.model_plan import plan_or_exit
+from common.decode.evaluate import evaluate, flip_floor
+from common.decode.rollout import (
+    concat_rollouts,
+    generate,
+    lend_rollout_memory_to_gradients,
+    rollout_engine,
+)
+from common.gsm8k import data as D
+from common.gsm8k.reward import correctness_reward, format_reward, training_rewards
+from common.model.models import HIDDEN_CHUNK_ROWS, load_for_training, setup_device
+from common.run.run_folder import RunFolder, exit_cleanly
 
 
 def warmup_lr(step, lr, warmup_steps):

@@ -37,11 +37,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录�
 import torch
 import torch.nn.functional as F
 
-from common import data as D
-from common.cli import CourseParser
-from common.config_cli import preset_config
-from common.evaluate import completer, evaluate
-from common.models import TINY_WARMSTART_DIR, load_model, model_spec
+from common.config.config_cli import preset_config
+from common.decode.evaluate import completer, evaluate
+from common.gsm8k import data as D
+from common.model.models import TINY_WARMSTART_DIR, load_model, model_spec
+from common.options.cli import CourseParser
 from solutions.l2_06_sampling import process_logits
 
 # ---------------------------------------------------------------- 配方 ----------------------------------------------

@@ -19,13 +19,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 import torch
 
-from common import data as D
-from common.checkpoint import CheckpointError, load_checkpoint
-from common.cli import CourseParser
-from common.evaluate import completer, evaluate
-from common.json_files import read_run_config
-from common.models import PresetError, load_model, model_spec
-from common.reward import correctness_reward
+from common.decode.evaluate import completer, evaluate
+from common.gsm8k import data as D
+from common.gsm8k.reward import correctness_reward
+from common.model.models import PresetError, load_model, model_spec
+from common.options.cli import CourseParser
+from common.run.checkpoint import CheckpointError, load_checkpoint
+from common.run.json_files import read_run_config
 from solutions.l2_06_sampling import process_logits
 
 # 合成题的四种题型（common/gsm8k/data.py 的 _one），按题面里的固定说法认出来；顺序就是表格的行序

@@ -22,13 +22,13 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
-from common.atomic_io import WriteError
-from common.choices import CONTROLS
-from common.cli import CourseParser, broken_stdout
-from common.evaluate import pass_at_k
-from common.json_files import read_json_object
-from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
-from common.paired_stats import binomial_se, paired, signed, spread
+from common.decode.evaluate import pass_at_k
+from common.gsm8k.paired_stats import binomial_se, paired, signed, spread
+from common.options.choices import CONTROLS
+from common.options.cli import CourseParser, broken_stdout
+from common.run.atomic_io import WriteError
+from common.run.json_files import read_json_object
+from common.run.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = HERE / "tiny_runs"  # 仓库附带：tiny 默认设置，seed 0、1、2，各带一个组内打乱的对照

@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.nn.utils import clip_grad_norm_
 
-from common.atomic_io import WriteError, atomic_write
-from common.cli import CourseParser
-from common.json_files import read_json_object
-from common.metrics import MetricsError, read_whole_rows
-from common.out_dir import out_file_problem
+from common.options.cli import CourseParser
+from common.run.atomic_io import WriteError, atomic_write
+from common.run.json_files import read_json_object
+from common.run.metrics import MetricsError, read_whole_rows
+from common.run.out_dir import out_file_problem
 
 
 class RunWidthsError(ValueError):

@@ -24,13 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 import torch
 
-from common import data as D
-from common.checkpoint import CheckpointError, load_checkpoint
-from common.cli import CourseParser
-from common.evaluate import EVAL_SEED
-from common.json_files import read_run_config
-from common.models import PresetError, load_model, model_spec
-from common.rollout import generate
+from common.decode.evaluate import EVAL_SEED
+from common.decode.rollout import generate
+from common.gsm8k import data as D
+from common.model.models import PresetError, load_model, model_spec
+from common.options.cli import CourseParser
+from common.run.checkpoint import CheckpointError, load_checkpoint
+from common.run.json_files import read_run_config
 from solutions.l2_02_logprobs_and_masks import completion_mask, hidden_token_logprobs, masked_mean
 from solutions.l2_06_sampling import process_logits
 

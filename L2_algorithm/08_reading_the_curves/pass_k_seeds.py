@@ -26,13 +26,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
 import torch
 
-from common import data as D
-from common.checkpoint import CheckpointError, load_checkpoint
-from common.cli import CourseParser
-from common.evaluate import completer, evaluate, pass_at_k
-from common.json_files import read_run_config
-from common.models import PresetError, load_model, model_spec
-from common.reward import correctness_reward
+from common.decode.evaluate import completer, evaluate, pass_at_k
+from common.gsm8k import data as D
+from common.gsm8k.reward import correctness_reward
+from common.model.models import PresetError, load_model, model_spec
+from common.options.cli import CourseParser
+from common.run.checkpoint import CheckpointError, load_checkpoint
+from common.run.json_files import read_run_config
 from solutions.l2_06_sampling import process_logits
 
 # 这些设置不同，逐题配对就没有意义

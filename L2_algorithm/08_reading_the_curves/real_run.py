@@ -27,12 +27,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 没 pip install -e 也能 import common
-from common.cli import CourseParser
-from common.json_files import read_json, read_jsonl
-from common.metrics import figure_problem, read_metrics, read_whole_rows, save_figure
-from common.paired_stats import binomial_se, signed
-from common.paired_stats import paired as paired_values
-from common.reward import extract_answer
+from common.gsm8k.paired_stats import binomial_se, signed
+from common.gsm8k.paired_stats import paired as paired_values
+from common.gsm8k.reward import extract_answer
+from common.options.cli import CourseParser
+from common.run.json_files import read_json, read_jsonl
+from common.run.metrics import figure_problem, read_metrics, read_whole_rows, save_figure
 
 HERE = Path(__file__).resolve().parent
 SHIPPED = (

@@ -23,9 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))  # 没 pip install -e 也能 import common
-from common.cli import CourseParser
-from common.json_files import read_json_object
-from common.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
+from common.options.cli import CourseParser
+from common.run.json_files import read_json_object
+from common.run.metrics import MetricsError, figure_problem, read_whole_rows, save_figure
 
 TRAIN = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
 GROUPS = [("default run", ""), ("control: --reward shuffled", "--reward shuffled")]

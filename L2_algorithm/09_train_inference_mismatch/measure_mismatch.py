@@ -26,13 +26,13 @@ sys.path.insert(
 )  # 没 pip install -e 也能从仓库根目录运行
 import torch
 
-from common import data as D
-from common.atomic_io import atomic_write
-from common.cli import CourseParser
-from common.models import load_model, model_spec
-from common.out_dir import out_file_problem
-from common.rollout import generate
-from common.vllm_rollout import VLLMEngine, trainer_logp
+from common.decode.rollout import generate
+from common.decode.vllm_rollout import VLLMEngine, trainer_logp
+from common.gsm8k import data as D
+from common.model.models import load_model, model_spec
+from common.options.cli import CourseParser
+from common.run.atomic_io import atomic_write
+from common.run.out_dir import out_file_problem
 from solutions.l2_02_logprobs_and_masks import token_logprobs
 
 TINY = model_spec(None)  # 课程的 tiny 模型

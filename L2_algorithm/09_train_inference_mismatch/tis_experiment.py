@@ -62,7 +62,7 @@ def plot(a: argparse.Namespace, arms: list[str]) -> dict:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from common.metrics import read_metrics, save_figure
+    from common.run.metrics import read_metrics, save_figure
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     panels = [
@@ -110,7 +110,7 @@ def plot(a: argparse.Namespace, arms: list[str]) -> dict:
 
 
 def main(argv=None):
-    from common.cli import CourseParser
+    from common.options.cli import CourseParser
 
     ap = CourseParser(allow_abbrev=False, description="L2.09：落后的引擎 + 不修正 / TIS")
     ap.add_argument("--steps", type=int, default=60)
@@ -123,7 +123,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     if a.arm:
         return run_arm(a.arm, a)
-    from common.metrics import figure_problem
+    from common.run.metrics import figure_problem
 
     problem = figure_problem(a.png, "--png")  # 在跑任何一组之前
     if problem:

@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录
-from common.metrics import read_metrics
+from common.run.metrics import read_metrics
 
 RUNS = Path(__file__).resolve().parents[1] / "08_reading_the_curves" / "real_recipe"
 NAMES = ("recipe-s0", "recipe-s1", "recipe100-s2")  # seed 0、1、2 跑到第 100 步的三次运行

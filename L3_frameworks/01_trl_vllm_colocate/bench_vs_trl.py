@@ -23,9 +23,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from common.checkpoint import checkpoint_path  # noqa: E402
-from common.cli import CourseParser  # noqa: E402
-from common.data import synthetic_problems  # noqa: E402
+from common.gsm8k.data import synthetic_problems  # noqa: E402
+from common.options.cli import CourseParser  # noqa: E402
+from common.run.checkpoint import checkpoint_path  # noqa: E402
 
 TRL = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 OURS = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"

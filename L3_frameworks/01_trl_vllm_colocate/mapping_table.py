@@ -417,7 +417,7 @@ def write_readme() -> None:
 
 if __name__ == "__main__":
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录
-    from common.cli import CourseParser
+    from common.options.cli import CourseParser
 
     parser = CourseParser(
         allow_abbrev=False, description="打印（或写回 README）手写 ↔ TRL ↔ slime ↔ Miles 参数对照表"

@@ -49,14 +49,14 @@ import torch  # noqa: E402
 from torch.profiler import record_function  # noqa: E402
 from torch.utils.checkpoint import checkpoint  # noqa: E402
 
-from common import data as D  # noqa: E402
-from common.cli import CourseParser  # noqa: E402
-from common.config_cli import preset_config  # noqa: E402
-from common.models import compute_dtype, load_model, model_spec  # noqa: E402
-from common.optim import make_optimizer  # noqa: E402
-from common.profiler_kernels import kernel_launches, op_chain  # noqa: E402
-from common.rollout import generate  # noqa: E402
-from common.run_folder import RunFolder  # noqa: E402
+from common.config.config_cli import preset_config  # noqa: E402
+from common.decode.profiler_kernels import kernel_launches, op_chain  # noqa: E402
+from common.decode.rollout import generate  # noqa: E402
+from common.gsm8k import data as D  # noqa: E402
+from common.model.models import compute_dtype, load_model, model_spec  # noqa: E402
+from common.model.optim import make_optimizer  # noqa: E402
+from common.options.cli import CourseParser  # noqa: E402
+from common.run.run_folder import RunFolder  # noqa: E402
 from solutions.l2_01_advantages import group_advantages  # noqa: E402
 from solutions.l2_02_logprobs_and_masks import (  # noqa: E402
     completion_mask,

@@ -40,22 +40,22 @@ from trl import GRPOTrainer
 
 import exercises.l2_07_grpo_train as exercises_impl
 import solutions.l2_07_grpo_train as solutions_impl
-from common import data as D
-from common.config_cli import OPTIONS_KEY, parse_config, refuse
-from common.controls import shuffle_rewards
-from common.evaluate import completer, evaluate
-from common.grpo_config import GRPOConfig, knob, to_json
-from common.json_files import read_json, write_json, write_jsonl
-from common.metrics import CURVES_NAME, METRICS_NAME, MetricsLogger, plot_curves, read_metrics
-from common.model_dir import ModelDirError
-from common.model_plan import plan_or_exit
-from common.models import load_model, model_spec, setup_device
-from common.out_dir import CONFIG_NAME
-from common.presets import PresetError
-from common.provenance import provenance
-from common.reward import correctness_reward, format_reward
-from common.run_folder import EVAL_AFTER_NAME, EVAL_BEFORE_NAME, QUESTIONS_NAME
-from common.stubs import require_written
+from common.config.config_cli import OPTIONS_KEY, parse_config, refuse
+from common.config.grpo_config import GRPOConfig, knob, to_json
+from common.config.model_plan import plan_or_exit
+from common.config.stubs import require_written
+from common.decode.evaluate import completer, evaluate
+from common.gsm8k import data as D
+from common.gsm8k.controls import shuffle_rewards
+from common.gsm8k.reward import correctness_reward, format_reward
+from common.model.model_dir import ModelDirError
+from common.model.models import load_model, model_spec, setup_device
+from common.options.presets import PresetError
+from common.run.json_files import read_json, write_json, write_jsonl
+from common.run.metrics import CURVES_NAME, METRICS_NAME, MetricsLogger, plot_curves, read_metrics
+from common.run.out_dir import CONFIG_NAME
+from common.run.provenance import provenance
+from common.run.run_folder import EVAL_AFTER_NAME, EVAL_BEFORE_NAME, QUESTIONS_NAME
 
 # grpo_train.py 的 GRPOConfig 里 TRL 这边也用的字段（同样的默认值、预设、检查）；其余字段 TRL 没有对应物
 TRL_FIELDS = (
@@ -133,7 +133,7 @@ def format_boxed(completions, **kwargs) -> list[float]:
 
 
 def shuffled_within_groups(group_size: int, seed: int):
-    """--reward shuffled（对照）：正确率 reward 在每组 G 条之内打乱，再交给 TRL 算 advantage（common.controls）。
+    """--reward shuffled（对照）：正确率 reward 在每组 G 条之内打乱，再交给 TRL 算 advantage（common.gsm8k.controls）。
     TRL 一次把一整批回答交给奖励函数，同一题的 G 条相邻（单进程时；多进程由 _problems 拒绝）。
     打乱用自己的随机数流（seed 定下）；续跑时它从头开始，所以对照续跑后不和不间断的那次逐位相同。"""
     generator = torch.Generator().manual_seed(seed)

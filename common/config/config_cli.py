@@ -53,7 +53,7 @@ def refuse(errors: list[str]) -> None:
 
 def refuse_unwritten(functions, cfg) -> None:
     """``--impl exercises`` before anything loads: exit in Chinese when a function of ``functions``
-    (the learner's module) that this config uses is still a stub (common.stubs.require_written);
+    (the learner's module) that this config uses is still a stub (common.config.stubs.require_written);
     tis_weights counts only with ``--tis``, select_groups only with ``--dynamic-sampling``."""
     skip = ("tis_weights",) if cfg.tis == "none" else ()
     skip += ("select_groups",) if cfg.dynamic_sampling == 0 else ()

@@ -34,7 +34,12 @@ from common.decode.fast_decode import (
     rollout_buffers,
     supports_fast_decode,
 )
-from common.decode.rollout_batch import Rollout, finish_rollout, left_pad
+from common.decode.rollout_batch import (  # noqa: F401  concat_rollouts: handed on, so the
+    Rollout,  # training script takes all of decoding from this one module
+    concat_rollouts,
+    finish_rollout,
+    left_pad,
+)
 from common.decode.vllm_rollout import training_engine
 
 

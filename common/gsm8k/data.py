@@ -9,7 +9,7 @@ thousands commas in groups of three and a decimal part (``72``, ``-3``, ``1,234`
 else (``1e309``, ``1,2345``, ``12 - 5``, ``5/0``, ``72 dollars``) is not a gold: the row is refused
 with its line number, never read as some other number. Full-width digits (``#### １２``, ``#### 1２``,
 as an IME may type them) are the same digits and are read as ASCII ones; other non-ASCII digits are
-refused. A number longer than ``common.reward.MAX_NUMBER_DIGITS`` digits is refused naming that limit.
+refused. A number longer than ``common.gsm8k.reward.MAX_NUMBER_DIGITS`` digits is refused naming that limit.
 """
 
 from __future__ import annotations
@@ -68,7 +68,7 @@ def parse_gold(answer: str) -> str | None:
 
 
 def _problem(question: str, answer: str, where: str) -> Problem:
-    from common.reward import MAX_NUMBER_DIGITS
+    from common.gsm8k.reward import MAX_NUMBER_DIGITS
 
     gold = parse_gold(answer)
     if gold is None and "####" in answer:
@@ -77,7 +77,7 @@ def _problem(question: str, answer: str, where: str) -> Problem:
         if GOLD_NUMBER.fullmatch(tail) and digits > MAX_NUMBER_DIGITS:
             raise DataError(
                 f"{where}：`####` 后面的数有 {digits} 位数字，超过了课程读答案的上限 "
-                f"{MAX_NUMBER_DIGITS} 位（common/reward.py 的 MAX_NUMBER_DIGITS：模型写不出、也判不了这么长的数）。"
+                f"{MAX_NUMBER_DIGITS} 位（common/gsm8k/reward.py 的 MAX_NUMBER_DIGITS：模型写不出、也判不了这么长的数）。"
                 f"换一个不超过 {MAX_NUMBER_DIGITS} 位的最终答案，或删掉这一行"
             )
         raise DataError(

@@ -17,9 +17,9 @@ import io
 import json
 from pathlib import Path
 
-from common.atomic_io import append_line, atomic_write
-from common.json_files import json_line, json_value, write_jsonl
-from common.out_dir import out_file_problem
+from common.run.atomic_io import append_line, atomic_write
+from common.run.json_files import json_line, json_value, write_jsonl
+from common.run.out_dir import out_file_problem
 
 NONDETERMINISTIC_SUFFIXES = ("_s", "_per_s", "_gb")
 
@@ -266,7 +266,7 @@ FIGURE_FORMATS = ("png", "pdf", "svg")  # a figure's format is its file's suffix
 
 def figure_problem(path: str | Path, flag: str = "--plot") -> str | None:
     """Why ``flag path`` cannot take a figure (a folder, a missing folder, an unknown suffix...);
-    None if it can. Asked before the work (common.out_dir.out_file_problem, then the suffix)."""
+    None if it can. Asked before the work (common.run.out_dir.out_file_problem, then the suffix)."""
     path = Path(path)
     problem = out_file_problem(path, flag, "figure.png")
     if problem is None and path.suffix.lower().lstrip(".") not in FIGURE_FORMATS:
@@ -279,7 +279,7 @@ def figure_problem(path: str | Path, flag: str = "--plot") -> str | None:
 
 def save_figure(fig, path: str | Path, dpi: int = 80) -> Path:
     """Write a matplotlib figure in its suffix's format (PNG bytes never go under a .pdf name),
-    atomically (common.atomic_io: no half figure, no temporary file left), then close it."""
+    atomically (common.run.atomic_io: no half figure, no temporary file left), then close it."""
     import matplotlib.pyplot as plt
 
     path = Path(path)

@@ -26,7 +26,7 @@ nothing to lose: it resumes from step 0. ``eval_questions.jsonl`` must hold one 
 evaluation up to the checkpoint: those rows came from weights the resume no longer has, so a lost or
 half-written one is refused, not dropped. Temporary files left by a killed run are deleted: only
 the ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a user's own ``thesis.tmp``.
-No file here is written through a symbolic link (``common.atomic_io.open_no_link``): a ``run.lock``
+No file here is written through a symbolic link (``common.run.atomic_io.open_no_link``): a ``run.lock``
 planted as a link to a file elsewhere is refused, not followed.
 """
 
@@ -40,9 +40,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
-from common.atomic_io import TMP_SUFFIX, WriteError, open_no_link
-from common.bad_step import save_bad_step
-from common.checkpoint import (
+from common.options.cli import broken_stdout
+from common.run.atomic_io import TMP_SUFFIX, WriteError, open_no_link
+from common.run.bad_step import save_bad_step
+from common.run.checkpoint import (
     CHECKPOINT_NAME,
     Checkpoint,
     CheckpointError,
@@ -50,10 +51,9 @@ from common.checkpoint import (
     read_checkpoint,
     save_checkpoint,
 )
-from common.cli import broken_stdout
-from common.finite_guard import NonFiniteError, guard_finite
-from common.json_files import read_json, write_json, write_jsonl
-from common.metrics import (
+from common.run.finite_guard import NonFiniteError, guard_finite
+from common.run.json_files import read_json, write_json, write_jsonl
+from common.run.metrics import (
     CURVES_NAME,
     METRICS_NAME,
     MetricsError,

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.choices import AGGREGATIONS
-from common.grpo_config import GRPOConfig, cross_errors
-from common.rollout_batch import finish_rollout
+from common.config.grpo_config import GRPOConfig, cross_errors
+from common.decode.rollout_batch import finish_rollout
+from common.options.choices import AGGREGATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"

@@ -426,7 +426,7 @@ def test_the_control_run_learns_from_shuffled_rewards(T, tmp_path):
     每组的均值，所以整批的 reward 均值等于正确率，而 advantage（从打乱后的 reward 算）一般不同。"""
     import json
 
-    from common.metrics import read_metrics
+    from common.run.metrics import read_metrics
 
     small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
              "--max-new-tokens", "8", "--n-heldout", "4", "--pass-k", "0"]  # fmt: skip

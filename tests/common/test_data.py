@@ -345,7 +345,7 @@ def test_anything_else_after_the_marks_is_not_a_gold(tail, tmp_path):
 
 def test_a_gold_longer_than_the_limit_names_the_limit(tmp_path):
     """以前：150 位的 gold 被拒，却没说上限是多少。"""
-    from common.reward import MAX_NUMBER_DIGITS
+    from common.gsm8k.reward import MAX_NUMBER_DIGITS
 
     path = tmp_path / "d.jsonl"
     path.write_text(json.dumps({"question": "q", "answer": "#### " + "7" * 150}) + "\n")

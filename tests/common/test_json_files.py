@@ -40,7 +40,7 @@ def test_jsonl_round_trip_stores_nan_and_inf_as_null(tmp_path):
 
 def test_read_run_config_says_what_is_wrong(tmp_path):
     """课里的工具（before_after、entropy_t1、pass_k_seeds）读运行目录的 config.json：坏了是一行中文。"""
-    from common.json_files import read_run_config
+    from common.run.json_files import read_run_config
 
     with pytest.raises(ValueError, match="config.json 不存在"):
         read_run_config(tmp_path)

@@ -181,7 +181,7 @@ def test_save_figure_writes_its_suffix_format_and_nothing_else(tmp_path):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from common.metrics import figure_problem, save_figure
+    from common.run.metrics import figure_problem, save_figure
 
     for name, magic in (("a.png", b"\x89PNG"), ("a.pdf", b"%PDF"), ("a.svg", b"<?xml")):
         assert figure_problem(tmp_path / name) is None

@@ -249,7 +249,7 @@ def test_missing_chat_template(model_dir):
 
 def test_a_chat_template_that_loops_for_ever_is_stopped(model_dir, monkeypatch):
     """以前：一个循环 10^10 次的模板让 model_dir check 一声不响地挂住。现在有时限，中文拒绝。"""
-    import common.model_dir as M
+    import common.model.model_dir as M
 
     monkeypatch.setattr(M, "TEMPLATE_SECONDS", 0.3)
     loop = "{% for i in range(100000) %}{% for j in range(100000) %}{% endfor %}{% endfor %}"

@@ -335,7 +335,7 @@ def _small_rollout(prompts, completions, engine=False):
 def test_concat_rollouts_keeps_every_row_and_take_picks_rows():
     """dynamic sampling 把一步里的几批拼起来（L2.10）：每行的 token、mask、位置、引擎 logp 都不变；
     宽度不同的批在 prompt 左边、回答右边补 pad。take(rows) 取出的行和原来的那几行逐位相同。"""
-    from common.rollout_batch import concat_rollouts
+    from common.decode.rollout_batch import concat_rollouts
 
     a = _small_rollout([[5, 6, 7], [8]], [[9, 2, 4, 4], [9, 9, 9, 9]], engine=True)
     b = _small_rollout([[5, 6, 7, 8, 9]], [[2, 4]], engine=True)

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from common.atomic_io import WriteError
-from common.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
-from common.json_files import write_json
-from common.metrics import MetricsError, MetricsLogger
-from common.out_dir import out_dir_problem
-from common.run_folder import (
+from common.run.atomic_io import WriteError
+from common.run.checkpoint import CheckpointError, checkpoint_path, save_checkpoint
+from common.run.json_files import write_json
+from common.run.metrics import MetricsError, MetricsLogger
+from common.run.out_dir import out_dir_problem
+from common.run.run_folder import (
     LOCK_NAME,
     RunFolder,
     RunFolderError,
@@ -303,7 +303,7 @@ def test_a_second_ctrl_c_10_ms_later_leaves_no_traceback(tmp_path):
             f"""
             import sys, time
             sys.path.insert(0, {str(ROOT)!r})
-            import common.run_folder as R
+            import common.run.run_folder as R
             hint = R.resume_hint
             def slow_hint(*args):  # 收尾慢（读 checkpoint 说怎么续跑）：第二次 Ctrl-C 落在这里
                 time.sleep(0.2)
@@ -382,7 +382,7 @@ def test_default_run_folders_are_ignored_by_git_from_any_folder(cwd):
 
 def test_out_file_problem(tmp_path, monkeypatch):
     """--json / --plot 在干活之前就查：目录、链接、不存在的上级目录、没有写权限，各一句中文。"""
-    from common.out_dir import out_file_problem
+    from common.run.out_dir import out_file_problem
 
     assert out_file_problem(tmp_path / "r.json", "--json") is None
     assert "是一个已有的目录" in out_file_problem(tmp_path, "--json")

@@ -120,8 +120,8 @@ def test_the_scripts_module_offers_what_grpo_train_uses():
 def test_select_groups_is_required_only_with_dynamic_sampling(dynamic_sampling, listed):
     """--impl exercises：L2.10 的 select_groups 只在 --dynamic-sampling > 0 时才要先写完（像 --tis 的 tis_weights）。"""
     import exercises.l2_07_grpo_train as learner
-    from common.config_cli import refuse_unwritten
-    from common.grpo_config import GRPOConfig
+    from common.config.config_cli import refuse_unwritten
+    from common.config.grpo_config import GRPOConfig
 
     with pytest.raises(SystemExit) as exc:  # 仓库里的练习都是空桩：总会退出，看它列了什么
         refuse_unwritten(learner, GRPOConfig(dynamic_sampling=dynamic_sampling))
