@@ -41,7 +41,7 @@ def select_groups(
         )
     if torch.isnan(rewards).any():
         raise ValueError(
-            "rewards 里有 NaN：先查 reward 函数，NaN 既不等于也不不等于别的值，分不出组"
+            "rewards 里有 NaN：先查 reward 函数，NaN 和谁比都「不相等」，含 NaN 的组会被当成有信号"
         )
     groups = rewards.view(-1, group_size)
     informative = (groups != groups[:, :1]).any(dim=1)

@@ -59,7 +59,7 @@ def _spec_variant(
             signal = [any(v != 0 for v in g) for g in groups]
         elif by_mean:  # 0 < 均值 < 1 当成有信号
             signal = [0 < sum(g) / len(g) < 1 for g in groups]
-        elif std_threshold is not None:  # std 大过某个阈值才算有信号
+        elif std_threshold is not None:  # std 大过某个阈值才算有信号（0：std > 0，逐组、float32）
             signal = [torch.tensor(g).std().item() > std_threshold for g in groups]
         else:
             signal = [len(set(g)) > 1 for g in groups]
@@ -109,6 +109,12 @@ MISTAKES = [
         _spec_variant(std_threshold=0.1),
     ),
     Mistake(
+        "用 std > 0 判断有没有信号：逐组算的 std 在全相同的组上也可能不是 0（浮点舍入：八个 0.1 得到约 8e-9），"
+        "而这组的 advantage 是精确的 0；规格只比较组内的值是否相等",
+        "L2.10「坑 2」",
+        _spec_variant(std_threshold=0.0),
+    ),
+    Mistake(
         "还能补采（last=False）时，一个有信号的组都没有就退回了前面的组",
         "L2.10「坑 5」",
         _spec_variant(fallback_early=True),
@@ -136,6 +142,7 @@ MISTAKE_IDS = [
     "no_cap",
     "newest_first",
     "std_threshold",
+    "std_positive",
     "fallback_early",
     "empty_on_last",
     "top_up_with_equal",
@@ -172,6 +179,8 @@ TWO_DRAWS = _t(
     [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0.5] * 4, [1, 0, 1, 1], [0, 0, 1, 1]
 )
 # (输入, 说明)，按这个顺序跑（test_each_mistake_is_recognised 照同样的顺序检查）
+# 八个相同的数，在这台机器上逐组算出的 float32 std 不为 0（求均值的舍入）：哪一个取决于 CPU 的累加顺序
+_NOISY = next((v for v in (1.2, 1.3, 2.1, 1.7, 3.3) if torch.tensor([v] * 8).std().item() > 0), 1.2)
 DIAGNOSIS_CASES = [
     (dict(rewards=TWO_DRAWS, group_size=4, target=3, last=False), "两批 7 组，有信号的 4 组"),
     (dict(rewards=_t([0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=False),
@@ -182,6 +191,14 @@ DIAGNOSIS_CASES = [
      "最后一批、只有 1 个有信号的组"),
     (dict(rewards=_t([0.5, 0.5, 0.5, 0.52], [0.5] * 4, [0, 0, 0, 0]), group_size=4, target=2,
           last=False), "组内只差一点点"),
+    # 全相同、却算出不为 0 的 float32 std（_NOISY，均值 > 1：「0 < 均值 < 1」的写法也会丢掉它）；
+    # correctness_plus_format 下全错但格式都对的组是八个 0.1，同样的舍入（std 约 8e-9）。
+    # 八个 2.0 的 std 一定是 0：「只丢全错的组」留下它，「std > 0」丢掉它
+    (dict(rewards=_t([_NOISY] * 8, [2.0] * 8, [0.1] * 7 + [1.1]), group_size=8, target=3,
+          last=False), "全相同、float32 的 std 却不为 0 的组"),
+    # 只差 float32 在 0.5 附近的一个最小间隔（6e-8）：任何正的 std 阈值都会把它丢掉
+    (dict(rewards=_t([0.5, 0.5, 0.5, 0.50000006], [1, 1, 1, 1]), group_size=4, target=1,
+          last=False), "组内只差一个 float32 的最小间隔"),
 ]  # fmt: skip
 
 
