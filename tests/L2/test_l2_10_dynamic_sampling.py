@@ -109,8 +109,8 @@ MISTAKES = [
         _spec_variant(std_threshold=0.1),
     ),
     Mistake(
-        "用 std > 0 判断有没有信号：逐组算的 std 在全相同的组上也可能不是 0（浮点舍入：八个 0.1 得到约 8e-9），"
-        "而这组的 advantage 是精确的 0；规格只比较组内的值是否相等",
+        "把「std > 0」当成了有信号：逐组算的 std 在全相同的组上也可能不是 0（浮点舍入：八个 0.1 得到约 8e-9），"
+        "而这组的 advantage 是精确的 0；规格是组内的值不全相等",
         "L2.10「坑 2」",
         _spec_variant(std_threshold=0.0),
     ),
