@@ -531,6 +531,7 @@ def test_clipping_never_acted_in_these_runs():
     _in_lesson("`clip_fraction` 每一步都是 0", "第 6.3 节")
 
 
+@pytest.mark.slow  # 读五个目录的全部回答（约 2.5 s）：默认一档的 CPU 预算
 def test_the_control_that_fell_wrote_code():
     """第 6.3 节：seed 0 的对照第 100 步在写代码块、编造运行结果；seed 1、2 的对照往反方向走，seed 2 的运行全去掉了。"""
     before = R.answers(RUNS / "recipe-s0", "before")

@@ -27,6 +27,7 @@ def _plan(folder, gib, monkeypatch, **changes):
     return common.config.model_plan.plan_model(cfg)
 
 
+@pytest.mark.slow  # 造一个 Qwen3-0.6B 形状的目录、查它的文件头：约 0.5 s
 def test_on_a_24_gb_card_lora_gets_loras_lr(qwen3_06b, monkeypatch):
     """issue 44 以前：24 GB 的卡上账本悄悄换成 LoRA，学习率还是全参数配方的 2e-6。"""
     cfg, _, notes = _plan(qwen3_06b, 24.0, monkeypatch)
@@ -35,12 +36,14 @@ def test_on_a_24_gb_card_lora_gets_loras_lr(qwen3_06b, monkeypatch):
     assert any("学习率：LoRA 用" in n and "[recipe.lora]" in n for n in notes), notes
 
 
+@pytest.mark.slow  # 造一个 Qwen3-0.6B 形状的目录、查它的文件头：约 0.5 s
 def test_a_given_lr_is_kept_and_said(qwen3_06b, monkeypatch):
     cfg, _, notes = _plan(qwen3_06b, 24.0, monkeypatch, lr=3e-5)
     assert cfg.lora_rank > 0 and cfg.lr == 3e-5
     assert any("保留命令行给的 --lr 3e-05" in n for n in notes), notes
 
 
+@pytest.mark.slow  # 造一个 Qwen3-0.6B 形状的目录、查它的文件头：约 0.5 s
 def test_full_parameters_keep_the_recipes_lr(qwen3_06b, monkeypatch):
     cfg, _, notes = _plan(qwen3_06b, 32.0, monkeypatch)
     assert cfg.lora_rank == 0 and cfg.lr == gpu_recipe()["lr"]
