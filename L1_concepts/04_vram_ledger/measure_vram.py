@@ -153,9 +153,9 @@ def parse_args(argv=None):
         d = base_config(a.preset, a.model)
     except PresetError as err:
         ap.error(str(err))
-    a.prompts = a.prompts or d.prompts_per_step
-    a.group = a.group or d.group_size
-    a.max_new_tokens = a.max_new_tokens or d.max_new_tokens
+    a.prompts = d.prompts_per_step if a.prompts is None else a.prompts  # 给了 0 就是 0：下面拒绝
+    a.group = d.group_size if a.group is None else a.group
+    a.max_new_tokens = d.max_new_tokens if a.max_new_tokens is None else a.max_new_tokens
     if a.micro_batch is None:  # 比整批还大的 micro-batch 就是一次算完整批
         a.micro_batch = min(d.micro_batch, a.prompts * a.group)
     a.beta = d.beta if a.beta is None else a.beta
@@ -189,7 +189,10 @@ def parse_args(argv=None):
             (a.beta < 0, "--beta 不能为负"),
             (not 0 < a.lr < math.inf, f"--lr 必须是正数（得到 {a.lr}）"),
             (json_problem is not None, json_problem),  # 跑之前就查：别跑完才发现写不了
-            (a.cap_gb is not None and a.cap_gb <= 0, "--cap-gb 必须为正数"),
+            (
+                a.cap_gb is not None and not 0 < a.cap_gb < math.inf,
+                f"--cap-gb 必须为正数（得到 {a.cap_gb}）",
+            ),
         ]
         if cond
     ]

@@ -38,6 +38,8 @@ SHIPPED_PAIRS = (
     ("seed2", "seed2-shuffled"),
 )
 # 这些设置不同，运行和对照就不只差「reward 里有没有信息」
+# 决定题目本身的设置：不同就不是同一批题（held-out 和训练题都变了），逐题配对没有意义
+QUESTIONS = ("data", "n_train", "difficulty", "n_heldout")
 SAME = ("model", "init", "data", "n_train", "difficulty", "n_heldout", "prompts_per_step",
         "group_size", "max_new_tokens", "temperature", "top_p", "beta", "aggregation", "lr",
         "warmup_steps", "num_iterations", "micro_batch", "seed", "eval_batch", "pass_k")  # fmt: skip
@@ -204,11 +206,23 @@ def check_pairs(pairs: list[tuple[Run, Run]]) -> list[str]:
                 f"{where}：后一个不是对照（{rewards}，对照是 {' / '.join(CONTROLS)}）；"
                 "「运行 − 对照」读作「前一个 − 后一个」"
             )
+        questions = [k for k in QUESTIONS if run.config.get(k) != control.config.get(k)]
+        if questions:
+            raise RunError(
+                f"{where}：决定题目的设置不同（{', '.join(f'{k} {run.config.get(k)} vs {control.config.get(k)}' for k in questions)}），"
+                "两边评的不是同一批题，不能逐题配对。对照要用和运行相同的这些设置跑"
+            )
         if run.n != control.n:
             raise RunError(
                 f"{where}：held-out 题数不同（{run.n} vs {control.n}），不能逐题配对。"
                 "两边要用同样的 --n-heldout 跑"
             )
+    seeds = [run.config.get("seed") for run, _ in pairs]
+    repeated = sorted({s for s in seeds if seeds.count(s) > 1 and s is not None})
+    if repeated:
+        warnings.append(
+            f"有几对的运行是同一个 seed（{repeated}）：它们不是独立的 seed，跨 seed 的均值和标准差会低估差别"
+        )
     runs = [r for pair in pairs for r in pair]
     ks = sorted({r.k_measured for r in runs})
     if len(ks) > 1:

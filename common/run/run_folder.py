@@ -86,8 +86,13 @@ RUN_FILES = (
 )
 # every file the course writes in a run folder (fnmatch patterns); only their temporary files
 # are ever cleaned up: a user's own thesis.tmp in the same folder is not the course's to delete
-WRITTEN = (*RUN_FILES, QUESTIONS_NAME, "eval_*.json", "answers_*.jsonl",
-           "bad_step_*.pt")  # fmt: skip
+EVALS = (
+    "before",
+    "after",
+    "floor",
+)  # eval_<when>.json and answers_<when>.jsonl (RunFolder.save_eval)
+WRITTEN = (*RUN_FILES, QUESTIONS_NAME, *(f"eval_{w}.json" for w in EVALS),
+           *(f"answers_{w}.jsonl" for w in EVALS), "bad_step_[0-9]*.pt")  # fmt: skip
 TMP_PATTERNS = (
     *(name + TMP_SUFFIX for name in WRITTEN),
     "curves.tmp.png",  # curves.png written by older versions
@@ -179,6 +184,8 @@ class RunFolder:
         """Delete temporary files a killed run left behind (only while holding the lock): the
         ``.tmp`` of a file the course writes here (:data:`WRITTEN`), never a link, never another file."""
         removed = []
+        if not self.file(CONFIG_NAME).exists():  # no run was ever started here: nothing is ours
+            return removed
         for pattern in TMP_PATTERNS:
             for tmp in sorted(self.path.glob(pattern)):
                 if tmp.is_file() and not tmp.is_symlink():

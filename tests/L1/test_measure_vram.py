@@ -36,6 +36,10 @@ def main():
         (["--group", "1"], "--group"),
         (["--preset", "qwen3-7b"], "qwen3-0.6b"),
         (["--cap-gb", "0"], "--cap-gb"),
+        (["--cap-gb", "nan"], "--cap-gb"),  # 以前：nan 被接受
+        (["--prompts", "0"], "prompts"),  # 以前：0 被当成「没给」，换成了预设的值
+        (["--group", "0"], "group"),
+        (["--max-new-tokens", "0"], "max_new_tokens"),
         (["--lr", "-1"], "--lr 必须是正数"),  # 以前：torch 的 ValueError，traceback
         (["--json", "/nonexistent-i47/x.json"], "不存在"),  # 以前：跑完整个 run 才 traceback
         (["--prompts", "abc"], "--prompts 要一个整数"),  # 以前：argparse 的英文

@@ -238,3 +238,15 @@ def test_cudnn_nan_run_widths_refuses_before_the_work(tmp_path):
     _refused_in_chinese(proc, "metrics.jsonl 的最后一行（第 100 行）只写了一半")
     proc = _tool("cudnn_nan.py", "--json", tmp_path / "missing" / "r.json")
     _refused_in_chinese(proc, "不存在")
+
+
+def test_different_questions_are_refused_and_a_repeated_seed_is_said(C, capsys, runs, tmp_path):
+    """以前：对照用了另一个 --difficulty（题全不一样），只多一行「还有这些设置不同」，照样逐题配对；
+    一个运行的副本配同一个对照，当成了第二个 seed。"""
+    run, ctl = runs
+    _edit_json(ctl / "config.json", lambda c: c.update(difficulty=c["difficulty"] + 1))
+    assert "决定题目的设置不同（difficulty" in refused(C, capsys, "--pair", run, ctl)
+    _edit_json(ctl / "config.json", lambda c: c.update(difficulty=c["difficulty"] - 1))
+    shutil.copytree(run, tmp_path / "run-copy")
+    rc, _, err = compare(C, capsys, "--pair", run, ctl, "--pair", tmp_path / "run-copy", ctl)
+    assert rc == 0 and "同一个 seed" in err

@@ -98,6 +98,7 @@ def test_a_second_writer_is_refused_and_the_lock_dies_with_its_process(tmp_path)
 def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
     folder = tmp_path / "run"
     folder.mkdir()
+    (folder / "config.json").write_text("{}")  # 这里开始过一次运行：它的临时文件才是课程的
     for name in ("checkpoint.pt.tmp", "curves.tmp.png", "metrics.jsonl.tmp", "keep.txt"):
         (folder / name).write_bytes(b"")
     (folder / "thesis.tmp").write_bytes(b"a learner's own file")  # 不是课程写的：不许删
@@ -106,10 +107,23 @@ def test_lock_cleans_leftover_tmp_files(tmp_path, capsys):
     (folder / "eval_after.json.tmp").symlink_to(tmp_path / "outside")  # 链接：不是课程写的文件
     RunFolder(folder).lock().close()
     left = sorted(p.name for p in folder.iterdir())  # close() 也删掉 run.lock
-    assert left == ["eval_after.json.tmp", "keep.txt", "notes.png.tmp", "thesis.tmp"]
+    assert left == ["config.json", "eval_after.json.tmp", "keep.txt", "notes.png.tmp", "thesis.tmp"]
     assert (folder / "thesis.tmp").read_bytes() == b"a learner's own file"
     assert (tmp_path / "outside").read_bytes() == b"x"
     assert "临时文件" in capsys.readouterr().out
+
+
+def test_a_folder_where_no_run_started_keeps_every_tmp_file(tmp_path):
+    """以前：--out 指向一个从没跑过的文件夹，名字像课程临时文件的、学习者自己的文件被删了
+    （eval_notes.json.tmp、answers_draft.jsonl.tmp、bad_step_note.pt.tmp、metrics.jsonl.tmp）。"""
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    names = ["answers_draft.jsonl.tmp", "bad_step_note.pt.tmp", "eval_notes.json.tmp",
+             "metrics.jsonl.tmp", "thesis.tmp"]  # fmt: skip
+    for name in names:
+        (folder / name).write_bytes(b"mine")
+    RunFolder(folder).open(CONFIG, resume=False)
+    assert all((folder / n).read_bytes() == b"mine" for n in names)
 
 
 def test_a_run_lock_planted_as_a_link_is_refused_not_followed(tmp_path):
