@@ -32,6 +32,7 @@ planted as a link to a file elsewhere is refused, not followed.
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import sys
@@ -530,6 +531,14 @@ def _stop(signum, frame):
     raise KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
 
 
+def _ignore_stop_signals() -> None:
+    """At interpreter exit after a stop: later Ctrl-C / SIGTERM / SIGHUP are ignored (registered last
+    with atexit, so it runs before the other exit handlers)."""
+    for sig in (signal.SIGINT, signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if sig is not None:
+            signal.signal(sig, signal.SIG_IGN)
+
+
 def _say(text: str) -> None:
     """stderr may be a terminal that is gone (SIGHUP after SSH dropped): never fail on that."""
     try:
@@ -553,6 +562,9 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     try:
         yield
     except KeyboardInterrupt as err:
+        atexit.register(
+            _ignore_stop_signals
+        )  # 退出时的收尾（torch 的 atexit）不再被下一次 Ctrl-C 打断
         signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
         what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         _say(f"\n已中断（{what}）。{resume_hint(out, steps)}")

@@ -29,6 +29,11 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(
+    0, str(Path(__file__).resolve().parents[2])
+)  # 仓库根目录：课程的命令行（中文报错、UTF-8 输出）
+from common.options.cli import CourseParser, broken_stdout  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 SCRIPT = "tools/gpu_stack/carry.py"  # 在仓库根目录下的相对路径：plan 打印的命令都从仓库根目录运行
@@ -1085,7 +1090,7 @@ def install(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(
+    ap = CourseParser(  # 子命令也是 CourseParser：中文的错误、ASCII 终端上也能打印中文
         prog=f"python3 {SCRIPT}",
         description="把 vLLM + TRL 的 wheel 和 GGUF 模型切块带到 GPU 机器上（维护者工具）。",
     )
@@ -1152,7 +1157,8 @@ def main(argv: list[str] | None = None) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as err:
-        print(f"错误：读写文件失败（{err}）：看看磁盘空间和路径", file=sys.stderr)
+        line = broken_stdout(err)  # 写不了的是标准输出，不是课程的文件
+        print(f"错误：{line or f'读写文件失败（{err}）：看看磁盘空间和路径'}", file=sys.stderr)
         return 2
 
 
