@@ -106,10 +106,19 @@ def cut_line_error(path: Path, lineno: int, why: str) -> MetricsError:
 
 def read_whole_rows(path: str | Path, why: str) -> list[dict]:
     """:func:`read_metrics`'s rows for a reader that must not lose the last one unnoticed (a
-    comparison, a lesson tool): a half-written last line is a MetricsError saying ``why``."""
+    comparison, a lesson tool): a half-written last line is a MetricsError saying ``why``, and so
+    is a step that has two rows (a file that was concatenated or edited), naming both lines."""
     rows, cut = read_rows(path)
     if cut is not None:
         raise cut_line_error(Path(path), cut, why)
+    first: dict[int, int] = {}
+    for line, r in enumerate(rows, start=1):
+        if r["step"] in first:
+            raise MetricsError(
+                f"{path} 第 {line} 行又是第 {r['step']} 步（第 {first[r['step']]} 行已经有这一步）："
+                "同一步有两行，文件被拼接或改过。删掉重复的那一行再用"
+            )
+        first[r["step"]] = line
     return rows
 
 

@@ -192,3 +192,13 @@ def test_save_figure_writes_its_suffix_format_and_nothing_else(tmp_path):
     assert "是一个已有的目录" in figure_problem(tmp_path)
     assert "不是能画的格式" in figure_problem(tmp_path / "a.jpg", "--png")
     assert "不存在" in figure_problem(tmp_path / "no" / "a.png")
+
+
+def test_a_step_with_two_rows_is_refused_by_every_whole_reader(tmp_path):
+    """以前：cudnn_nan.py --run-widths 把同一步的两行当成两步（「3 步」），compare_runs 自己查过、别的工具没查。"""
+    from common.run.metrics import MetricsError, read_whole_rows
+
+    path = tmp_path / "metrics.jsonl"
+    path.write_text('{"step": 1}\n{"step": 2}\n{"step": 1}\n', encoding="utf-8")
+    with pytest.raises(MetricsError, match="第 3 行又是第 1 步（第 1 行已经有这一步）"):
+        read_whole_rows(path, "")
