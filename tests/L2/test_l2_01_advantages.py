@@ -349,6 +349,7 @@ def test_in_place_change_is_named(impl_name):
         fake.group_advantages(torch.tensor([1.0, 0.0]), 2, scale="none")
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_mistakes_give_the_same_output():
     """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。
     例外一对：没有哪一列整列相等的输入上，「沿 dim=0 判断全相等」就是「没有全相等的规则」；

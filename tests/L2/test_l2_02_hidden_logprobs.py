@@ -613,6 +613,7 @@ def test_missing_dimension_after_a_reduction_is_named():
     )
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_mistakes_give_the_same_output():
     """诊断表本身：每组输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
     assert not (found := collisions(MISTAKES, _diagnosis_cases())), "\n".join(found)

@@ -537,6 +537,7 @@ def test_each_typical_mistake_is_named(name, mistake):
     assert_named_first(mistake, cases, MISTAKES[name], where="输出", section=SPEC[name])
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 @pytest.mark.parametrize("name", list(MISTAKES))
 def test_no_two_mistakes_give_the_same_output(name):
     """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们，会点名错的那个）。"""

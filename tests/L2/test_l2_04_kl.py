@@ -701,6 +701,7 @@ def test_each_known_mistake_is_named(name, mistakes):
     assert line == named(m), line
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 @pytest.mark.parametrize("name", list(MISTAKES))
 def test_no_two_mistakes_give_the_same_output(name):
     """诊断表本身：3.2 节的三个 token 上、log 概率都在 −120 附近时，两个不同的典型错误算出的结果不同。"""

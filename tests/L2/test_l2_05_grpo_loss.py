@@ -1130,6 +1130,7 @@ def test_each_loss_mistake_is_named(m):
     assert lines[0] == named(m), f"第一次暴露「{m.what}」时，第一行是：{lines[0]}"
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_loss_mistakes_give_the_same_output():
     """诊断表本身：每组参数上，两个不同的典型错误算出的 loss 不同（否则诊断分不开它们，会点名错的那个）。"""
     tol = dict(rtol=1e-10, atol=1e-12)
@@ -1139,6 +1140,7 @@ def test_no_two_loss_mistakes_give_the_same_output():
     assert not (found := collisions(LOSS_MISTAKES, cases)), "\n".join(found)
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_grad_mistakes_give_the_same_gradient():
     """loss 对了才比梯度：每组参数上，loss 和正确的一样的那些错误里，两个不同的错误算出的梯度不同。"""
     tol = dict(rtol=1e-10, atol=1e-12)
@@ -1157,6 +1159,7 @@ def test_no_two_grad_mistakes_give_the_same_gradient():
     assert not found, "\n".join(found)
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_metric_mistakes_give_the_same_output():
     beta, eps_low, eps_high, agg = MAIN_CASES[0]
     case = _case()

@@ -593,6 +593,7 @@ def test_each_known_mistake_is_named(i):
     assert lines[0] == named(MISTAKES[i]), f"第一次暴露 {BUGS[i]} 时，第一行是：{lines[0]}"
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_mistakes_give_the_same_output():
     """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。"""
     # 课文的手算例子只有一行：沿 dim=0 的 softmax、前缀和在一行上分不开别的错误，它们在前面的三行例子上已被点名

@@ -360,6 +360,7 @@ def test_examples_tell_the_mistakes_apart(i):
     assert lines[0] == _expected_line(i), lines[0]
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_mistakes_give_the_same_output():
     """诊断表本身：每个例子上，两个不同的典型错误算出的权重（和累加出的 loss）不同。
     例外只有 SAME_AS 那一对：sequence_mean / constant 时任何输入上都分不开，诊断把两者都说出来。"""

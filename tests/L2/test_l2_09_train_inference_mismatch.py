@@ -426,6 +426,7 @@ def test_each_mistake_is_recognised(mistake):
     assert_named_first(mistake, _diagnosis_cases(), MISTAKES, where="x", section=SECTION)
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
 def test_no_two_mistakes_give_the_same_output():
     """诊断表本身：每组输入上，两个不同的典型错误算出的结果不同（例如最大的 log 比值要超过 cap，
     否则「不截断」和「在 log 空间截断」是同一个数，诊断会点名错的那个）。"""
