@@ -213,7 +213,7 @@ def main(cfg, spec):
             "completion_len_max": int(lens.max()),
             "truncation_rate": ro.truncated.float().mean().item(),
             "empty_rate": ((ro.lengths == 1) & ~ro.truncated).float().mean().item(),
-            "entropy": L.masked_mean(upd["entropy"], mask).item(),
+            "entropy": L.masked_mean(upd["entropy"], mask[upd["seen"]]).item(),
             "kl": mean["kl"] if cfg.beta > 0 else None,
             "clip_fraction": mean["clip_fraction"],
             "loss": mean["loss"],
@@ -231,7 +231,8 @@ def main(cfg, spec):
             row.update(groups_drawn=len(ros) * P, groups_dropped=dropped, groups_kept=len(keep))
             row["extra_rollout_s"] = extra_s
         if engine is not None:  # 引擎和训练端对同一批 token 的 logp 差多少（L2.09）
-            row.update(engine.mismatch(train_ro, upd["train_logp"], mask))
+            seen = upd["seen"]
+            row.update(engine.mismatch(train_ro.take(seen), upd["train_logp"], mask[seen]))
         # 10) held-out 评估（有自己的随机数，评估与否不改变训练轨迹）。最后一步评 --final-heldout 道
         if evaluating:  # --early-evals 那几步只评贪心（便宜）；定期的评估加上 pass@k
             problems = final_set if final else heldout
@@ -269,7 +270,8 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
     L：你在 L2 写的函数（solutions/ 或 exercises/）；batch：这一步的 rollout、rewards、
     advantages 等；logprobs(net, ro, rows) -> (logp, 熵)；run：运行目录（出 NaN 时存证据、停下）。
     kl_start：顺便算到起点权重的 KL（--eval-kl，评估的那几步；β = 0 时也要参考模型）。
-    返回每个 micro-batch 的指标、梯度范数、熵、训练端的 logp、kl_start（没要时 None）。
+    返回每个 micro-batch 的指标、梯度范数、熵和训练端的 logp（seen 那些行，按行序）、
+    kl_start（没要时 None）。
     L3.01 的 profile_train_part.py 也调用它。"""
     ro = batch["rollout"]
     adv = batch["advantages"]
@@ -281,7 +283,10 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
     rows = torch.arange(N)
     kept = rows[adv.cpu() != 0] if cfg.skip_zero_adv else rows
     kept = kept if len(kept) else rows[:1]
-    idle = rows[~torch.isin(rows, kept)]
+    # 跳过的行连不带梯度的 forward 也省掉：熵和训练端 logp 只记训练的行（seen）。
+    # 只有要算到起点的 KL（评估步）时它们才做一次 forward：KL 按整批算
+    seen = rows if kl_start else kept
+    idle = seen[~torch.isin(seen, kept)]
     mbs = kept.split(M)
     # 5) old log-probs（采样时的策略，之后不动）和参考模型的 log-probs（beta > 0 或 kl_start）。
     #    μ = 1 时第一次 forward 的 logp 就是 old（ratio 恒为 1），省掉这次 forward（TRL 同）。
@@ -299,7 +304,7 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
     stats = []
     entropies = []  # 熵和训练端的 logp：取采样时的策略（it = 0，参数还没动），覆盖整批
     train_logp = []
-    with torch.no_grad():  # 跳过的行只做一次不带梯度的 forward：只为这两个指标
+    with torch.no_grad():  # 跳过的行（只在评估步）做一次不带梯度的 forward：只为指标
         for r in idle.split(M) if len(idle) else ():
             logp, ent = logprobs(model, ro, r)
             entropies.append(ent)
@@ -341,11 +346,13 @@ def grpo_update(L, cfg, model, ref, params, opt, batch, mask, logprobs, run, ste
         # NaN/inf（loss、梯度范数、新权重、AdamW 的 m/v）：停在这一步，什么都不存
         losses = [s["loss"] for s in stats]
         run.check_finite(step, loss=losses, grad_norm=grad_norm, params=model, optimizer=opt)
-    back = torch.cat([idle, kept]).argsort()  # 排回 rollout 里的行序
+    seen, back = torch.cat([idle, kept]).sort()  # 排回 rollout 里的行序
     entropy = torch.cat(entropies)[back]
     logp = torch.cat(train_logp)[back]
     kl = L.masked_mean(L.kl_k3(logp, ref_logp), mask).item() if kl_start else None
-    return dict(stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=logp, kl_start=kl)
+    return dict(
+        stats=stats, grad_norm=grad_norm, entropy=entropy, train_logp=logp, kl_start=kl, seen=seen
+    )
 
 
 if __name__ == "__main__":

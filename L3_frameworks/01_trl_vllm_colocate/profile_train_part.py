@@ -16,6 +16,9 @@ bf16 autocast、激活重算、P 题 × G 条、回答由快速路径真的生�
     cN        lm_head 每块 N 行
     bf16      lm_head 的矩阵乘用 bf16、输出 bf16 logits 再升 fp32（TRL 的做法）
     bf16out   bf16 输入、fp32 输出的矩阵乘（torch.mm(..., out_dtype=torch.float32)，只在有它的 torch 和 GPU 上）
+    zN        N% 的组 reward 全相同（advantage 精确为 0），其余的组照旧随机 0/1；不跳过时算力和 base 一样
+    skip      grpo_train.py --skip-zero-adv 1：advantage 为 0 的行不进 forward/backward（β 要是 0）。
+              z44 对 skip+z44 就是「跳过」省下的训练时间（真模型运行平均 43%–45% 的组全相同，L2.10）
 每个变体：预热 2 步，计时 --iters 步取中位数（每步结束同步一次），CUDA event 记各阶段，再 profile 一步
 （同步次数、kernel 数、GPU 忙的比例、最耗时的 kernel），另外单独计时 lm_head 这一段的前向 + 反向。
 TRL（--impl trl，不用 vLLM）在子进程里跑 --trl-steps 步，「训练部分」= step_s - score_s，并 profile 倒数第 2 步
@@ -95,7 +98,7 @@ def nometrics_loss(logp, old_logp, advantages, mask, ref_logp=None, beta=0.0, ep
 
 DEFAULT_VARIANTS = "base,nosync,c1024,c2048,bf16+c2048,bf16out+c2048,nosync+bf16out+c2048"
 DRY_VARIANTS = "base,nosync+bf16+c64"
-BASE = dict(head="tf32", chunk=G.HIDDEN_CHUNK_ROWS, sync="metrics")  # grpo_train.py 今天的写法
+BASE = dict(head="tf32", chunk=G.HIDDEN_CHUNK_ROWS, sync="metrics", zero=0, skip=0)  # 今天的写法
 WARMUP_STEPS = (
     2  # 两侧都不计时的预热步数：第 1 步含 cuBLAS 初始化、分配器扩张，TRL 的第 2 步也还慢好几倍
 )
@@ -118,9 +121,14 @@ def parse_variant(name: str) -> dict:
             v["head"] = part
         elif part.startswith("c") and part[1:].isdigit() and int(part[1:]) > 0:
             v["chunk"] = int(part[1:])
+        elif part.startswith("z") and part[1:].isdigit() and int(part[1:]) <= 100:
+            v["zero"] = int(part[1:])
+        elif part == "skip":
+            v["skip"] = 1
         else:
             raise ValueError(
-                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、nosync、tf32、bf16、bf16out、cN（N>0）"
+                f"变体 {name!r} 里的 {part!r} 不认识：可用 base、nosync、tf32、bf16、bf16out、cN（N>0）、"
+                "zN（0–100）、skip"
             )
     return v
 
@@ -297,7 +305,8 @@ class Setup:
         变体只换 grpo_update 的参数：logprobs（lm_head 的写法、分块行数）和 L（nosync：不算指标的损失）。
         各阶段的分界由包在它调用的函数外面的计时点记下（不改 grpo_update 本身）。"""
         a, dev = self.a, self.dev
-        cfg = dataclasses.replace(self.cfg, micro_batch=mb_size)
+        cfg = dataclasses.replace(self.cfg, micro_batch=mb_size, skip_zero_adv=v["skip"])
+        batch = dict(self.batch, advantages=self.advantages(v["zero"]))
         head = head_fn(v)
         ph = Phases(dev)
 
@@ -339,7 +348,7 @@ class Setup:
             sync(dev)
             t0 = time.perf_counter()
             ph.mark("start")
-            args = (learner, cfg, self.model, self.ref, self.params, self.opt, self.batch)
+            args = (learner, cfg, self.model, self.ref, self.params, self.opt, batch)
             G.grpo_update(*args, self.mask, logprobs, Run(a.out), 1)
             sync(dev)
             wall = time.perf_counter() - t0
@@ -347,6 +356,17 @@ class Setup:
             for name, fn in G_PARTS.items():
                 setattr(G, name, fn)
         return wall, ph.seconds()
+
+    def advantages(self, zero_pct: int) -> torch.Tensor:
+        """(P·G,) 组内 advantage；前 round(P·zero_pct/100) 组的 reward 改成全 0（advantage 精确为 0）。"""
+        rewards = self.batch["rewards"].clone().view(-1, self.a.group)
+        rewards[: round(self.a.prompts * zero_pct / 100)] = 0.0
+        return group_advantages(rewards.flatten(), self.a.group).to(self.dev)
+
+    def zero_frac(self, zero_pct: int) -> float:
+        """advantage 全为 0 的组的比例（随机的组偶尔也全相同，所以按实际算）。"""
+        adv = self.advantages(zero_pct).view(-1, self.a.group)
+        return float((adv == 0).all(1).float().mean())
 
     def head_alone(self, v: dict, mb_size: int, reps: int = 3) -> float:
         """只有 lm_head 这一段（一个 micro-batch 的 hidden -> logp，前向 + 反向）乘以 micro-batch 数：每步的秒数。"""
@@ -628,6 +648,10 @@ def trl_steps_line(t: dict) -> str:
     return line
 
 
+def _pct(x: float | None) -> str:
+    return "—" if x is None else f"{x:.0%}"
+
+
 def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) -> None:
     (out / "train_part.json").write_text(
         json.dumps({"env": env, "ours": ours, "trl": trl}, ensure_ascii=False, indent=1),
@@ -646,14 +670,15 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
     for mb in a.micro_batch:
         rows = [r for r in ours if r["micro_batch"] == mb]
         t = next((x for x in trl if x.get("micro_batch") == mb), None)
-        base = next((r for r in rows if r["name"] == "base" and "train_s" in r), None)
+        timed = [r for r in rows if "train_s" in r]  # 比值的分母：base，没有 base 时第一个变体
+        base = next((r for r in timed if r["name"] == "base"), timed[0] if timed else None)
         L += [
             f"## micro-batch {mb}",
             "",
-            "| 变体 | 训练部分 s | vs base | vs TRL | "
+            f"| 变体 | 组全相同 | 训练部分 s | vs {base['name'] if base else 'base'} | vs TRL | "
             + " | ".join(PHASE_NAMES[p] for p in PHASES)
             + " | lm_head 前向+反向 s | 同步 | .item() | kernel 数 | GPU 忙 |",
-            "|---|---:|---:|---:|" + "---:|" * (len(PHASES) + 5),
+            "|---|---:|---:|---:|---:|" + "---:|" * (len(PHASES) + 5),
         ]
         n_clean = len(t.get("clean_steps") or []) if t else 0
         trl_s = t.get("train_s") if t and n_clean >= MIN_CLEAN_TRL_STEPS else None
@@ -666,7 +691,7 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
             vs_trl = f"{r['train_s'] / trl_s:.2f}" if trl_s else "—"
             busy = f"{p['busy_ms'] / p['wall_ms']:.0%}" if p.get("wall_ms") else "—"
             L.append(
-                f"| {r['name']} | {r['train_s']:.3f} | {rel} | {vs_trl} | "
+                f"| {r['name']} | {_pct(r.get('zero_std_frac'))} | {r['train_s']:.3f} | {rel} | {vs_trl} | "
                 + " | ".join(f"{r['phases'][k]:.3f}" for k in PHASES)
                 + f" | {r.get('head_s', float('nan')):.3f} | {p.get('syncs', '—')} | {p.get('items', '—')}"
                 f" | {p.get('kernels', '—')} | {busy} |"
@@ -675,7 +700,7 @@ def write_outputs(out: Path, env: dict, ours: list[dict], trl: list[dict], a) ->
             p = t.get("profile") or {}
             busy = f"{p['busy_ms'] / p['wall_ms']:.0%}" if p.get("wall_ms") else "—"
             label = f"TRL（step_s - score_s，{n_clean} 个干净步的中位数）"
-            cells = [label, f"{t['train_s']:.3f}", "—", "1.00" if trl_s else "—"]
+            cells = [label, "—", f"{t['train_s']:.3f}", "—", "1.00" if trl_s else "—"]
             cells += [""] * (len(PHASES) + 1)  # 阶段和 lm_head 两栏：TRL 那一侧没有分开计
             cells += [str(p.get(k, "—")) for k in ("syncs", "items", "kernels")] + [busy]
             L.append("| " + " | ".join(cells) + " |")
@@ -765,6 +790,10 @@ def parse_args(argv=None):
         a.variant_opts = {v: parse_variant(v) for v in a.variants.split(",") if v}
     except ValueError as err:
         p.error(str(err))
+    if a.beta > 0 and any(v["skip"] for v in a.variant_opts.values()):
+        p.error(
+            "skip 变体只在 --beta 0 时成立（β > 0 时 advantage 为 0 的行还有 KL 的梯度）：加 --beta 0"
+        )
     if a.dry_run:  # tiny、短回答、小批次：几十秒走完
         a.prompts, a.group = 2, 4
         a.trl_steps = WARMUP_STEPS + 1 + MIN_CLEAN_TRL_STEPS  # 5 步：剩第 3、5 两个干净步
@@ -829,6 +858,7 @@ def main(argv=None) -> int:
         for mb in a.micro_batch:
             for name, v in a.variant_opts.items():
                 row = {"name": name, "micro_batch": mb, "options": v}
+                row["zero_std_frac"] = S.zero_frac(v["zero"])
                 ours.append(row)
                 if v["head"] == "bf16out" and not has_bf16out:
                     row["error"] = "这个 torch / 设备没有 torch.mm(..., out_dtype=torch.float32)"

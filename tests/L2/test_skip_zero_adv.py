@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import importlib
 import importlib.util
@@ -67,7 +68,7 @@ class _Run:
         pass
 
 
-def _update(setup, aggregation, skip, micro_batch):
+def _update(setup, aggregation, skip, micro_batch, ref=None):
     script, L, model, ro, rewards, adv, mask = setup
     cfg = dataclasses.replace(
         GRPOConfig(), aggregation=aggregation, skip_zero_adv=skip, micro_batch=micro_batch,
@@ -85,7 +86,8 @@ def _update(setup, aggregation, skip, micro_batch):
     params = list(model.parameters())
     opt = _Recorder(params, lr=0.0)
     batch = dict(prompt_ids=torch.arange(P), rollout=ro, rewards=rewards, advantages=adv, texts=[])
-    upd = script.grpo_update(L, cfg, model, None, params, opt, batch, mask, logprobs, _Run(), 1)
+    args = (L, cfg, model, ref, params, opt, batch, mask, logprobs, _Run(), 1)
+    upd = script.grpo_update(*args, kl_start=ref is not None)
     loss = sum(float(s["loss"]) for s in upd["stats"]) / len(upd["stats"])
     return opt.grads, loss, upd
 
@@ -107,11 +109,31 @@ def test_skipping_zero_advantage_rows_leaves_the_gradient_unchanged(
             f"（最大差 {float((a - b).abs().max()):.3g}）：分母要数整批，而不是只数训练的行"
         )
     assert loss_skip == pytest.approx(loss_full, rel=1e-5, abs=1e-8)
-    # 记下的指标仍覆盖整批（跳过的行做了不带梯度的 forward），行序和 rollout 一样
+    # 跳过的行连不带梯度的 forward 也没有：熵和训练端 logp 只覆盖训练的行（seen），按 rollout 的行序
+    assert upd_full["seen"].tolist() == list(range(P * G))
+    assert upd_skip["seen"].tolist() == torch.nonzero(adv != 0).flatten().tolist()
     for key in ("entropy", "train_logp"):
-        assert upd_skip[key].shape == upd_full[key].shape
-        assert torch.allclose(upd_skip[key], upd_full[key], rtol=1e-5, atol=1e-6), key
+        part = upd_full[key][upd_skip["seen"]]
+        assert upd_skip[key].shape == part.shape
+        assert torch.allclose(upd_skip[key], part, rtol=1e-5, atol=1e-6), key
     assert [s["clip_fraction"] for s in upd_skip["stats"]] == [0.0] * len(upd_skip["stats"])
+
+
+@pytest.mark.slow
+def test_the_kl_to_the_start_covers_the_skipped_rows_too(setup):
+    """--eval-kl 的评估步：跳过的行做一次不带梯度的 forward，KL 和指标仍按整批算，和不跳过时相等。"""
+    ref = copy.deepcopy(setup[2]).requires_grad_(False)  # 起点权重：和当前权重差一点
+    with torch.no_grad():
+        for w in ref.parameters():
+            w.add_(0.05 * torch.randn(w.shape, generator=torch.Generator().manual_seed(w.numel())))
+    full, _, upd_full = _update(setup, "token_mean", 0, 3, ref)
+    skip, _, upd_skip = _update(setup, "token_mean", 1, 3, ref)
+    assert upd_full["kl_start"] > 1e-4, "起点和当前权重一样：KL 是 0，这个测试没有意义"
+    assert upd_skip["seen"].tolist() == list(range(P * G))
+    for key in ("entropy", "train_logp"):
+        assert torch.allclose(upd_skip[key], upd_full[key], rtol=1e-5, atol=1e-6), key
+    assert upd_skip["kl_start"] == pytest.approx(upd_full["kl_start"], rel=1e-5, abs=1e-9)
+    assert all(torch.allclose(a, b, rtol=1e-5, atol=1e-7) for a, b in zip(full, skip))
 
 
 @pytest.mark.slow

@@ -18,13 +18,18 @@ PROF = runpy.run_path(
 
 def test_variant_names():
     parse = PROF["parse_variant"]
-    assert parse("base") == dict(head="tf32", chunk=256, sync="metrics")
-    assert parse("nosync+bf16out+c2048") == dict(head="bf16out", chunk=2048, sync="none")
-    for unknown in ("fp8", "noitem"):  # noitem：2026-12 的变体，今天的 base 就是它
+    base = dict(head="tf32", chunk=256, sync="metrics", zero=0, skip=0)
+    assert parse("base") == base
+    assert parse("nosync+bf16out+c2048") == dict(base, head="bf16out", chunk=2048, sync="none")
+    assert parse("skip+z44") == dict(base, zero=44, skip=1)
+    for unknown in ("fp8", "noitem", "z101"):  # noitem：2026-12 的变体，今天的 base 就是它
         with pytest.raises(ValueError, match="不认识"):
             parse(unknown)
     with pytest.raises(SystemExit) as err:
         PROF["parse_args"](["--out", "x", "--micro-batch", "48", "--no-trl"])  # 48 不整除 64
+    assert err.value.code == 2
+    with pytest.raises(SystemExit) as err:  # skip 只在 β = 0 时成立（默认 β 0.04）
+        PROF["parse_args"](["--out", "x", "--variants", "skip+z44", "--no-trl"])
     assert err.value.code == 2
 
 
@@ -90,8 +95,8 @@ def test_trl_timing_is_written_even_when_its_profile_fails(tmp_path, monkeypatch
     env = dict(model="m", date="d", device="cpu", torch="t", transformers="x")
     PROF["write_outputs"](tmp_path, env, [ours], [trl], a)
     table = (tmp_path / "train_part.md").read_text(encoding="utf-8")
-    assert "| base | 3.100 | 1.00 | 2.00 |" in table, "我们这一行的「vs TRL」应当是 3.1 / 1.55"
-    assert "| TRL（step_s - score_s，3 个干净步的中位数） | 1.550 |" in table
+    assert "| base | — | 3.100 | 1.00 | 2.00 |" in table, "我们这一行的「vs TRL」应当是 3.1 / 1.55"
+    assert "| TRL（step_s - score_s，3 个干净步的中位数） | — | 1.550 |" in table
     assert "第 5 步 8.000（profile 的那一步，不算）" in table
     saved = json.loads((tmp_path / "train_part.json").read_text(encoding="utf-8"))
     assert saved["trl"][0]["train_s"] == pytest.approx(1.55)
@@ -145,11 +150,11 @@ def test_the_profiled_step_is_not_in_the_trl_median(tmp_path):
     env = dict(model="m", date="d", device="cpu", torch="t", transformers="x")
     PROF["write_outputs"](tmp_path, env, [ours], [t], a)
     table = (tmp_path / "train_part.md").read_text(encoding="utf-8")
-    assert "| base | 0.967 | 1.00 | — |" in table, (
+    assert "| base | — | 0.967 | 1.00 | — |" in table, (
         "只有 1 个干净步：「vs TRL」不该给比值（原先印的是 0.56）"
     )
     assert "0.56" not in table
-    assert "| TRL（step_s - score_s，1 个干净步的中位数） | 0.708 | — | — |" in table
+    assert "| TRL（step_s - score_s，1 个干净步的中位数） | — | 0.708 | — | — |" in table
     assert "第 3 步 1.735（profile 的那一步，不算）" in table and "第 4 步 0.708。" in table
     assert "干净的步只有 1 个" in table
 
@@ -163,3 +168,17 @@ def test_too_few_trl_steps_are_refused():
     fake = dict(steps=[dict(step=n, step_s=2.0, score_s=1.0) for n in range(1, a.trl_steps + 1)])
     fake["profiled_step"] = PROF["trl_profile_target"](a.trl_steps)
     assert len(PROF["trl_times"](fake)["clean_steps"]) == 3
+
+
+@pytest.mark.slow  # tiny 模型真的走几步：约 8 CPU-s
+def test_skipping_zero_advantage_rows_is_timed_side_by_side(tmp_path):
+    """z50 对 skip+z50：同一批 rollout，一半以上的组 advantage 为 0；两行都计时，比值以 z50 为分母。"""
+    argv = ["--dry-run", "--no-trl", "--no-profile", "--beta", "0", "--variants", "z50,skip+z50"]
+    assert PROF["main"](argv + ["--micro-batch", "4", "--out", str(tmp_path)]) == 0
+    rows = json.loads((tmp_path / "train_part.json").read_text(encoding="utf-8"))["ours"]
+    assert [r["name"] for r in rows] == ["z50", "skip+z50"]
+    assert [r["options"]["skip"] for r in rows] == [0, 1]
+    assert all(r["zero_std_frac"] >= 0.5 and r["train_s"] > 0 for r in rows)
+    table = (tmp_path / "train_part.md").read_text(encoding="utf-8")
+    assert "| 变体 | 组全相同 | 训练部分 s | vs z50 |" in table
+    assert "| z50 |" in table and "| skip+z50 |" in table
