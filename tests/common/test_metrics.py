@@ -46,6 +46,7 @@ def test_deterministic_part_drops_timing_and_memory():
     assert deterministic_part(row) == {"step": 3, "reward_mean": 0.5}
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_plot_curves_writes_png(tmp_path):
     rows = [
         {
@@ -81,6 +82,7 @@ def _panel(fig, key):
     return fig.axes[[k for k, _ in CURVES].index(key)]
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_kl_and_clip_panels_say_why_they_are_empty_or_flat():
     """β = 0：KL 小图说没有参考模型；μ = 1：clip 小图说 ratio 恒为 1（不是一张空白坐标轴）。"""
     import matplotlib.pyplot as plt
@@ -99,6 +101,7 @@ def test_kl_and_clip_panels_say_why_they_are_empty_or_flat():
     plt.close(fig)
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
     import matplotlib.pyplot as plt
 
@@ -120,6 +123,7 @@ def test_accuracy_panel_sets_greedy_heldout_beside_sampled_accuracy():
     plt.close(fig)
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_plot_curves_draws_with_the_config_and_eval_before_it_is_given(tmp_path, monkeypatch):
     import common.run.metrics as M
 
@@ -174,6 +178,7 @@ def test_last_line_without_newline_complete_is_kept_partial_is_dropped(tmp_path)
     assert path.read_text(encoding="utf-8") == _lines({"step": 1})
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_save_figure_writes_its_suffix_format_and_nothing_else(tmp_path):
     """issue 47：--plot compare.pdf 以前写的是 PNG 字节；--plot 一个已有目录以前留下 .tmp.png。"""
     import matplotlib

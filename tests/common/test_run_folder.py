@@ -246,6 +246,7 @@ def test_curves_get_config_and_eval_before_from_the_run_folder(tmp_path, monkeyp
     assert seen["config"]["beta"] == 0.0 and seen["before"] == {"accuracy": 0.06}
 
 
+@pytest.mark.slow  # matplotlib：光 import 就约 1 CPU 秒，画图的测试放进 slow（CI 照样跑）
 def test_curves_survive_a_broken_config_json(tmp_path):
     (tmp_path / "config.json").write_text('{"beta": 0.0, "num_it', encoding="utf-8")
     (tmp_path / "eval_before.json").write_bytes(b"\xff\xfe")

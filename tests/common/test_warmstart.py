@@ -100,6 +100,7 @@ def test_recipes():
     assert shipped["recipe"]["steps"] == recipe["steps"]
 
 
+@pytest.mark.slow  # 生成一万多道合成题：约 2 CPU 秒
 def test_sft_problems_never_contain_a_heldout_question():
     ws = _script()
     defaults = ws.preset_config("tiny")
