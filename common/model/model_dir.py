@@ -26,6 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.model.gguf_convert import PROXY_NOTE, GGUFError, from_gguf
+
+try:
+    import resource  # peak memory while a chat template renders (not on Windows)
+except ImportError:
+    resource = None
 from common.model.tokenizer import QWEN_STOP_TOKENS
 from common.options.cli import CourseParser
 from common.run.json_files import read_json_object
@@ -56,6 +61,9 @@ SHAPE_FIELDS = (
 # getattr(torch, name), so anything else is an AttributeError at load time, after the run started
 FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64", "half", "float", "double")
 TEMPLATE_SECONDS = 10.0  # a chat template renders the course's prompt in milliseconds; a bound
+TEMPLATE_MIB = (
+    512  # ... in kilobytes: a bound on the memory it may add (a string doubled in a loop)
+)
 
 
 class ModelDirError(ValueError):
@@ -301,10 +309,25 @@ class TemplateTooSlow(Exception):
     """A chat template still rendering after TEMPLATE_SECONDS (a loop of 10^10 steps, say)."""
 
 
-def _bounded(render, seconds: float):
-    """``render()``, stopped with TemplateTooSlow after ``seconds``: jinja2 compiles a template to
-    Python, so a trace function sees every line it runs (a template's loops have no other bound)."""
+class TemplateTooBig(Exception):
+    """A chat template whose rendering took TEMPLATE_MIB more memory (a string doubled 40 times)."""
+
+
+def _peak_mib() -> float | None:
+    """This process's peak resident memory in MiB (None where the resource module is missing)."""
+    if resource is None:
+        return None
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, else KiB
+
+
+def _bounded(render, seconds: float, mib: float = TEMPLATE_MIB):
+    """``render()``, stopped with TemplateTooSlow after ``seconds``, or TemplateTooBig once the
+    process's peak memory grew by ``mib``: jinja2 compiles a template to Python, so a trace function
+    sees every line it runs (a template's loops and strings have no other bound). Memory is checked
+    before every line: a string that doubles each line is stopped within one more doubling."""
     deadline = time.monotonic() + seconds
+    start = _peak_mib()
     lines = 0
 
     def trace(frame, event, arg):
@@ -313,6 +336,8 @@ def _bounded(render, seconds: float):
             lines += 1
             if lines % 4096 == 0 and time.monotonic() > deadline:
                 raise TemplateTooSlow()
+            if start is not None and _peak_mib() - start > mib:
+                raise TemplateTooBig()
         return trace
 
     previous = sys.gettrace()
@@ -344,7 +369,14 @@ def _check_chat_template(folder: Path, tok_config: dict) -> None:
             )  # fmt: skip
 
         try:
-            _bounded(render, TEMPLATE_SECONDS)
+            _bounded(render, TEMPLATE_SECONDS, TEMPLATE_MIB)
+        except TemplateTooBig:
+            raise ModelDirError(
+                f"{where} 的 chat template 渲染课程的一个 prompt 用掉了超过 {TEMPLATE_MIB:g} MiB 内存"
+                "（模板里多半有一个在循环里不断变长的字符串），停下了：一个 prompt 只有几 KB。"
+                "换回模型发布者的原版模板（重新下载 tokenizer_config.json 和 chat_template.jinja），"
+                "或换一个来源可靠的模型目录。"
+            ) from None
         except TemplateTooSlow:
             raise ModelDirError(
                 f"{where} 的 chat template 渲染课程的一个 prompt 超过 {TEMPLATE_SECONDS:g} 秒还没完"

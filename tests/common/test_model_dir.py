@@ -257,6 +257,16 @@ def test_a_chat_template_that_loops_for_ever_is_stopped(model_dir, monkeypatch):
     _fails(model_dir, "chat_template.jinja", "超过 0.3 秒", "循环")
 
 
+def test_a_chat_template_that_doubles_a_string_is_stopped(model_dir, monkeypatch):
+    """以前：每圈把字符串翻倍的模板几十圈就吃光内存（时限来不及管）。现在内存也有上限，中文拒绝。"""
+    import common.model.model_dir as M
+
+    monkeypatch.setattr(M, "TEMPLATE_MIB", 32)  # 默认 512 MiB；测试里只许多占 32 MiB
+    double = "{% set ns = namespace(s='x') %}{% for i in range(60) %}{% set ns.s = ns.s ~ ns.s %}"
+    (model_dir / "chat_template.jinja").write_text(double + "{% endfor %}{{ messages }}")
+    _fails(model_dir, "chat_template.jinja", "超过 32 MiB 内存", "变长的字符串")
+
+
 @pytest.mark.slow  # 几秒 CPU：默认一档保持在 60 CPU 秒以内（CI 的 slow 一档照样跑）
 def test_stop_tokens_come_from_the_folder(any_dir):
     """generation_config.json 没了也认得出 Qwen 的两个停止 token（tokenizer 里有它们）。"""
