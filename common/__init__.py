@@ -8,8 +8,11 @@
     run      the run folder: checkpoints, metrics, atomic files, NaN guard, provenance
     options  the command lines' words: the parser, the settings' names, the presets
 
-Importing it first (every lesson script does) drops two known, harmless start-up messages, and only
-those two, at the exact loggers that emit them; every other warning of those loggers still prints:
+Importing it first (every lesson script does, before torch) makes a Ctrl-C that no code catches (the
+seconds of `import torch`, before a script's own handler exists) print one Chinese line, no
+traceback; the exit status stays the one of an interrupt (130). It also drops two known, harmless
+start-up messages, and only those two, at the exact loggers that emit them; every other warning of
+those loggers still prints:
 
 - `torchao/__init__.py` tries to load its CUDA kernels (`torchao/_C*.so`) and logs
   "Failed to load ...: Could not load this library" for each. transformers imports torchao (a dev
@@ -42,3 +45,14 @@ def _is_torchao_enum_deprecation(record: logging.LogRecord) -> bool:
 
 logging.getLogger("torchao").addFilter(lambda r: not _is_torchao_cuda_kernel_on_cpu_torch(r))
 logging.getLogger("torch.utils._pytree").addFilter(lambda r: not _is_torchao_enum_deprecation(r))
+
+
+def _one_line_for_ctrl_c(kind, value, tb, previous=sys.excepthook):
+    """sys.excepthook: an uncaught KeyboardInterrupt is one line; any other exception as before."""
+    if issubclass(kind, KeyboardInterrupt):
+        print("已中断（Ctrl-C）。", file=sys.stderr)
+        return
+    previous(kind, value, tb)
+
+
+sys.excepthook = _one_line_for_ctrl_c

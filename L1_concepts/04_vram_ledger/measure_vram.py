@@ -28,6 +28,9 @@ from pathlib import Path
 
 # 没 pip install -e 也能从仓库根目录运行
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+import common  # noqa: E402, F401  先于 torch：import 的几秒里按 Ctrl-C 也只打一行，不打 traceback
+
+# isort: split
 import torch  # noqa: E402
 
 from common.config.config_cli import base_config  # noqa: E402

@@ -18,6 +18,9 @@ from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install 也能跑
+import common  # noqa: F401  先于 torch：import 的几秒里按 Ctrl-C 也只打一行，不打 traceback
+
+# isort: split
 import torch
 from torch.nn.utils import clip_grad_norm_
 from tqdm import tqdm
