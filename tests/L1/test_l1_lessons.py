@@ -3,15 +3,13 @@
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
-import io
 import re
 from pathlib import Path
 
 import pytest
+from ledger_cli import ledger_output
 
-from common.vram import report as vram
 from common.vram.fit import fit_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,19 +50,12 @@ PASTED = [
 ]
 
 
-def _vram_output(argv) -> str:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert vram.main(argv) == 0
-    return buf.getvalue()
-
-
 @pytest.mark.parametrize(
     "lesson,argv", PASTED, ids=lambda x: x if isinstance(x, str) else " ".join(x) or "table"
 )
 def test_pasted_ledger_output_is_current(lesson, argv):
     readme = (L1 / lesson / "README.md").read_text(encoding="utf-8")
-    out = _vram_output(argv)
+    out = ledger_output(argv)
     assert out in readme, (
         f"L1_concepts/{lesson}/README.md 里贴的 `python -m common.vram {' '.join(argv)}` 输出已经过时："
         "重新运行这条命令，把输出原样贴回去，并检查正文里引用的数字"
@@ -92,7 +83,7 @@ def _extra(argv) -> str:
 @pytest.mark.parametrize("argv", QUOTED_TOTALS, ids=_extra)
 def test_totals_quoted_in_the_ledger_lesson_are_current(argv):
     readme = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
-    total = re.search(r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", _vram_output(argv))
+    total = re.search(r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", ledger_output(argv))
     assert f"{total.group(1)} GiB（{total.group(2)}%" in readme, (
         f"L1.04 引用的 `python -m common.vram {' '.join(argv)}` 合计已经过时："
         f"现在是 {total.group(1)} GiB（{total.group(2)}%），改正文里的数字"
@@ -104,7 +95,7 @@ def test_backward_peaks_quoted_in_the_answer_to_q4_are_current():
     answers = (L1 / "ANSWERS.md").read_text(encoding="utf-8")
 
     def backward_peak(argv) -> str:
-        return re.search(r"反向峰值\s+([\d.]+) GiB", _vram_output(argv)).group(1)
+        return re.search(r"反向峰值\s+([\d.]+) GiB", ledger_output(argv)).group(1)
 
     fast = [backward_peak(BASE_0P6 + ["--prompts", p]) for p in ("8", "16")]
     eager = BASE_0P6[:-1] + ["eager"]
@@ -129,7 +120,7 @@ def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
     assert "python -m common.vram " + " ".join(PRESET_0P6) in readme
     shape, settings = training_settings(preset_config("qwen3-0.6b"))
     # 带 --model 时输出末尾另有 grpo_train.py --model 的决定（report.training_choice），这里只比账本那一段
-    assert _vram_output(PRESET_0P6).startswith(explain(ledger(shape, settings)) + "\n\n"), (
+    assert ledger_output(PRESET_0P6).startswith(explain(ledger(shape, settings)) + "\n\n"), (
         "L1.04 第 7 节的等价命令和 common.vram.plan.training_settings 对不上了：改命令（和这里的 PRESET_0P6）"
     )
     recipe = ledger(shape, settings)
@@ -143,7 +134,7 @@ def test_the_preset_command_in_the_ledger_lesson_is_what_env_check_computes():
     assert f"账本设定：P{m['prompts']}×G{m['group']}，prompt {m['prompt_len']} + 回答 512" in readme
     assert f"β={m['beta']}" in readme
     at_run = dataclasses.replace(settings, prompts=m["prompts"], beta=m["beta"])
-    assert _vram_output(MEASURED_0P6).startswith(explain(ledger(shape, at_run)) + "\n\n")
+    assert ledger_output(MEASURED_0P6).startswith(explain(ledger(shape, at_run)) + "\n\n")
     measured_prompt = m["prompt_len"]
     short = ledger(shape, dataclasses.replace(at_run, prompt_len=measured_prompt))
     full = ledger(shape, at_run)
@@ -262,7 +253,7 @@ def test_the_vram_table_in_the_first_lesson_is_current():
         "第 3 节的账本命令变了"
     )
     total, usage = re.search(
-        r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", _vram_output(TRL_COLOCATE)
+        r"合计 ([\d.]+) GiB / 32 GiB = (\d+)%", ledger_output(TRL_COLOCATE)
     ).groups()
     assert f"{total} GiB，占 32 GiB 的 {usage}%" in trl_lesson, "L3.01 第 3 节的账本合计过时了"
     assert f"| **{total} GiB（{usage}%）**" in rows.get(f"{total} GiB", ""), (

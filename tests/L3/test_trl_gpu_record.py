@@ -3,8 +3,6 @@ side_by_side.py 或这里从附带的文件（gpu_record/、L2.08 的 real_recip
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import re
 import statistics
@@ -12,9 +10,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
+from ledger_cli import ledger_output
 from lesson_scripts import load_script
 
-from common.vram import report as vram
 from common.vram.shapes import shape_for_hub_id
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,20 +107,13 @@ def test_the_prose_numbers_come_from_the_files(S):
     assert acc["trl"][0] == acc["hw"][0], "两边的起点是同一个权重、同样的题和 eval batch"
 
 
-def _vram_output(argv) -> str:
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        assert vram.main(argv) == 0
-    return buf.getvalue()
-
-
 def test_the_ledger_check_against_the_measured_peak(S):
     """第 3 节的选读：同一条账本命令换成代理模型的形状，加上它不共享的 lm_head，和实测的峰值比。"""
     argv = ["--model", "Qwen2.5-0.5B-Instruct", "--precision", "fp32", "--layout", "colocate",
             "--engine-gb", "9.6", "--prompts", "16", "--micro-batch", "8", "--beta", "0",
             "--prompt-len", "256", "--max-new-tokens", "512", "--logprobs", "chunked_ckpt",
             "--ref-bytes", "4"]  # fmt: skip
-    backward = float(re.search(r"反向峰值\s+([\d.]+) GiB", _vram_output(argv)).group(1))
+    backward = float(re.search(r"反向峰值\s+([\d.]+) GiB", ledger_output(argv)).group(1))
     shape = shape_for_hub_id("Qwen/Qwen2.5-0.5B-Instruct")
     extra = shape.vocab * shape.hidden  # 代理模型的 lm_head 单独一份
     extra_gib = extra * 16 / GiB  # fp32 权重 4 B + 梯度 4 B + AdamW m、v 8 B
@@ -175,7 +166,7 @@ def test_the_qwen3_figure_with_the_engine_it_really_gets():
     argv = ["--model", "Qwen3-0.6B", "--precision", "fp32", "--layout", "colocate", "--engine-gb",
             "9.6", "--prompts", "16", "--micro-batch", "8", "--beta", "0", "--prompt-len", "256",
             "--max-new-tokens", "512", "--logprobs", "chunked_ckpt", "--ref-bytes", "4"]  # fmt: skip
-    out = _vram_output(argv)
+    out = ledger_output(argv)
     backward = float(re.search(r"反向峰值\s+([\d.]+) GiB", out).group(1))
     engine = float(re.search(r"同卡推理引擎（vLLM colocate）\s+([\d.]+) GiB", out).group(1))
     real = backward - (engine - 0.3 * 32)
