@@ -13,6 +13,8 @@ from diagnose import (
     assert_named_first,
     assert_sections_exist,
     check,
+    collisions,
+    diagnosis_line,
     guarded,
     hint_sections,
     symptom,
@@ -49,13 +51,22 @@ def _spec_variant(
     top_up_with_equal=False,
     bool_mask=False,
     std_threshold=None,
+    keep_all=False,
+    strided=False,
+    std_batched=False,
 ):
     """按规格用 Python 列表算一遍（和 solutions/ 的写法不同），但带上某一个典型错误。"""
 
     def fn(rewards, group_size, target, last=False):
         values = rewards.tolist()
         groups = [values[i : i + group_size] for i in range(0, len(values), group_size)]
-        if only_all_wrong:  # 只丢了全错的组
+        if strided:  # 按列分组：第 j 组取了 rewards[j::n]（view(G, n) 之后沿 dim=0 比较）
+            groups = [values[j :: len(groups)] for j in range(len(groups))]
+        if keep_all:  # 一个组都没丢：只有一个不同值的组也算有信号
+            signal = [True for g in groups]
+        elif std_batched:  # 整批 (n, G) 一起算 std(dim=1) > 0
+            signal = (torch.tensor(groups).std(dim=1) > 0).tolist()
+        elif only_all_wrong:  # 只丢了全错的组
             signal = [any(v != 0 for v in g) for g in groups]
         elif by_mean:  # 0 < 均值 < 1 当成有信号
             signal = [0 < sum(g) / len(g) < 1 for g in groups]
@@ -109,7 +120,7 @@ MISTAKES = [
         _spec_variant(std_threshold=0.1),
     ),
     Mistake(
-        "把「std > 0」当成了有信号：逐组算的 std 在全相同的组上也可能不是 0（浮点舍入：八个 0.1 得到约 8e-9），"
+        "把「std > 0」当成了有信号：全相同的组算出的 float32 std 也可能不是 0（浮点舍入：八个 0.1 得到约 8e-9），"
         "而这组的 advantage 是精确的 0；规格是组内的值不全相等",
         "L2.10「坑 2」",
         _spec_variant(std_threshold=0.0),
@@ -151,6 +162,14 @@ MISTAKE_IDS = [
 ]
 SYMPTOMS = [
     symptom(
+        "返回了 reward 全相同的组（又不是「最后一批、一个有信号的组都没有」时的退回）："
+        "只有一个不同值的组也算成了有信号，或者分组分错了（第 j 组是 rewards[j·G : (j+1)·G]）",
+        "L2.10「2. 规格」",
+        lambda got, rewards, group_size, last, **kw: _returns_flat_group(
+            got, rewards, group_size, last
+        ),
+    ),
+    symptom(
         "返回的下标没有按升序排",
         "L2.10「坑 3」",
         lambda got, **kw: got.dim() == 1 and bool((got[1:] < got[:-1]).any()),
@@ -170,6 +189,14 @@ SYMPTOMS = [
 ]
 
 
+def _returns_flat_group(got, rewards, group_size, last):
+    """got 里有全相同的组，而这一步不是「最后一批、一个有信号的组都没有」的退回。"""
+    groups = rewards.reshape(-1, group_size).tolist()
+    flat = [len(set(g)) == 1 for g in groups]
+    fallback = last and all(flat)
+    return not fallback and any(flat[j] for j in got.tolist())
+
+
 def _t(*groups):
     return torch.tensor([v for g in groups for v in g], dtype=torch.float32)
 
@@ -179,8 +206,16 @@ TWO_DRAWS = _t(
     [1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1], [0, 1, 1, 0], [0.5] * 4, [1, 0, 1, 1], [0, 0, 1, 1]
 )
 # (输入, 说明)，按这个顺序跑（test_each_mistake_is_recognised 照同样的顺序检查）
-# 八个相同的数，在这台机器上逐组算出的 float32 std 不为 0（求均值的舍入）：哪一个取决于 CPU 的累加顺序
-_NOISY = next((v for v in (1.2, 1.3, 2.1, 1.7, 3.3) if torch.tensor([v] * 8).std().item() > 0), 1.2)
+# 八个相同的数，在这台机器上逐组算出的 float32 std 不为 0（求均值的舍入）：哪一个取决于 CPU 的累加顺序。
+# 整批 (n, G) 一起算 std(dim=1) 时，这里量过：n >= 2 的全相同的行恰好是 0（逐行累加），n = 1 时和逐组算一样
+_NOISY = next(
+    (
+        v
+        for v in (1.2, 1.3, 2.1, 1.7, 3.3)
+        if torch.tensor([v] * 8).std().item() > 0 and torch.full((1, 8), v).std(dim=1).item() > 0
+    ),
+    1.2,
+)
 DIAGNOSIS_CASES = [
     (dict(rewards=TWO_DRAWS, group_size=4, target=3, last=False), "两批 7 组，有信号的 4 组"),
     (dict(rewards=_t([0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=False),
@@ -189,7 +224,8 @@ DIAGNOSIS_CASES = [
      "最后一批、一个有信号的组都没有"),
     (dict(rewards=_t([1, 0, 0, 0], [0, 0, 0, 0], [1, 1, 1, 1]), group_size=4, target=3, last=True),
      "最后一批、只有 1 个有信号的组"),
-    (dict(rewards=_t([0.5, 0.5, 0.5, 0.52], [0.5] * 4, [0, 0, 0, 0]), group_size=4, target=2,
+    # 第二组全对：「只丢了全错的组」留下它，「0 < 均值 < 1」丢掉它（两者在这里分得开）
+    (dict(rewards=_t([0.5, 0.5, 0.5, 0.52], [1, 1, 1, 1], [0, 0, 0, 0]), group_size=4, target=2,
           last=False), "组内只差一点点"),
     # 全相同、却算出不为 0 的 float32 std（_NOISY，均值 > 1：「0 < 均值 < 1」的写法也会丢掉它）；
     # correctness_plus_format 下全错但格式都对的组是八个 0.1，同样的舍入（std 约 8e-9）。
@@ -199,6 +235,10 @@ DIAGNOSIS_CASES = [
     # 只差 float32 在 0.5 附近的一个最小间隔（6e-8）：任何正的 std 阈值都会把它丢掉
     (dict(rewards=_t([0.5, 0.5, 0.5, 0.50000006], [1, 1, 1, 1]), group_size=4, target=1,
           last=False), "组内只差一个 float32 的最小间隔"),
+    # 只有一组、全相同：整批一起算的 std(dim=1) 在这里也不为 0（多于一组时它恰好是 0，上面的输入抓不到）。
+    # 放在最后：这组输入上「一个组都没丢」「只丢了全错的组」结果相同，它们在前面的输入上已各自被点名
+    (dict(rewards=_t([_NOISY] * 8), group_size=8, target=1, last=False),
+     "只有一组、全相同，float32 的 std 却不为 0"),
 ]  # fmt: skip
 
 
@@ -242,10 +282,55 @@ def test_each_mistake_is_recognised(mistake):
     assert_named_first(mistake, cases, MISTAKES, where="x", section=SECTION)
 
 
+@pytest.mark.slow  # 诊断表自己的检查（给维护者的）：CI 的 slow 一档跑
+def test_no_two_mistakes_give_the_same_output():
+    """诊断表本身：每组诊断输入上，两个不同的典型错误算出的结果不同（否则诊断分不开它们）。
+    例外是最后一组输入（只有一组、全相同）：那里「只丢了全错的组」「std > 0」「还能补采就退回」都返回 [0]，
+    天生分不开；它只为整批一起算的 std(dim=1) 而设（只有一组时才不为 0），这几个错误在前面的输入上已各自被点名。"""
+    cases = [(inputs, REF(**inputs), {}) for inputs, _ in DIAGNOSIS_CASES]
+    assert not (found := collisions(MISTAKES, cases[:-1])), "\n".join(found)
+
+
 def test_each_symptom_is_absent_from_the_right_answer():
     for inputs, where in DIAGNOSIS_CASES:
         want = REF(**inputs)
         assert not [s.what for s in SYMPTOMS if s.fn(want, **inputs)], where
+
+
+@pytest.mark.parametrize(
+    "variant,needle",
+    [
+        (dict(keep_all=True), "返回了 reward 全相同的组"),
+        (dict(strided=True), "返回了 reward 全相同的组"),
+        (dict(std_batched=True), "「std > 0」"),
+    ],
+    ids=["keep_all", "strided", "std_batched"],
+)
+def test_other_writings_are_named_on_their_first_wrong_input(variant, needle):
+    """诊断本身：表外的几种写法在第一个算错的诊断输入上，第一行说出它（可以和别的错误一起说）。
+    一个组都没丢（只有一个不同值的组也算有信号）和按列分组：在全相同的输入上和「退回」的错误分不开，所以是症状。
+    整批一起算 std(dim=1) > 0：这台 CPU 上多于一组时，全相同的行的 std 恰好是 0（逐行累加），
+    只在最后那组输入（只有一组）上算错；那里「只丢了全错的组」等写法结果相同，一起被说出来。"""
+    wrong_fn = _spec_variant(**variant)
+    for inputs, where in DIAGNOSIS_CASES:
+        want = REF(**inputs)
+        line = diagnosis_line(wrong_fn(**inputs), want, inputs=inputs,
+                              mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)  # fmt: skip
+        if line is not None:
+            assert line.startswith("看起来是：") and needle in line, f"{where}：{line}"
+            return
+    pytest.fail(f"没有任何一个诊断输入能暴露 {variant}")
+
+
+def test_integer_rewards_are_accepted(mod):
+    """规格：整数张量也接受（只比较值是否相等）：有信号的组、全相同时最后一批的退回。"""
+    mixed = torch.tensor([1, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 0, 1, 1, 0])
+    for rewards in (mixed, torch.zeros(8, dtype=torch.int64)):
+        for last in (False, True):
+            inputs = dict(rewards=rewards, group_size=4, target=3, last=last)
+            where = f"整数 reward {rewards.tolist()}、last={last}"
+            check(mod.select_groups(**inputs), REF(**inputs), inputs=inputs,
+                  mistakes=MISTAKES + SYMPTOMS, where=where, section=SECTION)  # fmt: skip
 
 
 @settings(max_examples=80, deadline=None)
@@ -278,12 +363,13 @@ def test_properties(mod, n, G, target, last, seed):
     [
         (dict(rewards=torch.zeros(6), group_size=4, target=1), "group_size"),
         (dict(rewards=torch.zeros(8), group_size=1, target=1), "group_size"),
+        (dict(rewards=torch.zeros(8), group_size=0, target=1), "group_size"),
         (dict(rewards=torch.zeros(8), group_size=4, target=0), "target"),
         (dict(rewards=torch.zeros(2, 4), group_size=4, target=1), "一维"),
         (dict(rewards=torch.zeros(0), group_size=4, target=1), "rewards"),
         (dict(rewards=torch.tensor([0.0, float("nan"), 1.0, 1.0]), group_size=4, target=1), "NaN"),
     ],
-    ids=["not_multiple", "group_size_1", "target_0", "two_dims", "empty", "nan"],
+    ids=["not_multiple", "group_size_1", "group_size_0", "target_0", "two_dims", "empty", "nan"],
 )
 def test_bad_arguments(mod, kwargs, needle):
     try:
