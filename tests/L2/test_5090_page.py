@@ -81,7 +81,7 @@ SHIPPED_PAIRS = {
     "100": (("recipe-s0", "control100-s0"), ("recipe-s1", "control100-s1")),
 }
 # 只核对写法的 shell 命令（空机器上的准备、tmux）：程序名 -> 种类
-SHELL = {"git": "git", "cd": "cd", "source": "source", "tmux": "tmux", "tar": "tar"}
+SHELL = {"git": "git", "cd": "cd", "source": "source", "tmux": "tmux", "tar": "tar", "df": "df"}
 
 
 # ---------------------------------------------------------------- 从课文里取命令 ----------------------------------------
@@ -287,6 +287,11 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
         assert not (tmp_path / argv[-1]).exists(), _fail_text(cmd, "报错了却建出了输出目录", proc)
         return
     assert proc.returncode == 0, _fail_text(cmd, "替身上运行失败", proc)
+    if kind == "common.model.model_dir":  # 第 6.2 节：「下完整的 <模型> 应当看到 `…`、`…`」
+        name = Path(_model_dirs(argv)[0]).name
+        said = re.search(rf"下完整的 {re.escape(name)} 应当看到(.*?)；", _page(), flags=re.S)
+        for quoted in re.findall(r"`([^`]+)`", said.group(1)) if said else ():
+            assert quoted in proc.stdout, _fail_text(cmd, f"课文说应当看到「{quoted}」", proc)
     if kind == "common.vram":
         assert "grpo_train.py --model 用 GPU 配方" in proc.stdout, _fail_text(
             cmd, "少了训练脚本的决定", proc
@@ -356,8 +361,9 @@ def _check_shell(cmd: str, argv: list[str]) -> None:
         "python3": argv[1:3] == ["-m", "venv"] and len(argv) == 4 and _ignored(argv[3]),
         "source": len(argv) == 2 and argv[1].endswith("/bin/activate"),
         "tmux": argv[1:-1] in (["new", "-s"], ["new", "-A", "-s"]),
-        # 还卡之前拷走结果：不带 checkpoint（每个几 GB），别的都很小
+        # 还卡之前拷走结果：不带 checkpoint 和 TRL 的 final/（每个几 GB），别的都很小
         "tar": argv[1] == "czf" and "--exclude=checkpoint*" in argv and argv[-1] == "runs/",
+        "df": argv == ["df", "-h", "."],  # clone 之前先看这块盘有多少空间
     }[argv[0]]
     assert ok, _fail_text(cmd, "写法不是测试认得的那一种（见 _check_shell）")
 
@@ -568,9 +574,10 @@ def test_the_setup_commands_fit_together():
         f"{PAGE}：venv 建在 {venv[3]}，却 source {source[1]}"
     )
     kinds = [_kind(shlex.split(c)) for c in page_commands()]
-    order = ["python-version", "git", "cd", "venv", "source", "pip", "common.config.env_check"]
+    order = ["python-version", "df", "git", "cd", "venv", "source", "pip",
+             "common.config.env_check"]  # fmt: skip
     assert kinds[: len(order)] == order, (
-        f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[:7]}"
+        f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[: len(order)]}"
     )
 
 
@@ -643,3 +650,156 @@ def test_l2_08_and_the_readme_have_no_training_command_the_page_lacks():
     ):
         extra = _gpu_train_commands(_bash_commands(text)) - page
         assert not extra, f"{where} 有 L2.07 第 6 节没有的训练命令：{sorted(extra)}"
+
+
+# ---------------------------------------------------------------- 命令之间对得上、数字对得上记录（冷读） --------------------
+def _train_configs() -> dict[str, tuple[int, object]]:
+    """页上每条 grpo_train.py 命令：--out -> (它在页上的位置, 解析出的 GRPOConfig)。"""
+    from common.config.config_cli import parse_config
+
+    out = {}
+    for i, argv in enumerate(map(shlex.split, page_commands())):
+        if _kind(argv) == "grpo_train.py" and _flag(argv, "--out"):
+            out[_flag(argv, "--out")] = (i, parse_config(argv[2:]))
+    return out
+
+
+def _evaluated(cfg) -> set[int]:
+    """grpo_train.py 在哪几步做 held-out 评估（0 = 训练前）：每 eval_every 步、最后一步、early_evals 那几步。"""
+    early = {int(s) for s in cfg.early_evals.split(",")} if cfg.early_evals != "none" else set()
+    steps = range(1, cfg.steps + 1)
+    return {0} | {s for s in steps if s % cfg.eval_every == 0 or s == cfg.steps or s in early}
+
+
+def test_the_compare_commands_pair_the_runs_the_page_starts():
+    """比较命令的每个 --pair 都是页上前面的训练命令建出的目录：同一个 seed，一个正常 reward、一个 shuffled，
+    其余设置相同；--step 是两边都评估过的步。"""
+    runs = _train_configs()
+    commands = list(map(shlex.split, page_commands()))
+    for i, argv in enumerate(commands):
+        if _kind(argv) != "compare_runs.py":
+            continue
+        step = int(_flag(argv, "--step"))
+        pairs = [argv[j + 1 : j + 3] for j, a in enumerate(argv) if a == "--pair"]
+        seeds = []
+        for run, control in pairs:
+            for name in (run, control):
+                assert name in runs and runs[name][0] < i, (
+                    f"{PAGE}：比较命令里的 {name} 不是它前面哪条训练命令的 --out"
+                )
+            a, b = runs[run][1], runs[control][1]
+            assert (a.reward, b.reward) == ("correctness", "shuffled"), (
+                f"{PAGE}：--pair {run} {control} 应当是运行在前、--reward shuffled 的对照在后"
+            )
+            differ = {
+                k
+                for k, v in dataclasses.asdict(a).items()
+                if v != getattr(b, k) and k not in ("reward", "out", "start_evals")
+            }
+            assert not differ, f"{PAGE}：{run} 和它的对照 {control} 还有这些设置不同：{differ}"
+            assert step in _evaluated(a) & _evaluated(b), (
+                f"{PAGE}：{run}、{control} 不在第 {step} 步评估（--eval-every/--steps/--early-evals）"
+            )
+            seeds.append(a.seed)
+        assert len(set(seeds)) == len(seeds) >= 2, f"{PAGE}：两对应当是不同的 seed：{seeds}"
+    text = _page()
+    for hint in re.findall(r"--resume (runs/[\w.-]+)", text):  # 课文里提到的续跑目录
+        outs = set(runs) | {_flag(a, "--out") for a in _argvs("train_trl.py")}
+        assert hint in outs, f"{PAGE}：课文里的 --resume {hint} 不是页上哪条命令的 --out"
+
+
+def test_the_tar_leaves_out_every_big_file_the_page_writes():
+    """拷走结果的 tar 不带 checkpoint.pt（和存盘时的 .tmp）、TRL 的 checkpoint-N/ 和 final/（每个几 GB）。
+    GNU tar 的 --exclude 默认对路径的每一段做通配匹配，这里用 fnmatch 对每个名字核对。"""
+    from fnmatch import fnmatch
+
+    from common.run.atomic_io import TMP_SUFFIX
+    from common.run.checkpoint import CHECKPOINT_NAME
+
+    (tar,) = _argvs("tar")
+    patterns = [a.split("=", 1)[1] for a in tar if a.startswith("--exclude=")]
+    (trl,) = _argvs("train_trl.py")
+    save, steps = int(_flag(trl, "--save-steps")), int(_flag(trl, "--steps"))
+    # train_trl.py 把最后的模型存进 out / "final"；TRL 的 checkpoint 目录是 checkpoint-<步>
+    source = (ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py").read_text()
+    assert 'out / "final"' in source
+    big = [CHECKPOINT_NAME, CHECKPOINT_NAME + TMP_SUFFIX, "final"]
+    big += [f"checkpoint-{s}" for s in range(save, steps + 1, save)]
+    missed = [n for n in big if not any(fnmatch(n, p) for p in patterns)]
+    assert not missed, f"{PAGE}：tar 会把这些几 GB 的东西也打进去：{missed}"
+
+
+GPU_RECORD = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "gpu_record"
+
+
+def _bar_seconds(log: Path, steps: int) -> int:
+    """train_log.txt 里进度条走完时的总时间（`steps/steps [MM:SS<00:00`）。"""
+    found = re.findall(rf"{steps}/{steps} \[(\d+):(\d\d)<00:00", log.read_text(encoding="utf-8"))
+    assert found, f"{log} 里找不到进度条的总时间"
+    return int(found[-1][0]) * 60 + int(found[-1][1])
+
+
+def test_the_time_estimates_are_the_sums_of_the_records():
+    """第 6.5 节的时间：小表的数来自附带的记录；推算（H100 一次、5090 四次、TRL 一次）按课文写的算法重算；
+    首页 README 和 L2.08 第 6.5 节引用的是同样的数。"""
+    from statistics import median
+
+    rows = [json.loads(line) for line in (GPU_RECORD / "hw-mb8-s2" / "metrics.jsonl").open()]
+    # 第 3–12 步的中位数；一步 = rollout + 训练
+    step = median(r["rollout_s"] + r["train_s"] for r in rows[2:])
+    roll, train = (median(r[k] for r in rows[2:]) for k in ("rollout_s", "train_s"))
+    first = rows[0]["elapsed_s"], rows[1]["elapsed_s"] - rows[0]["elapsed_s"]
+    evals = json.loads((REAL_RUNS / "eval_batch_h100.json").read_text())["by_eval_batch"]
+    ev = evals["64"]["eval_s"]
+    bar = _bar_seconds(GPU_RECORD / "hw-mb8-s2" / "train_log.txt", len(rows))
+    save = bar - rows[-1]["elapsed_s"]  # 最后一步的存盘 + 16 题的评估 + 画图
+    text = _page()
+    quotes = [
+        f"**{step:.2f} s**：rollout {roll:.2f} s、训练 {train:.2f} s",
+        f"{first[0]:.1f} s 和 {first[1]:.1f} s",
+        f"**{ev:.1f} s**",
+        f"进度条的总时间 {bar} s 减去最后一行的 `elapsed_s` {rows[-1]['elapsed_s']:.1f} s",
+    ]
+    # H100 一次：100 步 + 前两步的一次性开销 + 评估（对照 3 次；运行多一次底噪评估，课文按 eval batch 32 约两倍时间猜）+ 2 次存盘
+    once = 100 * step + sum(first) - 2 * step + 2 * save
+    run, ctl = once + 3 * ev + 2 * ev, once + 3 * ev
+    assert round(run / 60) == round(ctl / 60), (run, ctl)
+    quotes += [f"**一次约 {round(run / 60)} 分钟，四次约 {round(2 * (run + ctl) / 60)} 分钟**"]
+    # 5090：rollout 按带宽比，训练按算力比（课文写的两个比例）
+    bandwidth, compute = 3.35 / 1.79, (2.4, 4.7)
+    assert "H100 3.35 TB/s，5090 1.79 TB/s" in text and "训练按算力比慢 2.4–4.7 倍" in text
+    lo, hi = (roll * bandwidth + train * c for c in compute)
+    quotes += [
+        f"≈ {lo:.1f}–{hi:.1f} s",
+        f"**100 步的训练约 {100 * lo / 60:.0f}–{100 * hi / 60:.0f} 分钟**",
+        f"四次约 {400 * lo / 3600:.1f}–{400 * hi / 3600:.1f} 小时",
+    ]
+    # 四次的总账：训练 + 每次的评估和存盘（H100 上的平均，5090 上最多两倍）+ 加载（课文猜每次 1 分钟）
+    extra = (run + ctl) / 2 - 100 * step - (sum(first) - 2 * step)
+    assert f"H100 上每次运行约 {extra / 60:.1f} 分钟" in text
+    total = [(400 * s + 4 * (k * extra + 60)) / 3600 for s, k in ((lo, 1), (hi, 2))]
+    budget = f"{total[0]:.1f}–{total[1]:.1f} 小时"
+    quotes += [f"**四次约 {budget}**"]
+    # TRL 一次：H100 上的总时间 × 手写脚本 H100 → 5090 的倍数
+    trl = _bar_seconds(GPU_RECORD / "trl100-s2" / "train_log.txt", 100)
+    quotes += [
+        f"一步慢 {lo / step:.1f}–{hi / step:.1f} 倍）粗推是约 {trl * lo / step / 60:.0f}–"
+        f"{trl * hi / step / 60:.0f} 分钟"
+    ]
+    for quote in quotes:
+        assert quote in text, f"{PAGE}第 6.5 节的时间应该写：{quote}"
+    minutes = f"{100 * lo / 60:.0f}–{100 * hi / 60:.0f} 分钟"
+    l208 = L208.read_text(encoding="utf-8").split("### 6.5 ", 1)[1].split("\n### ", 1)[0]
+    front = FRONT.read_text(encoding="utf-8")
+    for where, other in (("首页 README", front), ("L2.08 第 6.5 节", l208)):
+        for figure in (minutes, budget):
+            assert figure in other, f"{where}引用的 5090 时间要和 L2.07 第 6.5 节一致：{figure}"
+
+
+def test_the_front_page_asks_for_the_same_free_disk():
+    """首页 README 和 L2.07 第 6.1、6.5 节说的空闲磁盘是同一个数。"""
+    need = re.findall(r"至少有 (\d+) GB 空闲的盘", _page())
+    assert need and f"至少 {need[0]} GB" in _page(), f"{PAGE}：第 6.1 节要说同样的 {need} GB"
+    assert f"至少有 {need[0]} GB 空闲的盘" in FRONT.read_text(encoding="utf-8"), (
+        f"首页 README 的磁盘要求应当和 L2.07 第 6.5 节一样：{need[0]} GB"
+    )
