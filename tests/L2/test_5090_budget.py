@@ -109,7 +109,9 @@ def test_the_5090_estimate_from_the_h100_blocks():
         f"× {ev:.1f} s ≈ {3 * ev:.0f} s",
         f"**一次约 {round(run / 60)} 分钟，四次约 {round(2 * (run + control) / 60)} 分钟**",
         f"慢 {bandwidth:.1f} 倍；训练按算力比慢 {compute:.1f}–{compute * 2:.1f} 倍",
-        f"≈ {lo:.1f}–{hi:.1f} s，**100 步的训练约 {100 * lo / 60:.0f}–{100 * hi / 60:.0f} 分钟**，"
+        f"一步约 {rollout:.2f} × {bandwidth:.2f} + {train:.2f} × ({compute:.2f}–{2 * compute:.2f}) "
+        f"≈ {lo:.1f}–{hi:.1f} s",
+        f"**100 步的训练约 {100 * lo / 60:.0f}–{100 * hi / 60:.0f} 分钟**，"
         f"四次约 {400 * lo / 3600:.1f}–{400 * hi / 3600:.1f} 小时",
         f"H100 上每次运行约 {extra / 60:.1f} 分钟",
         f"**四次约 {budget}**",
