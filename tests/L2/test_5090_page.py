@@ -81,7 +81,7 @@ SHIPPED_PAIRS = {
     "100": (("recipe-s0", "control100-s0"), ("recipe-s1", "control100-s1")),
 }
 # 只核对写法的 shell 命令（空机器上的准备、tmux）：程序名 -> 种类
-SHELL = {"git": "git", "cd": "cd", "source": "source", "tmux": "tmux", "tar": "tar"}
+SHELL = {"git": "git", "cd": "cd", "source": "source", "tmux": "tmux", "tar": "tar", "df": "df"}
 
 
 # ---------------------------------------------------------------- 从课文里取命令 ----------------------------------------
@@ -287,6 +287,11 @@ def test_every_command_on_the_page_runs_with_its_stand_in(cmd, folders, tmp_path
         assert not (tmp_path / argv[-1]).exists(), _fail_text(cmd, "报错了却建出了输出目录", proc)
         return
     assert proc.returncode == 0, _fail_text(cmd, "替身上运行失败", proc)
+    if kind == "common.model.model_dir":  # 第 6.2 节：「下完整的 <模型> 应当看到 `…`、`…`」
+        name = Path(_model_dirs(argv)[0]).name
+        said = re.search(rf"下完整的 {re.escape(name)} 应当看到(.*?)；", _page(), flags=re.S)
+        for quoted in re.findall(r"`([^`]+)`", said.group(1)) if said else ():
+            assert quoted in proc.stdout, _fail_text(cmd, f"课文说应当看到「{quoted}」", proc)
     if kind == "common.vram":
         assert "grpo_train.py --model 用 GPU 配方" in proc.stdout, _fail_text(
             cmd, "少了训练脚本的决定", proc
@@ -356,8 +361,9 @@ def _check_shell(cmd: str, argv: list[str]) -> None:
         "python3": argv[1:3] == ["-m", "venv"] and len(argv) == 4 and _ignored(argv[3]),
         "source": len(argv) == 2 and argv[1].endswith("/bin/activate"),
         "tmux": argv[1:-1] in (["new", "-s"], ["new", "-A", "-s"]),
-        # 还卡之前拷走结果：不带 checkpoint（每个几 GB），别的都很小
+        # 还卡之前拷走结果：不带 checkpoint 和 TRL 的 final/（每个几 GB），别的都很小
         "tar": argv[1] == "czf" and "--exclude=checkpoint*" in argv and argv[-1] == "runs/",
+        "df": argv == ["df", "-h", "."],  # clone 之前先看这块盘有多少空间
     }[argv[0]]
     assert ok, _fail_text(cmd, "写法不是测试认得的那一种（见 _check_shell）")
 
@@ -568,9 +574,10 @@ def test_the_setup_commands_fit_together():
         f"{PAGE}：venv 建在 {venv[3]}，却 source {source[1]}"
     )
     kinds = [_kind(shlex.split(c)) for c in page_commands()]
-    order = ["python-version", "git", "cd", "venv", "source", "pip", "common.config.env_check"]
+    order = ["python-version", "df", "git", "cd", "venv", "source", "pip",
+             "common.config.env_check"]  # fmt: skip
     assert kinds[: len(order)] == order, (
-        f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[:7]}"
+        f"{PAGE}：第 6.1 节应当按 {order} 的顺序，现在是 {kinds[: len(order)]}"
     )
 
 
@@ -643,3 +650,89 @@ def test_l2_08_and_the_readme_have_no_training_command_the_page_lacks():
     ):
         extra = _gpu_train_commands(_bash_commands(text)) - page
         assert not extra, f"{where} 有 L2.07 第 6 节没有的训练命令：{sorted(extra)}"
+
+
+# ---------------------------------------------------------------- 命令之间对得上、数字对得上记录（冷读） --------------------
+def _train_configs() -> dict[str, tuple[int, object]]:
+    """页上每条 grpo_train.py 命令：--out -> (它在页上的位置, 解析出的 GRPOConfig)。"""
+    from common.config.config_cli import parse_config
+
+    out = {}
+    for i, argv in enumerate(map(shlex.split, page_commands())):
+        if _kind(argv) == "grpo_train.py" and _flag(argv, "--out"):
+            out[_flag(argv, "--out")] = (i, parse_config(argv[2:]))
+    return out
+
+
+def _evaluated(cfg) -> set[int]:
+    """grpo_train.py 在哪几步做 held-out 评估（0 = 训练前）：每 eval_every 步、最后一步、early_evals 那几步。"""
+    early = {int(s) for s in cfg.early_evals.split(",")} if cfg.early_evals != "none" else set()
+    steps = range(1, cfg.steps + 1)
+    return {0} | {s for s in steps if s % cfg.eval_every == 0 or s == cfg.steps or s in early}
+
+
+def test_the_compare_commands_pair_the_runs_the_page_starts():
+    """比较命令的每个 --pair 都是页上前面的训练命令建出的目录：同一个 seed，一个正常 reward、一个 shuffled，
+    其余设置相同；--step 是两边都评估过的步。"""
+    runs = _train_configs()
+    commands = list(map(shlex.split, page_commands()))
+    for i, argv in enumerate(commands):
+        if _kind(argv) != "compare_runs.py":
+            continue
+        step = int(_flag(argv, "--step"))
+        pairs = [argv[j + 1 : j + 3] for j, a in enumerate(argv) if a == "--pair"]
+        seeds = []
+        for run, control in pairs:
+            for name in (run, control):
+                assert name in runs and runs[name][0] < i, (
+                    f"{PAGE}：比较命令里的 {name} 不是它前面哪条训练命令的 --out"
+                )
+            a, b = runs[run][1], runs[control][1]
+            assert (a.reward, b.reward) == ("correctness", "shuffled"), (
+                f"{PAGE}：--pair {run} {control} 应当是运行在前、--reward shuffled 的对照在后"
+            )
+            differ = {
+                k
+                for k, v in dataclasses.asdict(a).items()
+                if v != getattr(b, k) and k not in ("reward", "out", "start_evals")
+            }
+            assert not differ, f"{PAGE}：{run} 和它的对照 {control} 还有这些设置不同：{differ}"
+            assert step in _evaluated(a) & _evaluated(b), (
+                f"{PAGE}：{run}、{control} 不在第 {step} 步评估（--eval-every/--steps/--early-evals）"
+            )
+            seeds.append(a.seed)
+        assert len(set(seeds)) == len(seeds) >= 2, f"{PAGE}：两对应当是不同的 seed：{seeds}"
+    text = _page()
+    for hint in re.findall(r"--resume (runs/[\w.-]+)", text):  # 课文里提到的续跑目录
+        outs = set(runs) | {_flag(a, "--out") for a in _argvs("train_trl.py")}
+        assert hint in outs, f"{PAGE}：课文里的 --resume {hint} 不是页上哪条命令的 --out"
+
+
+def test_the_tar_leaves_out_every_big_file_the_page_writes():
+    """拷走结果的 tar 不带 checkpoint.pt（和存盘时的 .tmp）、TRL 的 checkpoint-N/ 和 final/（每个几 GB）。
+    GNU tar 的 --exclude 默认对路径的每一段做通配匹配，这里用 fnmatch 对每个名字核对。"""
+    from fnmatch import fnmatch
+
+    from common.run.atomic_io import TMP_SUFFIX
+    from common.run.checkpoint import CHECKPOINT_NAME
+
+    (tar,) = _argvs("tar")
+    patterns = [a.split("=", 1)[1] for a in tar if a.startswith("--exclude=")]
+    (trl,) = _argvs("train_trl.py")
+    save, steps = int(_flag(trl, "--save-steps")), int(_flag(trl, "--steps"))
+    # train_trl.py 把最后的模型存进 out / "final"；TRL 的 checkpoint 目录是 checkpoint-<步>
+    source = (ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py").read_text()
+    assert 'out / "final"' in source
+    big = [CHECKPOINT_NAME, CHECKPOINT_NAME + TMP_SUFFIX, "final"]
+    big += [f"checkpoint-{s}" for s in range(save, steps + 1, save)]
+    missed = [n for n in big if not any(fnmatch(n, p) for p in patterns)]
+    assert not missed, f"{PAGE}：tar 会把这些几 GB 的东西也打进去：{missed}"
+
+
+def test_the_front_page_asks_for_the_same_free_disk():
+    """首页 README 和 L2.07 第 6.1、6.5 节说的空闲磁盘是同一个数。"""
+    need = re.findall(r"至少有 (\d+) GB 空闲的盘", _page())
+    assert need and f"至少 {need[0]} GB" in _page(), f"{PAGE}：第 6.1 节要说同样的 {need} GB"
+    assert f"至少有 {need[0]} GB 空闲的盘" in FRONT.read_text(encoding="utf-8"), (
+        f"首页 README 的磁盘要求应当和 L2.07 第 6.5 节一样：{need[0]} GB"
+    )
