@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import signal
 import sys
 import threading
@@ -484,6 +485,22 @@ def rows_before_first_checkpoint(out: str | Path) -> int | None:
     return _rows_if_never_saved(Path(out))[0]
 
 
+def _out_of_gpu_memory(err: BaseException) -> bool:
+    torch = sys.modules.get("torch")  # torch is imported by then whenever a GPU ran out
+    return torch is not None and isinstance(err, torch.OutOfMemoryError)
+
+
+def out_of_memory_line(err: BaseException) -> str:
+    """torch's CUDA out-of-memory error as one Chinese line: how much it asked for, what to do."""
+    asked = re.search(r"Tried to allocate [\d.]+ \w+", str(err))
+    what = f"（{asked.group(0)}）" if asked else ""
+    return (
+        f"显存不够（CUDA out of memory）{what}。先 nvidia-smi 看卡上有没有别的进程占着显存：有就停掉它，"
+        "再照下一行续跑。没有别的进程还是不够：换一个 --out 从头跑，加 --micro-batch 4（一次反向的条数减半，"
+        "算法不变，只是慢些），评估时不够再加 --eval-batch 32；运行和它的对照要用一样的值（L2.07 第 6.4 节）"
+    )
+
+
 def resume_hint(out: str | Path, steps: int | None = None) -> str:
     """How to continue from ``out`` (or why it cannot be continued)."""
     out = Path(out)
@@ -555,7 +572,8 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     Ctrl-C exits 130, SIGTERM 143 and SIGHUP 129 (128 + the signal), all with how to resume (a
     SIGHUP from a dropped SSH session may find no terminal to print to: the lock still goes, and
     ``nohup``'s ignored SIGHUP stays ignored); a failed write
-    (a full disk) also says how to resume. On the way out the run folder's lock is let go.
+    (a full disk) also says how to resume, and so does CUDA running out of memory (what to change
+    first). On the way out the run folder's lock is let go.
     """
     main = threading.current_thread() is threading.main_thread()
     previous = {sig: signal.signal(sig, _stop) for sig in _stop_signals()} if main else {}
@@ -577,6 +595,10 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
         if line is None:
             raise
         sys.exit(f"错误：{line}\n{resume_hint(out, steps)}")
+    except RuntimeError as err:
+        if not _out_of_gpu_memory(err):
+            raise
+        sys.exit(f"错误：{out_of_memory_line(err)}\n{resume_hint(out, steps)}")
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler if handler is not None else signal.SIG_DFL)

@@ -256,6 +256,25 @@ def test_curves_survive_a_broken_config_json(tmp_path):
     assert not list(tmp_path.glob("*.tmp*"))
 
 
+def test_cuda_out_of_memory_is_one_chinese_line_with_what_to_change(tmp_path):
+    """以前：torch.OutOfMemoryError 是一段英文 traceback。现在一行中文：要了多少、先查什么、改哪个参数、怎么续跑。"""
+    import torch
+
+    folder = _finished(tmp_path / "run")
+    oom = torch.OutOfMemoryError(
+        "CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 31.35 GiB"
+    )
+    with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
+        raise oom
+    msg = exc.value.code
+    assert msg.startswith("错误：显存不够（CUDA out of memory）（Tried to allocate 2.00 GiB）")
+    assert (
+        "--micro-batch 4" in msg and "nvidia-smi" in msg and f"--resume {folder} --steps 6" in msg
+    )
+    with pytest.raises(RuntimeError, match="别的 RuntimeError"), exit_cleanly(folder, 6):
+        raise RuntimeError("别的 RuntimeError 照旧往外抛")
+
+
 def test_exit_cleanly(tmp_path, capsys):
     folder = _finished(tmp_path / "run")
     with pytest.raises(SystemExit) as exc, exit_cleanly(folder, 6):
