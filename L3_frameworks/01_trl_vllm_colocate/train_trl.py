@@ -55,7 +55,12 @@ from common.run.json_files import read_json, write_json, write_jsonl
 from common.run.metrics import CURVES_NAME, METRICS_NAME, MetricsLogger, plot_curves, read_metrics
 from common.run.out_dir import CONFIG_NAME
 from common.run.provenance import provenance
-from common.run.run_folder import EVAL_AFTER_NAME, EVAL_BEFORE_NAME, QUESTIONS_NAME
+from common.run.run_folder import (
+    EVAL_AFTER_NAME,
+    EVAL_BEFORE_NAME,
+    QUESTIONS_NAME,
+    out_of_memory_line,
+)
 
 # grpo_train.py 的 GRPOConfig 里 TRL 这边也用的字段（同样的默认值、预设、检查）；其余字段 TRL 没有对应物
 TRL_FIELDS = (
@@ -626,9 +631,17 @@ def main(cfg: GRPOConfig, opts: TRLOptions) -> None:
         torch.distributed.destroy_process_group()
 
 
-if __name__ == "__main__":
+def cli() -> None:
+    """命令行入口：课程的错误和显存不够都是一行中文（Ctrl-C 由 common 的 excepthook 变成一行）。"""
     cfg, opts = parse_args()
     try:
         main(cfg, opts)
     except (D.DataError, PresetError, ModelDirError) as err:
         sys.exit(f"错误：{err}")
+    # 显存不够：和 grpo_train.py 同一行说明（vLLM 那一份显存由 --vllm-mem 定）
+    except torch.OutOfMemoryError as err:
+        sys.exit(f"错误：{out_of_memory_line(err)}")
+
+
+if __name__ == "__main__":
+    cli()

@@ -145,6 +145,23 @@ def test_bad_input_is_a_clear_error(T, tmp_path, argv, needle):
     assert not (tmp_path / "bad").exists(), "报错之前不能留下半截的输出目录"
 
 
+def test_cuda_out_of_memory_is_one_chinese_line(T, tmp_path, monkeypatch):
+    """TRL 的训练里 CUDA 显存不够：和 grpo_train.py 一样是一行中文（要了多少、改哪个参数），不是英文 traceback。"""
+    args = _tiny_args(T, tmp_path)
+    monkeypatch.setattr(T, "parse_args", lambda: args)
+
+    def out_of_memory(cfg, opts):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.50 GiB. GPU 0 ...")
+
+    monkeypatch.setattr(T, "main", out_of_memory)
+    with pytest.raises(SystemExit) as exc:
+        T.cli()
+    assert exc.value.code.startswith(
+        "错误：显存不够（CUDA out of memory）（Tried to allocate 1.50 GiB）"
+    )
+    assert "--micro-batch 4" in exc.value.code
+
+
 def test_model_folder_is_validated_in_parse_args(T, tmp_path):
     """--model 目录在 parse_args 里就查完（不加载权重，不建输出目录）；只给 --model：GPU 配方，CPU 上小模型全参数。"""
     from small_qwen import make_model_dir
