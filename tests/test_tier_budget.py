@@ -101,12 +101,19 @@ def test_a_file_over_budget_is_retried_and_the_fastest_run_counts(
 
 
 def test_a_busy_machine_is_measured_with_an_import_torch_ruler(tb, monkeypatch, tmp_path, capsys):
-    """机器整体慢了（import torch 要安静时的 2 倍）：重跑的墙钟按尺子折算回安静的机器，7.0 s 算 3.5 s；
-    尺子显示机器不忙时，慢就是文件本身慢，照样失败。"""
+    """机器整体慢了（import torch 要安静时的 1.25 倍）：重跑的墙钟按尺子折算回安静的机器，7.0 s 算 5.6 s；
+    折扣最多 25%：尺子慢一倍时 7.0 s 也只算 5.25 s，9.0 s 算 6.75 s 照样失败；尺子显示机器不忙时照样失败。"""
     _fake_runs(tb, monkeypatch, tmp_path, tier_cpu=30.0, test_s=1.0, file_s=7.0)
+    monkeypatch.setattr(tb, "torch_import_s", lambda: 1.25 * tb.TORCH_IMPORT_QUIET_S)
+    assert tb.main(["--check"]) == 0
+    assert "（7.0 / 7.0 s；重跑的折算成安静的机器：5.6 s；取最小的）" in capsys.readouterr().out
     monkeypatch.setattr(tb, "torch_import_s", lambda: 2 * tb.TORCH_IMPORT_QUIET_S)
     assert tb.main(["--check"]) == 0
-    assert "（7.0 / 7.0 s；重跑的折算成安静的机器：3.5 s；取最小的）" in capsys.readouterr().out
-    monkeypatch.setattr(tb, "torch_import_s", lambda: tb.TORCH_IMPORT_QUIET_S)
+    assert "重跑的折算成安静的机器：5.2 s；" in capsys.readouterr().out
+    _fake_runs(tb, monkeypatch, tmp_path, tier_cpu=30.0, test_s=1.0, file_s=9.0)
+    monkeypatch.setattr(tb, "torch_import_s", lambda: 2 * tb.TORCH_IMPORT_QUIET_S)
+    assert tb.main(["--check"]) == 1
+    assert "单独运行用了 6.8 s" in capsys.readouterr().err
+    _fake_runs(tb, monkeypatch, tmp_path, tier_cpu=30.0, test_s=1.0, file_s=7.0)
     assert tb.main(["--check"]) == 1
     assert "单独运行用了 7.0 s" in capsys.readouterr().err
