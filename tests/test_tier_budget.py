@@ -43,6 +43,8 @@ def _fake_runs(tb, monkeypatch, tmp_path, *, tier_cpu, test_s, file_s):
         if args and args[0].startswith("--junitxml="):
             Path(args[0].split("=", 1)[1]).write_text(JUNIT.replace("2.500", str(test_s)))
             return 0, tier_cpu, tier_cpu, "10 passed in 1.00s"
+        if not args:  # 默认一档超预算时的再量一次（不带 junit）
+            return 0, tier_cpu, tier_cpu, "10 passed in 1.00s"
         return 0, file_s, file_s, "3 passed in 0.10s"
 
     monkeypatch.setattr(tb, "run_pytest", run_pytest)
@@ -117,3 +119,23 @@ def test_a_busy_machine_is_measured_with_an_import_torch_ruler(tb, monkeypatch, 
     _fake_runs(tb, monkeypatch, tmp_path, tier_cpu=30.0, test_s=1.0, file_s=7.0)
     assert tb.main(["--check"]) == 1
     assert "单独运行用了 7.0 s" in capsys.readouterr().err
+
+
+def test_an_over_budget_default_tier_is_measured_again_with_the_ruler(
+    tb, monkeypatch, tmp_path, capsys
+):
+    """默认一档超了 60 CPU 秒：带 import torch 的尺子再量一次；机器慢 1.25 倍时 70 算 56，照样最多打 25% 的折扣。"""
+    _fake_runs(tb, monkeypatch, tmp_path, tier_cpu=70.0, test_s=1.0, file_s=4.0)
+    fake = tb.run_pytest
+    monkeypatch.setattr(
+        tb, "run_pytest", lambda args: (0, 70.0, 70.0, "x") if not args else fake(args)
+    )
+    monkeypatch.setattr(tb, "torch_import_s", lambda: 1.25 * tb.TORCH_IMPORT_QUIET_S)
+    assert tb.main(["--check"]) == 0
+    assert "按尺子折算成安静的机器 56.0 s" in capsys.readouterr().out
+    monkeypatch.setattr(tb, "torch_import_s", lambda: 4 * tb.TORCH_IMPORT_QUIET_S)
+    monkeypatch.setattr(
+        tb, "run_pytest", lambda args: (0, 90.0, 90.0, "x") if not args else fake(args)
+    )
+    assert tb.main(["--check"]) == 1  # 90 × 0.75 = 67.5：折扣到头，还是超
+    assert "默认一档用了 67.5 CPU 秒" in capsys.readouterr().err
