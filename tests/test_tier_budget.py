@@ -49,6 +49,7 @@ def _fake_runs(tb, monkeypatch, tmp_path, *, tier_cpu, test_s, file_s):
 
     monkeypatch.setattr(tb, "run_pytest", run_pytest)
     monkeypatch.setattr(tb, "warm_caches", lambda: None)
+    monkeypatch.setattr(tb, "LESSON_FILE_WALL_S", 6.0)  # 这里的数按 6 s 的预算写
     monkeypatch.setattr(tb, "torch_import_s", lambda: tb.TORCH_IMPORT_QUIET_S)  # 机器安静
     monkeypatch.setattr(tb, "lesson_test_files", lambda: [tb.ROOT / "tests/L2/test_x.py"])
 

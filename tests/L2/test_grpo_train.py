@@ -101,7 +101,7 @@ def test_the_scripts_help_lists_every_knob():
     assert "qwen3-0.6b" in text and proc.stderr == ""
 
 
-@pytest.mark.slow  # 约 1.8 s（读预设、算显存账）：默认一档每个课的文件 ≤ 6 s
+@pytest.mark.slow  # 约 1.8 s（读预设、算显存账）：默认一档每个课的文件 ≤ 7.5 s
 def test_defaults_are_the_config_plus_the_preset(tmp_path):
     cfg = parse_config(["--out", str(tmp_path / "run")])
     plain = GRPOConfig(preset="tiny", lora_rank=0, out=cfg.out)

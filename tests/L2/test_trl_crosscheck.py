@@ -39,7 +39,7 @@ import torch
 from diagnose import check
 
 # 整个文件在 slow 一档：import GRPOTrainer 就要约 5 s（transformers 的 Trainer、accelerate、datasets），
-# 默认一档每个课的测试文件要在 6 s 内跑完。CI 的 slow 一档照样跑；自己跑：pytest -m slow 这个文件
+# 默认一档每个课的测试文件要在 7.5 s 内跑完。CI 的 slow 一档照样跑；自己跑：pytest -m slow 这个文件
 pytestmark = pytest.mark.slow
 
 SECTION = "L2.05「5. 对应到 TRL 和 slime」"

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "train_trl.py"
 
 # 整个文件在 slow 一档：import GRPOTrainer 就要约 5 s（transformers 的 Trainer、accelerate、datasets），
-# 默认一档每个课的测试文件要在 6 s 内跑完。CI 的 slow 一档照样跑；自己跑：pytest -m slow 这个文件
+# 默认一档每个课的测试文件要在 7.5 s 内跑完。CI 的 slow 一档照样跑；自己跑：pytest -m slow 这个文件
 pytestmark = pytest.mark.slow
 
 
