@@ -110,7 +110,7 @@ def measure(check: bool) -> int:
     if test_s > ONE_TEST_WALL_S:
         over.append(f"{test_name} 用了 {test_s:.2f} s")
 
-    print(f"每个课的测试文件单独运行（墙钟，含启动；预算 {LESSON_FILE_WALL_S:.0f} s）：")
+    print(f"每个课的测试文件单独运行（墙钟，含启动；预算 {LESSON_FILE_WALL_S:g} s）：")
     warm_caches()
     for path in lesson_test_files():
         rel = path.relative_to(ROOT).as_posix()
