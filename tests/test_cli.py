@@ -56,6 +56,7 @@ def _rel(p: Path) -> str:
     return p.relative_to(ROOT).as_posix()
 
 
+@pytest.mark.slow  # import 每个脚本找它的命令行解析器：约 0.7 CPU 秒（默认一档留给快的测试，CI 的 slow 一档照样跑）
 def test_every_course_parser_turns_abbreviations_off():
     bad = {
         _rel(p): lines

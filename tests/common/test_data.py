@@ -109,6 +109,7 @@ def test_load_gsm8k_missing_or_broken_shipped_file(tmp_path, monkeypatch):
         load_gsm8k("test")
 
 
+@pytest.mark.slow  # 读两遍完整的 GSM8K：约 0.7 CPU 秒（默认一档留给快的测试，CI 的 slow 一档照样跑）
 def test_load_gsm8k_from_hub_same_problems(gsm8k, monkeypatch):
     """source="hub" 走 datasets.load_dataset（这里换成内存里的同样几行：测试不联网）。"""
     import datasets
