@@ -66,6 +66,12 @@ def run_pytest(args: list[str]) -> tuple[int, float, float, str]:
     return proc.returncode, wall, cpu, lines[-1]
 
 
+def on_a_quiet_machine(seconds: float, ruler: float) -> float:
+    """``seconds`` measured right beside a ruler (import torch) of ``ruler`` s, as on a quiet machine:
+    scaled by TORCH_IMPORT_QUIET_S / ruler, never below MOST_FORGIVEN of itself."""
+    return seconds * max(TORCH_IMPORT_QUIET_S / ruler, MOST_FORGIVEN)
+
+
 def torch_import_s() -> float:
     """这一刻 `python -c "import torch"` 的墙钟：机器此刻快慢的尺子。"""
     t0 = time.perf_counter()
@@ -102,7 +108,7 @@ def measure(check: bool) -> int:
         if rc != 0:
             print(f"默认一档再量的那一次没有通过（exit {rc}）：{summary}", file=sys.stderr)
             return 1
-        cpu = min(cpu, again * max(TORCH_IMPORT_QUIET_S / ruler, MOST_FORGIVEN))
+        cpu = min(cpu, on_a_quiet_machine(again, ruler))
         print(f"  超了，带尺子再量一次：CPU 时间 {again:.1f} s，按尺子折算成安静的机器 {cpu:.1f} s")
     print(f"  最慢的一个测试：{test_s:.2f} s  {test_name}（预算 {ONE_TEST_WALL_S:.0f} s）")
     if cpu > DEFAULT_TIER_CPU_S:
@@ -116,21 +122,20 @@ def measure(check: bool) -> int:
         rel = path.relative_to(ROOT).as_posix()
         rc, wall, cpu, summary = run_pytest([rel])
         tries = [wall]
-        scaled = []  # 重跑的每一次：墙钟 × 安静时的 import torch / 紧挨着量的 import torch
+        scaled = []  # 重跑的每一次，折算成安静的机器（on_a_quiet_machine）
         while (
             rc in PYTEST_OK and min(tries + scaled) > LESSON_FILE_WALL_S and len(tries) <= RETRIES
         ):
             ruler = torch_import_s()
             rc, again, cpu, summary = run_pytest([rel])
             tries.append(again)
-            scaled.append(again * max(TORCH_IMPORT_QUIET_S / ruler, MOST_FORGIVEN))
+            scaled.append(on_a_quiet_machine(again, ruler))
         wall = min(tries + scaled)
         note = ""
         if len(tries) > 1:
             runs = " / ".join(f"{s:.1f}" for s in tries)
             norm = " / ".join(f"{s:.1f}" for s in scaled)
             note = f"（{runs} s；重跑的折算成安静的机器：{norm} s；取最小的）"
-
         print(f"  {wall:5.1f} s  {cpu:5.1f} CPU 秒  {rel}{note}  {summary}")
         if rc not in PYTEST_OK:
             over.append(f"{rel} 没有通过（exit {rc}）：{summary}")
