@@ -26,14 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from common.model.gguf_convert import PROXY_NOTE, GGUFError, from_gguf
+from common.model.tokenizer import QWEN_STOP_TOKENS
+from common.options.cli import CourseParser
+from common.run.json_files import read_json_object
 
 try:
     import resource  # peak memory while a chat template renders (not on Windows)
 except ImportError:
     resource = None
-from common.model.tokenizer import QWEN_STOP_TOKENS
-from common.options.cli import CourseParser
-from common.run.json_files import read_json_object
 from common.vram.shapes import (
     DENSE_FAMILIES,
     MOE_TYPES,
@@ -61,9 +61,8 @@ SHAPE_FIELDS = (
 # getattr(torch, name), so anything else is an AttributeError at load time, after the run started
 FLOAT_DTYPES = ("bfloat16", "float16", "float32", "float64", "half", "float", "double")
 TEMPLATE_SECONDS = 10.0  # a chat template renders the course's prompt in milliseconds; a bound
-TEMPLATE_MIB = (
-    512  # ... in kilobytes: a bound on the memory it may add (a string doubled in a loop)
-)
+# ... of a few KiB: a bound (MiB) on the memory one render may add (a string doubled in a loop)
+TEMPLATE_MIB = 512
 
 
 class ModelDirError(ValueError):
@@ -321,7 +320,7 @@ def _peak_mib() -> float | None:
     return peak / 2**20 if sys.platform == "darwin" else peak / 2**10  # bytes on macOS, else KiB
 
 
-def _bounded(render, seconds: float, mib: float = TEMPLATE_MIB):
+def _bounded(render, seconds: float, mib: float):
     """``render()``, stopped with TemplateTooSlow after ``seconds``, or TemplateTooBig once the
     process's peak memory grew by ``mib``: jinja2 compiles a template to Python, so a trace function
     sees every line it runs (a template's loops and strings have no other bound). Memory is checked

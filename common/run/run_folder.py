@@ -580,9 +580,8 @@ def exit_cleanly(out: str | Path, steps: int | None = None, *, errors: tuple = (
     try:
         yield
     except KeyboardInterrupt as err:
-        atexit.register(
-            _ignore_stop_signals
-        )  # 退出时的收尾（torch 的 atexit）不再被下一次 Ctrl-C 打断
+        # 退出时的收尾（torch 的 atexit）不再被下一次 Ctrl-C 打断
+        atexit.register(_ignore_stop_signals)
         signum = err.signum if isinstance(err, Terminated) else signal.SIGINT
         what = "Ctrl-C" if signum == signal.SIGINT else signal.Signals(signum).name
         _say(f"\n已中断（{what}）。{resume_hint(out, steps)}")

@@ -29,9 +29,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parents[2])
-)  # 仓库根目录：课程的命令行（中文报错、UTF-8 输出）
+# 仓库根目录：课程的命令行（中文报错、UTF-8 输出）
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from common.options.cli import CourseParser, broken_stdout  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
