@@ -204,3 +204,15 @@ def test_the_page_run_result_and_the_four_gains():
     assert f"（{'、'.join(signed(g) for g in gains)}）" in flat
     quote = f"均值 {signed(statistics.fmean(gains))}，标准差 {statistics.stdev(gains):.3f}"
     assert quote in flat, f"L2.07 第 6.6 节四次的均值和标准差应该写：{quote}"
+
+
+def test_l2_08_quotes_the_page_run():
+    """L2.08 第 6.8 节引用这一页的运行：显存峰值和第 100 步的涨幅。"""
+    text = (ROOT / "L2_algorithm" / "08_reading_the_curves" / "README.md").read_text(
+        encoding="utf-8"
+    )
+    part = text.split("### 6.8 ", 1)[1].split("\n### ", 1)[0]
+    peaks = [max(r["peak_vram_gb"] for r in _rows(name)) for name in RUNS]
+    assert f"显存峰值 {peaks[0]:.2f} GiB 和 {peaks[1]:.2f} GiB" in part
+    run = paired(_greedy("q3-s0", "before"), _greedy("q3-s0", "after"))
+    assert f"第 100 步只涨了 {signed(run['diff'])}（p = {run['p']:.2f}" in part
