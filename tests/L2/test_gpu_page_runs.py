@@ -216,3 +216,22 @@ def test_l2_08_quotes_the_page_run():
     assert f"显存峰值 {peaks[0]:.2f} GiB 和 {peaks[1]:.2f} GiB" in part
     run = paired(_greedy("q3-s0", "before"), _greedy("q3-s0", "after"))
     assert f"第 100 步只涨了 {signed(run['diff'])}（p = {run['p']:.2f}" in part
+
+
+def test_the_front_page_quotes_the_page_run():
+    """首页 README 的 GPU 一段引用这一页的运行：三个评估点、涨幅和 p、两条一起的时间、目录大小。"""
+    front = (ROOT / "README.md").read_text(encoding="utf-8")
+    curve = []
+    for name in RUNS:
+        at50 = [r["eval_accuracy"] for r in _rows(name) if r["step"] == 50][0]
+        curve.append((sum(_greedy(name, "before")) / 500, at50, sum(_greedy(name, "after")) / 500))
+    run = paired(_greedy("q3-s0", "before"), _greedy("q3-s0", "after"))
+    started, files, du = _timeline()
+    minutes, seconds = divmod(int((max(files.values()) - started).total_seconds()), 60)
+    for quote in (
+        "运行 {:.3f} → {:.3f}（第 50 步）→ {:.3f}（第 100 步，".format(*curve[0]),
+        f"{signed(run['diff'])}，p = {run['p']:.2f}，",
+        "对照 {:.3f} → {:.3f} → {:.3f}；".format(*curve[1]),
+        f"两条一起 {minutes} 分 {seconds} 秒，每个运行目录 {du['q3-s0'] / 1e9:.2f} GB",
+    ):
+        assert quote in front, f"首页 README 引用的这一页的运行和 gpu_page/ 对不上，应该写：{quote}"
