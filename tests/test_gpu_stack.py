@@ -478,3 +478,44 @@ def test_receive_never_writes_through_a_link_in_the_box(packed, tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 2 and "符号链接" in err and "Traceback" not in err, err
     assert victim.read_bytes() == b"precious"
+
+
+# ---------------------------------------------------------------- model_only.py：只带模型
+_spec_mo = importlib.util.spec_from_file_location(
+    "gpu_model_only", ROOT / "tools/gpu_stack/model_only.py"
+)
+model_only = importlib.util.module_from_spec(_spec_mo)
+_spec_mo.loader.exec_module(model_only)
+
+
+def test_model_only_split_joins_back(tmp_path):
+    data = _rand(10_001, 5)
+    src = tmp_path / "model.gguf"
+    src.write_bytes(data)
+    pieces = model_only.split_file(src, tmp_path / "out", 4000)
+    assert [p["bytes"] for p in pieces] == [4000, 4000, 2001]
+    joined = b"".join((tmp_path / "out" / p["dir"] / "piece").read_bytes() for p in pieces)
+    assert joined == data and [p["sha256"] for p in pieces][1] == _sha(data[4000:8000])
+
+
+def test_model_only_plan_fits_and_ends_with_the_conversion():
+    out = model_only.carry.REPO / ".gpu" / "model_only_test"
+    travel = model_only.carry.repo_travel_bytes()
+    piece = model_only.carry.LIMIT - travel - model_only.MARGIN
+    pieces = [{"dir": f"p{i:02d}", "bytes": piece, "sha256": "x"} for i in range(3)]
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        (out / "manifest.json").write_text(json.dumps({"piece_bytes": piece, "pieces": pieces}))
+        calls = model_only.plan(out)
+    finally:
+        (out / "manifest.json").unlink()
+        out.rmdir()
+    assert len(calls) == 1 + len(pieces)
+    assert calls[0]["command"].startswith("bash tools/gpu_stack/box/start.sh")
+    assert calls[-1]["command"].endswith("convert.sh .gpu/model_only_test/model.sha256")
+    for call in calls:
+        assert len(call["command"]) <= model_only.carry.COMMAND_LIMIT
+        for path in call["carry"]:
+            assert path.startswith(".gpu/"), "带过去的块要在 .gitignore 里的 .gpu/ 下"
+    for script in ("start", "recv", "convert", "launch", "wait"):
+        assert (ROOT / "tools/gpu_stack/box" / f"{script}.sh").is_file()
