@@ -10,6 +10,7 @@ import datetime
 import functools
 import importlib.util
 import json
+import re
 import statistics
 import tomllib
 from pathlib import Path
@@ -990,49 +991,67 @@ L207 = ROOT / "L2_algorithm" / "07_grpo_train" / "README.md"
 
 
 def _t975(df: int) -> float:
-    """t 分布 97.5% 分位点，只用 2 个自由度：F(t) = 1/2 + t / (2√(2 + t²))，解 F = 0.975。"""
-    assert df == 2
-    q = 2 * 0.975 - 1
-    return (2 * q * q / (1 - q * q)) ** 0.5
+    """t 分布 97.5% 分位点，只用 3 个自由度：F(t) = 1/2 + (x/(1 + x²) + atan x)/π，x = t/√3；二分求解 F = 0.975。"""
+    import math
+
+    assert df == 3
+    lo, hi = 0.0, 20.0
+    for _ in range(200):
+        mid = (lo + hi) / 2
+        x = mid / math.sqrt(3)
+        lo, hi = (
+            (mid, hi) if 0.5 + (x / (1 + x * x) + math.atan(x)) / math.pi < 0.975 else (lo, mid)
+        )
+    return lo
+
+
+def _page_run_gain() -> float:
+    """L2.07 那一页的命令在 H100 上原样跑的 seed 0（gpu_page/q3-s0）：第 100 步比训练前。"""
+    folder = L207.parent / "gpu_page" / "q3-s0"
+    ev = {w: json.loads((folder / f"eval_{w}.json").read_text(encoding="utf-8")) for w in ("before", "after")}  # fmt: skip
+    return C.paired(ev["before"]["per_question"]["greedy"], ev["after"]["per_question"]["greedy"])["diff"]  # fmt: skip
 
 
 def test_the_range_for_one_new_seed_is_this_arithmetic():
-    """L2.07 第 6.6 节：一个新 seed 第 100 步的涨幅范围 = 三个 seed 的均值 ± 预测的标准差（含重跑的噪声）。"""
-    gains = [_gain(r)["diff"] for r, _ in _pairs100()]
+    """L2.07 第 6.6 节：一个新 seed 第 100 步的涨幅范围 = 四次（三个 seed + 那一页的命令原样跑的一次）的均值 ± 预测的标准差。"""
+    gains = [_gain(r)["diff"] for r, _ in _pairs100()] + [_page_run_gain()]
+    n = len(gains)
     mean, sd = statistics.fmean(gains), statistics.stdev(gains)
-    # 重跑的噪声：seed 2 在同型号的 H100 上跑了两次，第 50 步运行和对照各差多少；一次运行的标准差 = √(mean(d²) / 2)
-    d = [C.paired(_run(a).values(50, "greedy"), _run(b).values(50, "greedy"))["diff"]
-         for a, b in (("recipe-s2", "recipe100-s2"), ("control-s2", "control100-s2"))]  # fmt: skip
-    rerun = (statistics.fmean(x * x for x in d) / 2) ** 0.5
-    pred = (sd * sd * (1 + 1 / len(gains)) + rerun * rerun) ** 0.5
+    pred = sd * (1 + 1 / n) ** 0.5
     two_thirds = (mean - pred, mean + pred)
     ninety_five = (mean - 1.96 * pred, mean + 1.96 * pred)
-    t = _t975(len(gains) - 1) * sd * (1 + 1 / len(gains)) ** 0.5
+    t = _t975(n - 1) * pred
     t_range = (mean - t, mean + t)
 
+    def end(x):
+        s = C.signed(x, 2)
+        return "0" if s in ("+0.00", "\u22120.00") else s
+
     def span(lo_hi):
-        return f"{C.signed(lo_hi[0], 2)} 到 {C.signed(lo_hi[1], 2)}"
+        return f"{end(lo_hi[0])} 到 {end(lo_hi[1])}"
 
     block = L207.read_text(encoding="utf-8").split("<!-- expected-gain:begin -->")[1]
-    block = block.split("<!-- expected-gain:end -->")[0]
+    block = re.sub(r"\n(?!\n)\s*", "", block.split("<!-- expected-gain:end -->")[0])
     for quote in (
-        f"均值 {C.signed(mean)}，seed 之间的标准差 {sd:.3f}",
-        f"第 50 步运行差 {d[0]:.3f}、对照差 {d[1]:.3f}",
-        f"折成一次运行的标准差约 {rerun:.3f}",
-        f"√({sd:.3f}² × (1 + 1/3) + {rerun:.3f}²) ≈ {pred:.3f}",
+        f"{'、'.join(C.signed(g) for g in gains[:3])}，和这一页的命令原样跑的 seed 0",
+        f"{C.signed(gains[3])}，都是和各自的训练前逐题配对的差",
+        f"**四次的均值 {C.signed(mean)}，标准差 {sd:.3f}。**",
+        f"和第一次差 {gains[0] - gains[3]:.3f}",
+        f"{sd:.3f} × √(1 + 1/{n}) ≈ {pred:.3f}",
         f"约三分之二的新 seed 落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}",
-        f"95% 的范围是 {span(t_range)}",
-        f"三个 seed 的最小到最大（{C.signed(min(gains))} 到 {C.signed(max(gains))}）",
+        f"按 t 分布（{n - 1} 个自由度），95% 的范围是 {span(t_range)}",
+        f"四次的最小到最大（{C.signed(min(gains))} 到 {C.signed(max(gains))}）",
     ):
         assert quote in block, f"L2.07 第 6.6 节的范围和附带的运行算出的对不上，应该写：{quote}"
+    assert (n - 1) / (n + 1) == 3 / 5 and "n = 4 时是 3/5" in block
+    flat = re.sub(r"\n(?!\n)\s*", "", LESSON)
     for quote in (
-        f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}",
-        f"按 t 分布是 {span(t_range)}",
+        f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}；只有四个点，按 t 分布是 {span(t_range)}",
+        f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}（怎么算的、",
     ):
-        _in_lesson(quote, "第 6.6 节")
-    _in_lesson(f"约三分之二落在 {span(two_thirds)}，约 95% 落在 {span(ninety_five)}\n", "第 6.8 节")
-    # 最小到最大盖住下一个点的概率：(n − 1)/(n + 1)
-    assert (len(gains) - 1) / (len(gains) + 1) == 0.5 and "n = 3 时是 1/2" in block
+        assert quote in flat, f"L2.08 第 6.6、6.8 节引用的范围要和 L2.07 第 6.6 节一致：{quote}"
+    # 三个 seed 的最小到最大盖住下一个点的概率 (n − 1)/(n + 1) = 1/2（第 6.6 节「不能说的」）
+    _in_lesson("只在大约一半的时候盖住一个新 seed", "第 6.6 节")
 
 
 def test_how_to_read_the_p_values():
