@@ -141,10 +141,16 @@ def test_the_measured_pair_table_is_the_shipped_files():
     assert f"约 {wall / 60:.2f} × {gain:.2f} ≈ {round(wall / 60 * gain, -1):.0f} 分钟" in flat
     assert f"约 2 × {wall / 60:.2f} ≈ {2 * wall / 60:.1f} 分钟" in flat
     text = (SHIPPED / "timeline.txt").read_text(encoding="utf-8")
-    ckpt = re.search(r"/tmp/runs/q3-s0/\n-\S+ 1 root root (\d+) .* checkpoint\.pt$", text, re.M)[1]
+    ckpts = {
+        m[1]: int(m[2])
+        for m in re.finditer(
+            r"/tmp/runs/([\w-]+)/\n-\S+ 1 root root (\d+) .* checkpoint\.pt$", text, re.M
+        )
+    }
+    assert 0 < abs(ckpts["q3-s0"] - ckpts["q3-ctl-s0"]) < 100, "课文说对照的只差几十字节"
     assert (
-        f"一样大（{int(ckpt):,} B，`gpu_page/timeline.txt`；运行目录连同其余文件 {du['q3-s0']:,} B）"
-        in page
+        f"一样大（运行的 {ckpts['q3-s0']:,} B，对照的只差几十字节，`gpu_page/timeline.txt`；"
+        f"运行目录连同其余文件 {du['q3-s0']:,} B）" in page
     )
 
 
@@ -200,7 +206,14 @@ def test_the_page_run_result_and_the_four_gains():
         old[name] = paired(before["per_question"]["greedy"], last[0]["greedy"])["diff"]
     gains = [*old.values(), run["diff"]]
     assert f"第 100 步是 {signed(old['recipe-s0'])}" in flat
-    assert f"就差了 {old['recipe-s0'] - run['diff']:.3f}：这就是上面说的重跑的噪声" in flat
+    assert f"就差了 {old['recipe-s0'] - run['diff']:.3f}：这里面有重跑的噪声" in flat
+    floor = _json("q3-s0", "eval_floor.json")
+    gap = floor["accuracy_first"] - floor["accuracy_second"]
+    assert run["diff"] < gap, "课文说这次的涨幅比评估自己的底噪还小"
+    assert (
+        f"{signed(run['diff'])} 比这次评估自己的底噪还小（同样的权重只改 eval batch 就差 {gap:.3f}"
+        in flat
+    )
     assert min(gains) == run["diff"] and "它是上面四次里最小的一次" in flat
     quote = (
         f"**四次的均值 {signed(statistics.fmean(gains))}，标准差 {statistics.stdev(gains):.3f}。**"

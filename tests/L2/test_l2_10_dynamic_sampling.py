@@ -480,6 +480,13 @@ def test_the_skip_ratio_is_the_shipped_h100_measurement():
     first = _skip_record("beside_cpu_load")
     assert f"给的是 {first['skip+z44']['train_s'] / first['z44']['train_s']:.2f} 倍" in text
     assert f"从 {busy(base)} 掉到 {busy(first['z44'])}" in text
+    idle = 1 - base["profile"]["busy_ms"] / base["profile"]["wall_ms"]
+    assert 0.3 <= idle < 0.4 and "本来就有三成多的时间 GPU 在等 CPU" in text
+    log = (SKIP / "beside_cpu_load" / "box_output.txt").read_text(encoding="utf-8")
+    seconds = re.search(r"^convert (\d+)s$", log, re.M)[1]
+    assert f"机器上打印的是 {seconds} s" in text
+    iters = [len(_skip_record(w)["z44"]["all_s"]) for w in ("beside_cpu_load", "alone")]
+    assert f"它每个变体只计时 {iters[0]} 步，第二次是 {iters[1]} 步" in text
     l207 = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
     assert f"训练部分是不跳过的 {ratios[0]:.2f} 倍" in l207
 
