@@ -516,3 +516,71 @@ def test_the_whole_step_estimate_uses_the_page_timing():
     lo = min(round(16 * r["zero_std_min"]) for r in report.values())
     hi = max(round(16 * r["zero_std_max"]) for r in report.values())
     assert f"全相同的组每步在 {lo}–{hi} 组之间变" in text
+
+
+# ---------------------------------------------------------------- 第 1.2 节：tiny 上开和关 ------------------------------------
+def _tiny_on_off():
+    spec = importlib.util.spec_from_file_location("tiny_on_off", LESSON / "tiny_on_off.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_tiny_on_off_table_is_the_shipped_runs():
+    """第 1.2 节的表、区间、最小的 p、批数和 zero_std_frac 的范围、两个对照的例子：tiny_on_off.py 从附带的运行算出的。"""
+    from common.gsm8k.paired_stats import signed
+
+    m = _tiny_on_off()
+    rep = m.report()
+    text = (LESSON / "README.md").read_text(encoding="utf-8")
+    flat = re.sub(r"\n(?!\n)\s*", "", text)
+
+    def p_text(p):
+        return "1" if p == 1 else f"{p:.2g}"
+
+    for seed, r in rep.items():
+        a, d = r["acc"], r["on_minus_off"][100]
+        pairs = " | ".join(f"{a['off'][s]:.3f} / {a['on'][s]:.3f}" for s in (10, 20, 100))
+        row = (
+            f"| {seed} | {r['batches']:.2f} / {r['kept']:.2f} | {pairs} | "
+            f"{signed(d['diff'])} ± {d['se']:.3f}，p = {p_text(d['p'])} | "
+            f"{a['off-ctl'][100]:.3f} / {a['on-ctl'][100]:.3f} |"
+        )
+        assert row in text, f"L2.10 第 1.2 节的表和 tiny_ds/ 对不上，应该有：{row}"
+        assert r["short_steps"] == 0 and r["kept"] == r["P"]
+    diffs = [
+        (d["diff"], d["p"], s, st) for s, r in rep.items() for st, d in r["on_minus_off"].items()
+    ]
+    lo, hi = min(x[0] for x in diffs), max(x[0] for x in diffs)
+    assert f"「开 − 关」在 {signed(lo)} 到 {signed(hi)} 之间" in flat
+    p_min = min(diffs, key=lambda x: x[1])
+    assert p_min[1] >= 0.05, "课文说没有一个 p < 0.05"
+    assert f"最小的是 seed {p_min[2]} 第 {p_min[3]} 步的 {p_min[1]:.2g}" in flat
+    batches = sorted(r["batches"] for r in rep.values())
+    assert f"平均 {batches[0]:.2f}–{batches[-1]:.2f} 批" in flat
+    zero = sorted(r["off_zero_std"] for r in rep.values())
+    assert f"平均 {zero[0]:.0%}–{zero[-1]:.0%} 全相同" in flat
+    assert round(16 * (1 - sum(zero) / len(zero))) == 12 and "16 组里也有 12 组上下有信号" in flat
+    acc0, acc1 = rep[0]["acc"], rep[1]["acc"]
+    assert f"seed 0 第 40 步 {acc0['on-ctl'][40]:.3f} 对 {acc0['off-ctl'][40]:.3f}" in flat
+    assert f"seed 1 第 100 步 {acc1['on-ctl'][100]:.3f} 对 {acc1['off-ctl'][100]:.3f}" in flat
+    assert m.STEPS == (10, 20, 40, 100) and "四个评估步（第 10、20、40、100 步）" in flat
+
+
+def test_the_off_side_reproduces_on_this_code():
+    """第 1.2 节：关的那一边借 L2.08 的 tiny_runs/seed0；现在的代码重跑的 seed 0 除计时、显存以外逐位相同。"""
+    import json
+
+    def rows(path):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        return [
+            {k: v for k, v in json.loads(x).items() if not k.endswith(("_s", "_per_s", "_gb"))}
+            for x in lines
+        ]
+
+    rerun = rows(LESSON / "tiny_ds" / "off-s0" / "metrics.jsonl")
+    shipped = rows(ROOT / "L2_algorithm" / "08_reading_the_curves" / "tiny_runs" / "seed0" / "metrics.jsonl")  # fmt: skip
+    assert len(rerun) == len(shipped) == 100
+    assert rerun == shipped, (
+        "重跑的 seed 0 和 L2.08 附带的不一样：tiny 的默认运行变了，第 1.2 节的配对不再成立"
+    )
