@@ -388,11 +388,16 @@ def test_diagnoses_point_at_real_sections():
 
 
 # ------------------------------------------------------- 第 1 节的数字：由附带的运行重算 ----------
-def _draws_needed():
-    spec = importlib.util.spec_from_file_location("draws_needed", LESSON / "draws_needed.py")
+def _lesson_script(name: str):
+    """本节目录里的一个脚本（draws_needed.py、tiny_on_off.py），当模块读进来。"""
+    spec = importlib.util.spec_from_file_location(name, LESSON / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _draws_needed():
+    return _lesson_script("draws_needed")
 
 
 def test_lesson_numbers_come_from_the_shipped_runs():
@@ -519,18 +524,11 @@ def test_the_whole_step_estimate_uses_the_page_timing():
 
 
 # ---------------------------------------------------------------- 第 1.2 节：tiny 上开和关 ------------------------------------
-def _tiny_on_off():
-    spec = importlib.util.spec_from_file_location("tiny_on_off", LESSON / "tiny_on_off.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_the_tiny_on_off_table_is_the_shipped_runs():
     """第 1.2 节的表、区间、最小的 p、批数和 zero_std_frac 的范围、两个对照的例子：tiny_on_off.py 从附带的运行算出的。"""
     from common.gsm8k.paired_stats import signed
 
-    m = _tiny_on_off()
+    m = _lesson_script("tiny_on_off")
     rep = m.report()
     text = (LESSON / "README.md").read_text(encoding="utf-8")
     flat = re.sub(r"\n(?!\n)\s*", "", text)
