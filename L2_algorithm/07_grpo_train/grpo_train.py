@@ -18,7 +18,8 @@ from contextlib import nullcontext
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # 仓库根目录：没 pip install 也能跑
-import common  # noqa: F401  先于 torch：import 的几秒里按 Ctrl-C 也只打一行，不打 traceback
+# 先于 torch：common 一被 import 就装上 excepthook，之后按 Ctrl-C 只打一行
+from common.run.run_folder import RunFolder, exit_cleanly
 
 # isort: split
 import torch
@@ -45,7 +46,6 @@ from common.decode.rollout import (
 from common.gsm8k import data as D
 from common.gsm8k.reward import correctness_reward, format_reward, training_rewards
 from common.model.models import HIDDEN_CHUNK_ROWS, load_for_training, setup_device
-from common.run.run_folder import RunFolder, exit_cleanly
 
 
 def warmup_lr(step, lr, warmup_steps):

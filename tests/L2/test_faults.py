@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -49,13 +50,15 @@ def _env(**extra) -> dict:
     return {**env, **extra}
 
 
-def run(*args, fault: str | None = None, cwd=ROOT) -> subprocess.CompletedProcess:
-    """grpo_train.py（fault 给了就经 fault_inject.py）；返回完成的进程，不检查退出码。"""
+def run(*args, fault: str | None = None, cwd=ROOT, sighup=None) -> subprocess.CompletedProcess:
+    """grpo_train.py（fault 给了就经 fault_inject.py）；返回完成的进程，不检查退出码。
+    sighup：子进程开始时 SIGHUP 的处置（SIG_DFL / SIG_IGN）；不给就继承 pytest 的（nohup 下是 SIG_IGN）。"""
     program = [str(INJECT)] if fault else [str(SCRIPT)]
     env = _env(FAULT=fault) if fault else _env()
+    start = None if sighup is None else (lambda: signal.signal(signal.SIGHUP, sighup))
     return subprocess.run(
         [sys.executable, *program, *map(str, args)],
-        capture_output=True, text=True, env=env, cwd=cwd, timeout=600,
+        capture_output=True, text=True, env=env, cwd=cwd, timeout=600, preexec_fn=start,
     )  # fmt: skip
 
 
@@ -287,12 +290,23 @@ def test_sigterm_is_handled_like_ctrl_c(base, tmp_path):
 def test_sighup_is_handled_like_sigterm(base, tmp_path):
     """issue 44 以前：SSH 断开（SIGHUP）-> exit 129，没有一句话，run.lock 留在目录里。"""
     out = tmp_path / "run"
-    proc = run("--out", out, *FAST, fault="sighup:replace=checkpoint.pt:2")
+    proc = run("--out", out, *FAST, fault="sighup:replace=checkpoint.pt:2", sighup=signal.SIG_DFL)
     assert proc.returncode == 129, proc.stderr[-2000:]
     err = refused(proc, f"--resume {out} --steps {STEPS}")
     assert err.strip().splitlines()[-1].startswith("已中断（SIGHUP）。checkpoint 停在第 1 步"), err
     assert not (out / "run.lock").exists(), "SIGHUP 之后 run.lock 应当被删掉"
     ok(run("--resume", out))
+    assert_same_as(out, base)
+
+
+def test_sighup_under_nohup_is_ignored(base, tmp_path):
+    """nohup（或 pytest 本身在 nohup 下）让进程从一开始就不理 SIGHUP：运行不停，结果和不受打扰的一样。
+    L2.07 第 6.4 节让学习者用 tmux 或 nohup，就是靠这一点。"""
+    out = tmp_path / "run"
+    proc = ok(
+        run("--out", out, *FAST, fault="sighup:replace=checkpoint.pt:2", sighup=signal.SIG_IGN)
+    )
+    assert "已中断" not in proc.stderr and not (out / "run.lock").exists()
     assert_same_as(out, base)
 
 
