@@ -501,7 +501,7 @@ def test_model_only_split_joins_back(tmp_path):
 def test_model_only_plan_fits_and_ends_with_the_conversion():
     out = model_only.carry.REPO / ".gpu" / "model_only_test"
     travel = model_only.carry.repo_travel_bytes()
-    piece = model_only.carry.LIMIT - travel - model_only.MARGIN
+    piece = model_only.carry.default_piece_bytes(travel, model_only.carry.DEFAULT_MARGIN_MIB)
     pieces = [{"dir": f"p{i:02d}", "bytes": piece, "sha256": "x"} for i in range(3)]
     out.mkdir(parents=True, exist_ok=True)
     try:

@@ -10,7 +10,6 @@ ds-sS、ds-ctl-sS（同样的命令加 --dynamic-sampling 2）。CPU 上同一�
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from pathlib import Path
@@ -18,6 +17,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 from common.gsm8k.paired_stats import paired, signed  # noqa: E402
+from common.run.json_files import read_json_object, read_jsonl  # noqa: E402
+from common.run.metrics import read_metrics  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 OFF = ROOT / "L2_algorithm" / "08_reading_the_curves" / "tiny_runs"
@@ -35,41 +36,40 @@ def folders(seed: int) -> dict[str, Path]:
     }
 
 
-def greedy_at(folder: Path, step: int) -> list[int]:
-    """第 step 步的逐题贪心结果（0 = 训练前）。"""
-    if step == 0:
-        ev = json.loads((folder / "eval_before.json").read_text(encoding="utf-8"))
-        return ev["per_question"]["greedy"]
-    for line in (folder / "eval_questions.jsonl").read_text(encoding="utf-8").splitlines():
-        row = json.loads(line)
-        if row["step"] == step:
-            return row["greedy"]
-    raise ValueError(f"{folder} 在第 {step} 步没有评估")
+SHIPPED = "附带的运行目录被改过或缺了文件：git checkout 把它恢复"
 
 
-def metrics(folder: Path) -> list[dict]:
-    lines = (folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    return [json.loads(line) for line in lines if line]
+def greedy_by_step(folder: Path) -> dict[int, list[int]]:
+    """一个运行目录每次评估的逐题贪心结果：{步: [0/1, ...]}，0 = 训练前；STEPS 里缺哪一步就报错。"""
+    before = read_json_object(folder / "eval_before.json", SHIPPED)["per_question"]["greedy"]
+    out = {0: before} | {
+        r["step"]: r["greedy"] for r in read_jsonl(folder / "eval_questions.jsonl")
+    }
+    missing = [s for s in STEPS if s not in out]
+    if missing:
+        raise ValueError(f"{folder} 在第 {missing} 步没有评估：{SHIPPED}")
+    return out
 
 
 def report() -> dict:
     """每个 seed：四次运行在 STEPS 的正确率；开 − 关（逐题配对）；每步平均采几批、训练几组。"""
     out = {}
     for seed in SEEDS:
-        runs = folders(seed)
-        acc = {
-            k: {s: statistics.fmean(greedy_at(f, s)) for s in (0, *STEPS)} for k, f in runs.items()
-        }
-        on_off = {s: paired(greedy_at(runs["off"], s), greedy_at(runs["on"], s)) for s in STEPS}
-        rows = metrics(runs["on"])
-        P = json.loads((runs["on"] / "config.json").read_text(encoding="utf-8"))["prompts_per_step"]
+        dirs = folders(seed)
+        greedy = {k: greedy_by_step(f) for k, f in dirs.items()}
+        acc = {k: {s: statistics.fmean(g[s]) for s in (0, *STEPS)} for k, g in greedy.items()}
+        on_off = {s: paired(greedy["off"][s], greedy["on"][s]) for s in STEPS}
+        rows = read_metrics(dirs["on"] / "metrics.jsonl")
+        P = read_json_object(dirs["on"] / "config.json", SHIPPED)["prompts_per_step"]
         out[seed] = {
             "acc": acc,
             "on_minus_off": on_off,
             "batches": statistics.fmean(r["groups_drawn"] / P for r in rows),
             "kept": statistics.fmean(r["groups_kept"] for r in rows),
             "short_steps": sum(r["groups_kept"] < P for r in rows),
-            "off_zero_std": statistics.fmean(r["zero_std_frac"] for r in metrics(runs["off"])),
+            "off_zero_std": statistics.fmean(
+                r["zero_std_frac"] for r in read_metrics(dirs["off"] / "metrics.jsonl")
+            ),
             "P": P,
         }
     return out

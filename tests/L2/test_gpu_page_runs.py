@@ -10,6 +10,8 @@ from datetime import datetime
 from pathlib import Path
 
 from common.gsm8k.paired_stats import paired, signed
+from common.run.json_files import read_jsonl
+from common.run.metrics import read_metrics
 
 ROOT = Path(__file__).resolve().parents[2]
 LESSON = ROOT / "L2_algorithm" / "07_grpo_train"
@@ -29,8 +31,7 @@ def _flat(text: str) -> str:
 
 
 def _rows(name: str) -> list[dict]:
-    text = (SHIPPED / name / "metrics.jsonl").read_text(encoding="utf-8")
-    return [json.loads(line) for line in text.splitlines() if line]
+    return read_metrics(SHIPPED / name / "metrics.jsonl")
 
 
 def _json(name: str, file: str) -> dict:
@@ -39,6 +40,12 @@ def _json(name: str, file: str) -> dict:
 
 def _greedy(name: str, which: str) -> list[int]:
     return _json(name, f"eval_{which}.json")["per_question"]["greedy"]
+
+
+def _greedy_at(folder: Path, step: int) -> list[int]:
+    """一个运行目录在第 step 步（eval_questions.jsonl 里那一行）的逐题贪心结果。"""
+    (row,) = [r for r in read_jsonl(folder / "eval_questions.jsonl") if r["step"] == step]
+    return row["greedy"]
 
 
 def _page_train_commands() -> list[list[str]]:
@@ -66,8 +73,8 @@ def _normalised(argv: list[str]) -> tuple[list[str], str]:
     return rest, out
 
 
-def _timeline() -> tuple[datetime, dict[str, datetime], dict[str, int]]:
-    """timeline.txt：起进程的时刻、每个文件的修改时刻、du -sb 的字节数。"""
+def _timeline() -> tuple[datetime, dict[str, datetime], dict[str, int], dict[str, int]]:
+    """timeline.txt：起进程的时刻、每个文件的修改时刻、du -sb 的字节数、checkpoint.pt 的字节数。"""
     text = (SHIPPED / "timeline.txt").read_text(encoding="utf-8")
     day = "2026-12-07"
     started = datetime.fromisoformat(f"{day} " + re.search(r"^started (\S+)$", text, re.M)[1])
@@ -76,12 +83,18 @@ def _timeline() -> tuple[datetime, dict[str, datetime], dict[str, int]]:
         for m in re.finditer(r"^\S+ root/root +\d+ (\S+ \S+) runs/(\S+)$", text, re.M)
     }
     du = {m[2]: int(m[1]) for m in re.finditer(r"^(\d+)\t/tmp/runs/([\w-]+)/$", text, re.M)}
-    return started, files, du
+    ckpts = {
+        m[1]: int(m[2])
+        for m in re.finditer(
+            r"/tmp/runs/([\w-]+)/\n-\S+ 1 root root (\d+) .* checkpoint\.pt$", text, re.M
+        )
+    }
+    return started, files, du, ckpts
 
 
 def test_the_shipped_runs_are_the_page_commands():
     """issue 44：附带的 GPU 运行目录的 provenance.command 就是页上的命令（模型目录、--out、--cap-gb 之外一字不差）。"""
-    page = {tuple(_normalised(argv)[0]): _normalised(argv)[1] for argv in _page_train_commands()}
+    page = {tuple(rest): out for rest, out in map(_normalised, _page_train_commands())}
     for name in RUNS:
         config = _json(name, "config.json")
         prov = config["provenance"]
@@ -97,7 +110,7 @@ def test_the_shipped_runs_are_the_page_commands():
 
 def test_the_measured_pair_table_is_the_shipped_files():
     """L2.07 第 6.5 节「第 6.4 节的前两条，原样跑的实测」那张表和它下面的推算。"""
-    started, files, du = _timeline()
+    started, files, du, ckpts = _timeline()
     page = _page()
     cells = {}
     for name in RUNS:
@@ -132,7 +145,7 @@ def test_the_measured_pair_table_is_the_shipped_files():
     assert f"{started:%H:%M:%S} 起，最后一个文件 {end:%H:%M:%S}" in page
     # 和单独一个进程的一步比（第一张表的 hw-mb8-s2），以及由它推的一前一后
     timing = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "gpu_record" / "hw-mb8-s2"
-    solo_rows = [json.loads(line) for line in (timing / "metrics.jsonl").read_text().splitlines()]
+    solo_rows = read_metrics(timing / "metrics.jsonl")
     solo = statistics.median(r["rollout_s"] + r["train_s"] for r in solo_rows if r["step"] > 2)
     pair = statistics.median(r["rollout_s"] + r["train_s"] for r in _rows("q3-s0") if r["step"] > 2)
     gain = 2 * solo / pair
@@ -140,13 +153,6 @@ def test_the_measured_pair_table_is_the_shipped_files():
     assert f"2 × {solo:.2f} / {pair:.2f} ≈ {gain:.2f} 倍" in flat
     assert f"约 {wall / 60:.2f} × {gain:.2f} ≈ {round(wall / 60 * gain, -1):.0f} 分钟" in flat
     assert f"约 2 × {wall / 60:.2f} ≈ {2 * wall / 60:.1f} 分钟" in flat
-    text = (SHIPPED / "timeline.txt").read_text(encoding="utf-8")
-    ckpts = {
-        m[1]: int(m[2])
-        for m in re.finditer(
-            r"/tmp/runs/([\w-]+)/\n-\S+ 1 root root (\d+) .* checkpoint\.pt$", text, re.M
-        )
-    }
     assert 0 < abs(ckpts["q3-s0"] - ckpts["q3-ctl-s0"]) < 100, "课文说对照的只差几十字节"
     assert (
         f"一样大（运行的 {ckpts['q3-s0']:,} B，对照的只差几十字节，`gpu_page/timeline.txt`；"
@@ -176,12 +182,7 @@ def test_the_page_run_result_and_the_four_gains():
     at50 = {}
     for name, label in zip(RUNS, ("运行 `q3-s0`", "对照 `q3-ctl-s0`"), strict=True):
         before, after = _greedy(name, "before"), _greedy(name, "after")
-        (mid,) = [
-            json.loads(line)
-            for line in (SHIPPED / name / "eval_questions.jsonl").read_text().splitlines()
-            if json.loads(line)["step"] == 50
-        ]
-        at50[name] = sum(mid["greedy"]) / 500
+        at50[name] = sum(_greedy_at(SHIPPED / name, 50)) / 500
         assert at50[name] == next(r["eval_accuracy"] for r in _rows(name) if r["step"] == 50)
         g = paired(before, after)
         row = (
@@ -198,12 +199,8 @@ def test_the_page_run_result_and_the_four_gains():
     old = {}
     for name in ("recipe-s0", "recipe-s1", "recipe100-s2"):
         before = json.loads((recipe / name / "eval_before.json").read_text())
-        last = [
-            json.loads(line)
-            for line in (recipe / name / "eval_questions.jsonl").read_text().splitlines()
-            if json.loads(line)["step"] == 100
-        ]
-        old[name] = paired(before["per_question"]["greedy"], last[0]["greedy"])["diff"]
+        last = _greedy_at(recipe / name, 100)
+        old[name] = paired(before["per_question"]["greedy"], last)["diff"]
     gains = [*old.values(), run["diff"]]
     assert f"第 100 步是 {signed(old['recipe-s0'])}" in flat
     assert f"就差了 {old['recipe-s0'] - run['diff']:.3f}：这里面有重跑的噪声" in flat
@@ -241,7 +238,7 @@ def test_the_front_page_quotes_the_page_run():
         at50 = [r["eval_accuracy"] for r in _rows(name) if r["step"] == 50][0]
         curve.append((sum(_greedy(name, "before")) / 500, at50, sum(_greedy(name, "after")) / 500))
     run = paired(_greedy("q3-s0", "before"), _greedy("q3-s0", "after"))
-    started, files, du = _timeline()
+    started, files, du, _ = _timeline()
     minutes, seconds = divmod(int((max(files.values()) - started).total_seconds()), 60)
     for quote in (
         "运行 {:.3f} → {:.3f}（第 50 步）→ {:.3f}（第 100 步，".format(*curve[0]),

@@ -1005,16 +1005,10 @@ def _t975(df: int) -> float:
     return lo
 
 
-def _page_run_gain() -> float:
-    """L2.07 那一页的命令在 H100 上原样跑的 seed 0（gpu_page/q3-s0）：第 100 步比训练前。"""
-    folder = L207.parent / "gpu_page" / "q3-s0"
-    ev = {w: json.loads((folder / f"eval_{w}.json").read_text(encoding="utf-8")) for w in ("before", "after")}  # fmt: skip
-    return C.paired(ev["before"]["per_question"]["greedy"], ev["after"]["per_question"]["greedy"])["diff"]  # fmt: skip
-
-
 def test_the_range_for_one_new_seed_is_this_arithmetic():
     """L2.07 第 6.6 节：一个新 seed 第 100 步的涨幅范围 = 四次（三个 seed + 那一页的命令原样跑的一次）的均值 ± 预测的标准差。"""
-    gains = [_gain(r)["diff"] for r, _ in _pairs100()] + [_page_run_gain()]
+    page_run = C.Run(L207.parent / "gpu_page" / "q3-s0")  # 那一页的命令原样跑的 seed 0
+    gains = [_gain(r)["diff"] for r, _ in _pairs100()] + [_gain(page_run)["diff"]]
     n = len(gains)
     mean, sd = statistics.fmean(gains), statistics.stdev(gains)
     pred = sd * (1 + 1 / n) ** 0.5

