@@ -100,6 +100,7 @@ def test_the_shipped_runs_are_the_page_commands():
         prov = config["provenance"]
         assert "H100" in prov["device"] and prov["libraries"]["torch"] == "2.11.0"
         assert prov["git"]["dirty"] is False and config["cap_gb"] == 32.0
+        assert f"代码是 commit {prov['git']['commit'][:7]}（没有改动）" in _page()
         rest, out = _normalised(prov["command"])
         assert tuple(rest) in page, (
             f"gpu_page/{name} 的命令不是 L2.07 第 6.4 节的任何一条：{shlex.join(prov['command'])}"

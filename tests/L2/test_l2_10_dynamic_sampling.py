@@ -563,6 +563,15 @@ def test_the_tiny_on_off_table_is_the_shipped_runs():
     assert f"seed 0 第 40 步 {acc0['on-ctl'][40]:.3f} 对 {acc0['off-ctl'][40]:.3f}" in flat
     assert f"seed 1 第 100 步 {acc1['on-ctl'][100]:.3f} 对 {acc1['off-ctl'][100]:.3f}" in flat
     assert m.STEPS == (10, 20, 40, 100) and "四个评估步（第 10、20、40、100 步）" in flat
+    import json
+
+    provs = [json.loads((f / "config.json").read_text())["provenance"] for f in (LESSON / "tiny_ds").iterdir()]  # fmt: skip
+    ((commit, dirty),) = {(p["git"]["commit"][:7], p["git"]["dirty"]) for p in provs}
+    ((torch_version),) = {p["libraries"]["torch"] for p in provs}
+    assert dirty is False and torch_version.endswith("+cpu"), (
+        "七个运行同一个干净的 commit、CPU 上跑的"
+    )
+    assert f"commit {commit}，没有改动，CPU 上 torch {torch_version.removesuffix('+cpu')}" in flat
 
 
 def test_the_off_side_reproduces_on_this_code():
