@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import random
+import subprocess
 import sys
 import tarfile
 import zipfile
@@ -513,9 +514,36 @@ def test_model_only_plan_fits_and_ends_with_the_conversion():
     assert len(calls) == 1 + len(pieces)
     assert calls[0]["command"].startswith("bash tools/gpu_stack/box/start.sh")
     assert calls[-1]["command"].endswith("convert.sh .gpu/model_only_test/model.sha256")
+    offsets = [int(c["command"].split(" && ")[0].split()[-1]) for c in calls[1:]]
+    assert offsets == [0, piece, 2 * piece], "recv.sh 拿到每块之前应有的字节数"
     for call in calls:
         assert len(call["command"]) <= model_only.carry.COMMAND_LIMIT
         for path in call["carry"]:
             assert path.startswith(".gpu/"), "带过去的块要在 .gitignore 里的 .gpu/ 下"
     for script in ("start", "recv", "convert", "launch", "wait"):
         assert (ROOT / "tools/gpu_stack/box" / f"{script}.sh").is_file()
+
+
+def test_recv_refuses_a_machine_that_changed(tmp_path):
+    """2026-12-07：一次调用没回话、机器被换，下一块接到了新机器的空文件上。recv.sh 核对偏移，拒绝、不接。"""
+    script = (ROOT / "tools/gpu_stack/box/recv.sh").read_text(encoding="utf-8")
+    box = tmp_path / "tmp"
+    (box / "site").mkdir(parents=True)
+    local = script.replace("/tmp/", f"{box}/")
+    (tmp_path / "recv.sh").write_text(local, encoding="utf-8")
+    piece = tmp_path / "piece"
+    piece.write_bytes(b"abcd")
+
+    def recv(offset):
+        return subprocess.run(["bash", str(tmp_path / "recv.sh"), str(piece), str(offset)],
+                              capture_output=True, text=True)  # fmt: skip
+
+    (box / "model.gguf").write_bytes(b"")
+    assert recv(0).returncode == 0 and recv(4).returncode == 0
+    assert (box / "model.gguf").read_bytes() == b"abcdabcd"
+    proc = recv(4)  # 已经有 8 字节：这一块接过了，或者前面换过机器
+    assert proc.returncode == 3 and "应该已有 4 字节，实际是 8" in proc.stderr
+    assert (box / "model.gguf").read_bytes() == b"abcdabcd", "拒绝时什么都不接"
+    (box / "model.gguf").unlink()
+    proc = recv(8)  # 新机器：没有 model.gguf
+    assert proc.returncode == 3 and "实际是 missing" in proc.stderr and "start.sh" in proc.stderr

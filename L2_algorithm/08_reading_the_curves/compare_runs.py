@@ -42,7 +42,8 @@ SHIPPED_PAIRS = (
 QUESTIONS = ("data", "n_train", "difficulty", "n_heldout")
 SAME = ("model", "init", "data", "n_train", "difficulty", "n_heldout", "prompts_per_step",
         "group_size", "max_new_tokens", "temperature", "top_p", "beta", "aggregation", "lr",
-        "warmup_steps", "num_iterations", "micro_batch", "seed", "eval_batch", "pass_k")  # fmt: skip
+        "warmup_steps", "num_iterations", "micro_batch", "seed", "eval_batch", "pass_k",
+        "dynamic_sampling", "skip_zero_adv", "rollout")  # fmt: skip
 
 
 class RunError(ValueError):
@@ -63,15 +64,17 @@ def _rows(path: Path) -> list[dict]:
     return rows
 
 
-def _eval_problem(e, n: int | None) -> str | None:
-    """What is wrong with one evaluation's per-question results (greedy, k, correct_of_k), or None."""
+def _eval_problem(e, sizes: tuple[int, ...] | None) -> str | None:
+    """What is wrong with one evaluation's per-question results (greedy, k, correct_of_k), or None.
+    `sizes`: the question counts this folder's evaluations may have (None: any)."""
     if not isinstance(e, dict):
         return f"逐题结果要是一个 JSON 对象，得到 {type(e).__name__}"
     greedy, k, correct = e.get("greedy"), e.get("k", 0), e.get("correct_of_k")
     if not isinstance(greedy, list) or not greedy or any(x not in (0, 1) for x in greedy):
         return "greedy 要是一列 0/1（每题一个）"
-    if n is not None and len(greedy) != n:
-        return f"greedy 有 {len(greedy)} 题，这个目录别的评估是 {n} 题"
+    if sizes is not None and len(greedy) not in sizes:
+        told = " 或 ".join(str(n) for n in sizes)
+        return f"greedy 有 {len(greedy)} 题，这个目录的评估是 {told} 题（config.json）"
     if not isinstance(k, int) or isinstance(k, bool) or k < 0:
         return f"k 要是一个 >= 0 的整数，得到 {k!r}"
     if correct is None:
@@ -104,10 +107,14 @@ class Run:
                 f"{path} 的 per_question 不对：{problem}。文件被改过；重新评估或换一个目录"
             )
         self.n = len(before["per_question"]["greedy"])
+        # --final-heldout 比 --n-heldout 大时：训练前和最后一步评 n 道，训练中评其中的前 n_heldout 道
+        inner = self.config.get("n_heldout")
+        inner = inner if isinstance(inner, int) and 0 < inner < self.n else self.n
+        self.sizes = (self.n,) if inner == self.n else (self.n, inner)
         questions = self.folder / "eval_questions.jsonl"
         rows = _rows(questions)
         for line, r in enumerate(rows, start=1):
-            problem = _eval_problem(r, self.n)
+            problem = _eval_problem(r, self.sizes)
             if problem:
                 raise RunError(f"{questions} 第 {line} 行（第 {r['step']} 步）不对：{problem}")
         self.metrics = _rows(self.folder / "metrics.jsonl")
@@ -120,21 +127,26 @@ class Run:
     def _has(self, name: str) -> bool:
         return (self.folder / name).is_file()
 
-    def values(self, step: int, metric: str) -> list[float] | None:
-        """Per question at `step`: "greedy" (0/1), "pass@1" (c/k) or "pass@k"; None if not measured."""
+    def values(self, step: int, metric: str, n: int | None = None) -> list[float] | None:
+        """Per question at `step`: "greedy" (0/1), "pass@1" (c/k) or "pass@k"; None if not measured.
+        `n`: only the first n questions (an in-training evaluation covers the first n_heldout)."""
         e = self.evals.get(step)
         if e is None:
             return None
         if metric == "greedy":
-            return [float(x) for x in e["greedy"]]
+            return [float(x) for x in e["greedy"][:n]]
         k, correct = e.get("k", 0), e.get("correct_of_k")
         kk = 1 if metric == "pass@1" else self.k
         if not k or correct is None or not 1 <= kk <= k:
             return None
-        return [pass_at_k(k, c, kk) for c in correct]
+        return [pass_at_k(k, c, kk) for c in correct[:n]]
 
-    def mean(self, step: int, metric: str) -> float | None:
-        v = self.values(step, metric)
+    def size(self, step: int) -> int:
+        """How many questions the evaluation at `step` covered."""
+        return len(self.evals[step]["greedy"])
+
+    def mean(self, step: int, metric: str, n: int | None = None) -> float | None:
+        v = self.values(step, metric, n)
         return None if v is None else sum(v) / len(v)
 
     @property
@@ -248,12 +260,16 @@ def fairness(run: Run, control: Run) -> list[str]:
     lines.append(rewards + ("；其余设置相同" if not differ else f"；还有这些设置不同：{differ}"))
     a, b = run.prompt_ids(), control.prompt_ids()
     steps = sorted(set(a) & set(b))
+    # 开了 dynamic sampling 的一边记的是一步排好的全部候选题（L2.10）：两边比前 P 道
+    ds = run.config.get("dynamic_sampling") or control.config.get("dynamic_sampling")
+    P = run.config.get("prompts_per_step") if ds else None
+    what = f"每一步的前 {P} 道候选题" if ds else "每一步"
     if not steps:
         lines.append("训练题：没有记录 prompt_ids，无法核对")
     else:
-        first = next((s for s in steps if a[s] != b[s]), None)
+        first = next((s for s in steps if a[s][:P] != b[s][:P]), None)
         lines.append(
-            f"训练题：第 1–{steps[-1]} 步每一步都相同"
+            f"训练题：第 1–{steps[-1]} 步{what}都相同"
             if first is None
             else f"训练题：从第 {first} 步起不同（对照没有用同一个选题随机数流）"
         )
@@ -264,20 +280,35 @@ def fmt(x: float | None) -> str:
     return "—" if x is None else f"{x:.3f}"
 
 
+def _sized(runs: list[Run]) -> bool:
+    """Whether a question-count column is needed: some folder evaluated two sets (--final-heldout)."""
+    return any(len(r.sizes) > 1 for r in runs)
+
+
+def _col(show: bool, head: str, cell=None) -> str:
+    """One optional table column: the header (cell None) or a cell; '' when not shown."""
+    if not show:
+        return ""
+    return f" {head} |" if cell is None else f" {cell} |"
+
+
 def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
     k = max(r.k for r in runs)
+    show = _sized(runs)
     metrics = METRICS if k else METRICS[:1]  # --pass-k 0 的运行只评了贪心
     heads = "| pass@1 | pass@{k} " if k else ""
     lines = [
-        f"| 目录 | 比较的步 | 贪心：训练前 → 后 {heads.format(k=k)}| 贪心逐题：翻对 / 翻错，p |",
-        "|---|---:|---|" + "---|" * (len(metrics) - 1) + "---|",
+        f"| 目录 | 比较的步 |{_col(show, '题数')} 贪心：训练前 → 后 {heads.format(k=k)}"
+        "| 贪心逐题：翻对 / 翻错，p |",
+        "|---|---:|" + ("---:|" if show else "") + "---|" + "---|" * (len(metrics) - 1) + "---|",
     ]
     for r in runs:
         s = steps[r.name]
-        cells = [f"{fmt(r.mean(0, m))} → {fmt(r.mean(s, m))}" for m in metrics]
-        d = paired(r.values(0, "greedy"), r.values(s, "greedy"))
+        n = r.size(s)  # 训练中的评估只有前 n_heldout 道：训练前也只取这几道
+        cells = [f"{fmt(r.mean(0, m, n))} → {fmt(r.mean(s, m))}" for m in metrics]
+        d = paired(r.values(0, "greedy", n), r.values(s, "greedy"))
         lines.append(
-            f"| `{r.name}` | {s} | "
+            f"| `{r.name}` | {s} |{_col(show, '', n)} "
             + " | ".join(cells)
             + f" | {d['up']} / {d['down']}，p = {d['p']:.3g} |"
         )
@@ -287,30 +318,34 @@ def before_after_table(runs: list[Run], steps: dict[str, int]) -> str:
 def later_table(runs: list[Run], steps: dict[str, int]) -> str | None:
     """Evaluations after the compared step (a run that went on after its control stopped), each
     against the folder's own start, paired per question (greedy); None if there are none."""
+    show = _sized(runs)
     lines = [
-        "| 目录 | 步 | 贪心 | 比训练前 ± 标准误 | 翻对 / 翻错（题） | 符号检验 p |",
-        "|---|---:|---:|---:|---:|---:|",
+        f"| 目录 | 步 |{_col(show, '题数')} 贪心 | 比训练前 ± 标准误 | 翻对 / 翻错（题） | 符号检验 p |",
+        "|---|---:|" + ("---:|" if show else "") + "---:|---:|---:|---:|",
     ]
     for r in runs:
-        start = r.values(0, "greedy")
         for s in [s for s in sorted(r.evals) if s > steps[r.name]]:
-            d = paired(start, r.values(s, "greedy"))
+            n = r.size(s)
+            d = paired(r.values(0, "greedy", n), r.values(s, "greedy"))
             lines.append(
-                f"| `{r.name}` | {s} | {fmt(r.mean(s, 'greedy'))} | {signed(d['diff'])} ± "
+                f"| `{r.name}` | {s} |{_col(show, '', n)} {fmt(r.mean(s, 'greedy'))} | {signed(d['diff'])} ± "
                 f"{d['se']:.3f} | {d['up']} / {d['down']} | {d['p']:.3g} |"
             )
     return "\n".join(lines) if len(lines) > 2 else None
 
 
 def difference(run: Run, control: Run, step: int, metric: str) -> dict | None:
-    a, b = control.values(step, metric), run.values(step, metric)
+    n = min(run.size(step), control.size(step))  # 一边这一步是最后一步（全部题）、另一边不是
+    a, b = control.values(step, metric, n), run.values(step, metric, n)
     return None if a is None or b is None else paired(a, b)
 
 
 def pair_table(pairs: list[tuple[Run, Run]], steps: list[int]) -> str:
+    show = _sized([r for pair in pairs for r in pair])
     lines = [
-        "| 运行 − 对照 | 步 | 指标 | 运行 | 对照 | 差 ± 标准误 | 运行好 / 对照好（题） | 符号检验 p |",
-        "|---|---:|---|---:|---:|---:|---:|---:|",
+        f"| 运行 − 对照 | 步 |{_col(show, '题数')} 指标 | 运行 | 对照 | 差 ± 标准误 "
+        "| 运行好 / 对照好（题） | 符号检验 p |",
+        "|---|---:|" + ("---:|" if show else "") + "---|---:|---:|---:|---:|---:|",
     ]
     for (run, control), step in zip(pairs, steps):
         for metric in METRICS:
@@ -318,9 +353,11 @@ def pair_table(pairs: list[tuple[Run, Run]], steps: list[int]) -> str:
             if d is None:
                 continue
             label = metric if metric != "pass@k" else f"pass@{run.k}"
+            n = d["n"]
             lines.append(
-                f"| `{run.name}` − `{control.name}` | {step} | {label} | {fmt(run.mean(step, metric))} "
-                f"| {fmt(control.mean(step, metric))} | {signed(d['diff'])} ± {d['se']:.3f} "
+                f"| `{run.name}` − `{control.name}` | {step} |{_col(show, '', n)} {label} "
+                f"| {fmt(run.mean(step, metric, n))} | {fmt(control.mean(step, metric, n))} "
+                f"| {signed(d['diff'])} ± {d['se']:.3f} "
                 f"| {d['up']} / {d['down']} | {d['p']:.3g} |"
             )
     return "\n".join(lines)
@@ -398,8 +435,15 @@ def report(pairs: list[tuple[Run, Run]], step: int | None = None) -> str:
         out.append("")
     at = {r.name: s for (run, control), s in zip(pairs, steps) for r in (run, control)}
     n = runs[0].n
+    inner = min(min(r.sizes) for r in runs)
+    note = (
+        ""
+        if inner == n
+        else f"，训练中的评估用其中的前 {inner} 道（±{binomial_se(0.5, inner):.3f}）"
+    )
     out.append(
-        f"## 训练前 → 比较的那一步（{n} 道 held-out 题；一个正确率 0.5 的标准误是 ±{binomial_se(0.5, n):.3f}）\n"
+        f"## 训练前 → 比较的那一步（{n} 道 held-out 题；一个正确率 0.5 的标准误是 ±{binomial_se(0.5, n):.3f}"
+        f"{note}）\n"
     )
     out.append(before_after_table(runs, at))
     later = later_table(runs, at)

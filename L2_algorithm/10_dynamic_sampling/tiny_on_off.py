@@ -39,13 +39,13 @@ def folders(seed: int) -> dict[str, Path]:
 SHIPPED = "附带的运行目录被改过或缺了文件：git checkout 把它恢复"
 
 
-def greedy_by_step(folder: Path) -> dict[int, list[int]]:
-    """一个运行目录每次评估的逐题贪心结果：{步: [0/1, ...]}，0 = 训练前；STEPS 里缺哪一步就报错。"""
+def greedy_by_step(folder: Path, steps=STEPS) -> dict[int, list[int]]:
+    """一个运行目录每次评估的逐题贪心结果：{步: [0/1, ...]}，0 = 训练前；steps 里缺哪一步就报错。"""
     before = read_json_object(folder / "eval_before.json", SHIPPED)["per_question"]["greedy"]
     out = {0: before} | {
         r["step"]: r["greedy"] for r in read_jsonl(folder / "eval_questions.jsonl")
     }
-    missing = [s for s in STEPS if s not in out]
+    missing = [s for s in steps if s not in out]
     if missing:
         raise ValueError(f"{folder} 在第 {missing} 步没有评估：{SHIPPED}")
     return out

@@ -250,3 +250,17 @@ def test_different_questions_are_refused_and_a_repeated_seed_is_said(C, capsys, 
     shutil.copytree(run, tmp_path / "run-copy")
     rc, _, err = compare(C, capsys, "--pair", run, ctl, "--pair", tmp_path / "run-copy", ctl)
     assert rc == 0 and "同一个 seed" in err
+
+
+def test_an_evaluation_of_neither_size_is_refused(C, capsys, tmp_path):
+    """--final-heldout 的运行评两种题数（训练前和最后一步全部、训练中前 n_heldout 道）：别的题数点名两种。"""
+    gpu = ROOT / "L2_algorithm" / "10_dynamic_sampling" / "gpu_runs"
+    for name in ("on-s0", "off-s0"):
+        shutil.copytree(gpu / name, tmp_path / name)
+    rows = _lines(tmp_path / "off-s0" / "eval_questions.jsonl")
+    rows[0]["greedy"] = rows[0]["greedy"][:499]
+    _write(tmp_path / "off-s0" / "eval_questions.jsonl", rows)
+    err = refused(C, capsys, "--pair", tmp_path / "on-s0", tmp_path / "off-s0")
+    assert (
+        "第 1 行（第 50 步）" in err and "greedy 有 499 题，这个目录的评估是 1319 或 500 题" in err
+    )

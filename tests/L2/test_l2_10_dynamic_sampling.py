@@ -587,3 +587,135 @@ def test_the_off_side_reproduces_on_this_code():
     assert rerun == shipped, (
         "重跑的 seed 0 和 L2.08 附带的不一样：tiny 的默认运行变了，第 1.2 节的配对不再成立"
     )
+
+
+# ------------------------------------------- 第 1.3 节：真模型上开和关（H100），由附带的运行重算 ------
+def _tar_times(seed: int) -> dict[str, int]:
+    """timeline-sS.txt 里带回的每个文件的修改时刻（机器上的时钟），换成当天的秒。"""
+    out = {}
+    text = (LESSON / "gpu_runs" / f"timeline-s{seed}.txt").read_text(encoding="utf-8")
+    for m in re.finditer(r"^\d+ \S+ (\d\d):(\d\d):(\d\d) (\S+)$", text, re.M):
+        h, mi, sec, name = m.groups()
+        out[name] = int(h) * 3600 + int(mi) * 60 + int(sec)
+    return out
+
+
+def _mm_ss(seconds: int) -> str:
+    return f"{seconds // 60} 分 {seconds % 60} 秒"
+
+
+def test_the_gpu_on_off_section_is_the_shipped_runs():
+    """第 1.3 节的表、开 − 关、代价、梯度范数和 KL、用时：gpu_on_off.py 和 timeline-s0.txt 从附带的文件算出的。"""
+    import json
+
+    from common.gsm8k.paired_stats import binomial_se, signed
+
+    m = _lesson_script("gpu_on_off")
+    rep = m.report()
+    assert sorted(rep) == [0], "第 1.3 节只写了 seed 0；多了 seed 就要改课文"
+    r = rep[0]
+    text = (LESSON / "README.md").read_text(encoding="utf-8")
+    flat = re.sub(r"\n(?!\n)\s*", "", text)
+    for name in ("off", "on"):
+        x = r["runs"][name]
+        assert x["n"] == {0: 1319, 50: 500, 100: 1319}
+        g = x["gain"][100]
+        row = (
+            f"| {name}-s0 | {x['acc'][0]:.3f} | {x['acc'][50]:.3f} | {x['acc'][100]:.3f} | "
+            f"{signed(g['diff'])}，p = {g['p']:.2g} | {x['kl'][50]:.3f} / {x['kl'][100]:.3f} | "
+            f"{x['entropy'][0]:.3f} → {x['entropy'][1]:.3f} | {x['truncation']:.3f} |"
+        )
+        assert row in text, f"L2.10 第 1.3 节的表和 gpu_runs/ 对不上，应该有：{row}"
+    d50, d100 = r["on_minus_off"][50], r["on_minus_off"][100]
+    want = (
+        f"第 50 步 {signed(d50['diff'])} ± {d50['se']:.3f}（p = {d50['p']:.2g}），第 100 步 "
+        f"{signed(d100['diff'])} ± {d100['se']:.3f}（{d100['up']} 题开对关错、{d100['down']} 题关对开错，"
+        f"p = {d100['p']:.2g}）"
+    )
+    assert want in flat
+    assert f"+0.016 的标准误是 {d100['se']:.3f}，p = {d100['p']:.2g}" in flat
+    assert f"每步平均采 {r['batches']:.2f} 批" in flat and r["short_steps"] == 0
+    assert "100 步里没有一步凑不够 16 组" in flat and r["P"] == 16
+    assert f"每步丢 {r['dropped']:.1f} 组" in flat and f"补采平均每步 {r['extra_s']:.2f} s" in flat
+    plan = _draws_needed().report()["recipe-s0"]["plans"][2]["draws"]
+    assert f"第 1 节按 recipe-s0 估的是 {plan:.2f}" in flat
+    on, off = r["runs"]["on"], r["runs"]["off"]
+    assert f"梯度范数平均 {on['grad_norm']:.2f}（关的 {off['grad_norm']:.2f}）" in flat
+    assert f"{on['clipped']:.0%} 的步超过了 `--grad-clip 1.0`" in flat and off["clipped"] == 0
+    assert f"KL 在第 50 步是关的 {on['kl'][50] / off['kl'][50]:.1f} 倍" in flat
+    # 用时：tqdm 的最后一帧，和机器上的文件时刻
+    timeline = (LESSON / "gpu_runs" / "timeline-s0.txt").read_text(encoding="utf-8")
+    tq = dict(re.findall(r"100/100 \[(\d+):(\d+)<", timeline))
+    assert list(tq.items()) == [("12", "26"), ("18", "10")]
+    assert "关的 100 步用了 12 分 26 秒" in flat and "开的用了 18 分 10 秒" in flat
+    t = _tar_times(0)
+    total = t["runs/on-s0/eval_after.json"] - t["runs/on-s0/config.json"]
+    shared = t["runs/off-s0/eval_after.json"] - t["runs/on-s0/config.json"]
+    assert f"一共 {_mm_ss(total)}" in flat and f"其中前 {_mm_ss(shared)}和关的那条同卡" in flat
+    # 标准误、出处
+    assert f"1319 题上一个正确率的标准误约 ±{binomial_se(0.3, 1319):.3f}" in flat
+    assert f"500 题是 ±{binomial_se(0.3, 500):.3f}" in flat
+    for name in ("off-s0", "on-s0"):
+        prov = json.loads((LESSON / "gpu_runs" / name / "config.json").read_text())["provenance"]
+        assert prov["git"] == {"commit": prov["git"]["commit"], "dirty": False}
+        assert f"commit {prov['git']['commit'][:7]}，没有改动" in flat
+        assert prov["libraries"]["torch"] == "2.11.0" and "H100" in prov["device"]
+        assert "--final-heldout" in prov["command"] and "--eval-kl" in prov["command"]
+        assert ("--dynamic-sampling" in prov["command"]) == (name == "on-s0")
+
+
+def test_compare_runs_reads_the_final_heldout_runs():
+    """--final-heldout 1319、训练中 500 题的运行：compare_runs.py 按每步评过的题配对，和 gpu_on_off.py 的数一样；
+    开了 dynamic sampling 的一边只比前 P 道候选题。"""
+    spec = importlib.util.spec_from_file_location(
+        "compare_runs_l2_10", ROOT / "L2_algorithm" / "08_reading_the_curves" / "compare_runs.py"
+    )
+    C = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(C)
+    on, off = (C.Run(LESSON / "gpu_runs" / f"{k}-s0") for k in ("on", "off"))
+    assert on.sizes == off.sizes == (1319, 500)
+    rep = _lesson_script("gpu_on_off").report()[0]
+    for step in (50, 100):
+        d = C.difference(on, off, step, "greedy")
+        assert d == rep["on_minus_off"][step]
+    lines = C.fairness(on, off)
+    assert "第 1–100 步每一步的前 16 道候选题都相同" in lines[1]
+    assert "dynamic_sampling" in lines[0]
+    printed = C.report([(on, off)], 50)
+    assert "| `on-s0` | 50 | 500 | 0.364 → 0.364 |" not in printed  # 训练前也只取前 500 道
+    start500 = sum(on.values(0, "greedy", 500)) / 500
+    assert f"| `on-s0` | 50 | 500 | {start500:.3f} → 0.364 |" in printed
+    assert "训练中的评估用其中的前 500 道" in printed
+
+
+def test_the_first_1319_question_run_is_quoted_from_its_files():
+    """README、L2.07 第 6.6 节、L2.08 第 6.6 节引用的 off-s0 / on-s0 的数：从附带的运行重算。"""
+    from common.gsm8k.paired_stats import binomial_se, signed
+
+    r = _lesson_script("gpu_on_off").report()[0]
+    off, on = r["runs"]["off"], r["runs"]["on"]
+
+    def gain(x):
+        g = x["gain"][100]
+        return f"{x['acc'][0]:.3f} → {x['acc'][100]:.3f}", f"{signed(g['diff'])}", f"{g['p']:.2g}"
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    (a0, a1, ap), (b0, b1, bp) = gain(off), gain(on)
+    assert f"默认的配方 {a0}（{a1}，p = {ap}）" in readme
+    assert f"加 `--dynamic-sampling 2` {b0}（{b1}，p = {bp}）" in readme
+    d = r["on_minus_off"][100]
+    assert f"开 − 关 {signed(d['diff'])}（p = {d['p']:.2g}）" in readme
+    assert (
+        f"每步采 {r['batches']:.2f} 批 rollout" in readme
+        and f"{on['clipped']:.0%} 的步被裁剪" in readme
+    )
+    l207 = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
+    assert f"{a0}，**{a1}**（p = {ap}）" in l207
+    assert f"从 ±{binomial_se(0.3, 500):.3f} 降到 ±{binomial_se(0.3, 1319):.3f}" in l207
+    t = _tar_times(0)
+    first = t["runs/off-s0/eval_before.json"] - t["runs/off-s0/config.json"]
+    assert f"到训练前的 1319 题评完（含加载模型）是 {first} s" in l207
+    l208 = (ROOT / "L2_algorithm" / "08_reading_the_curves" / "README.md").read_text(
+        encoding="utf-8"
+    )
+    assert f"{a1}（逐题配对的检验在 L2.10 第 1.3 节），落在「三分之二」的那个区间里" in l208

@@ -67,9 +67,11 @@ def plan(out: Path = OUT) -> list[dict]:
     calls = [
         {"carry": [f"{rel}/setup"], "command": f"bash tools/gpu_stack/box/start.sh {rel}/setup"}
     ]
+    offset = 0  # recv.sh 核对机器上已经接了这么多字节：中途换了机器就拒绝，不接出一个缺头的文件
     for p in manifest["pieces"]:
-        cmd = f"bash tools/gpu_stack/box/recv.sh {rel}/{p['dir']}/piece"
+        cmd = f"bash tools/gpu_stack/box/recv.sh {rel}/{p['dir']}/piece {offset}"
         calls.append({"carry": [f"{rel}/{p['dir']}"], "command": cmd})
+        offset += p["bytes"]
     calls[-1]["carry"].append(f"{rel}/model.sha256")
     calls[-1]["command"] += f" && bash tools/gpu_stack/box/convert.sh {rel}/model.sha256"
     return calls

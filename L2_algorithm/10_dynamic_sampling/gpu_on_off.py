@@ -1,0 +1,109 @@
+"""L2.10 第 1.3 节的表：真模型上 dynamic sampling 开和关（借来的 H100，每个 seed 一对，逐题配对）。
+
+    python L2_algorithm/10_dynamic_sampling/gpu_on_off.py
+
+读 gpu_runs/ 里的运行目录（不带 checkpoint）：off-sS 是默认的 GRPO 加 --skip-zero-adv 1，on-sS 再加
+--dynamic-sampling 2；有对照（off-ctl-sS、on-ctl-sS，--reward shuffled）就一起读。训练前和第 100 步评全部
+1319 道 GSM8K test 题（--final-heldout 1319），第 50 步评其中的前 500 道。同一个 seed 的两边 held-out 题相同，
+每一步的前 P 道候选题也相同（开的一边多采的是排在后面的新题），所以可以逐题配对。
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+from tiny_on_off import SHIPPED, greedy_by_step  # noqa: E402
+
+from common.gsm8k.paired_stats import paired, signed  # noqa: E402
+from common.run.json_files import read_json_object  # noqa: E402
+from common.run.metrics import read_metrics  # noqa: E402
+
+RUNS = HERE / "gpu_runs"
+NAMES = ("off", "on", "off-ctl", "on-ctl")
+STEPS = (50, 100)  # 第 50 步：前 500 道；第 100 步（最后一步）：全部 1319 道
+
+
+def seeds() -> list[int]:
+    """gpu_runs/ 里开和关都有的 seed。"""
+    found = {int(f.name.removeprefix("on-s")) for f in RUNS.glob("on-s*")}
+    return sorted(s for s in found if (RUNS / f"off-s{s}").is_dir())
+
+
+def _mean(rows: list[dict], key: str, part=slice(None)) -> float:
+    return statistics.fmean(r[key] for r in rows[part])
+
+
+def one_run(folder: Path) -> dict:
+    """一个运行目录：各步的贪心正确率、比训练前（逐题配对）、到起点的 KL、熵、截断、每步秒数。"""
+    greedy = greedy_by_step(folder, STEPS)
+    start = greedy[0]
+    rows = read_metrics(folder / "metrics.jsonl")
+    kl = {r["step"]: r["kl_start"] for r in rows if r.get("kl_start") is not None}
+    step_s = [r["rollout_s"] + r.get("extra_rollout_s", 0.0) + r["train_s"] for r in rows]
+    clip = read_json_object(folder / "config.json", SHIPPED)["grad_clip"]
+    return {
+        "n": {s: len(greedy[s]) for s in (0, *STEPS)},
+        "acc": {s: statistics.fmean(greedy[s]) for s in (0, *STEPS)},
+        "gain": {s: paired(start[: len(greedy[s])], greedy[s]) for s in STEPS},
+        "kl": kl,
+        "entropy": (_mean(rows, "entropy", slice(0, 10)), _mean(rows, "entropy", slice(-10, None))),
+        "truncation": _mean(rows, "truncation_rate"),
+        "step_s": statistics.fmean(step_s),
+        "grad_norm": _mean(rows, "grad_norm"),
+        "clipped": statistics.fmean(r["grad_norm"] > clip for r in rows),  # 被 --grad-clip 裁剪的步
+        "rows": rows,
+    }
+
+
+def report() -> dict:
+    """每个 seed：各运行的结果；开 − 关（逐题配对）；开的一边每步采几批、丢几组、补采花的秒数。"""
+    out = {}
+    for seed in seeds():
+        runs = {k: RUNS / f"{k}-s{seed}" for k in NAMES if (RUNS / f"{k}-s{seed}").is_dir()}
+        r = {k: one_run(f) for k, f in runs.items()}
+        on_rows = r["on"]["rows"]
+        P = read_json_object(runs["on"] / "config.json", SHIPPED)["prompts_per_step"]
+        greedy = {k: greedy_by_step(runs[k], STEPS) for k in ("off", "on")}
+        out[seed] = {
+            "runs": r,
+            "on_minus_off": {s: paired(greedy["off"][s], greedy["on"][s]) for s in STEPS},
+            "batches": statistics.fmean(x["groups_drawn"] / P for x in on_rows),
+            "dropped": _mean(on_rows, "groups_dropped"),
+            "short_steps": sum(x["groups_kept"] < P for x in on_rows),
+            "extra_s": _mean(on_rows, "extra_rollout_s"),
+            "off_zero_std": _mean(r["off"]["rows"], "zero_std_frac"),
+            "P": P,
+        }
+    return out
+
+
+if __name__ == "__main__":
+    for seed, rep in report().items():
+        print(
+            f"seed {seed}：开的运行每步平均采 {rep['batches']:.2f} 批、丢 {rep['dropped']:.1f} 组、"
+            f"{rep['short_steps']} 步凑不够 {rep['P']} 组，补采平均 {rep['extra_s']:.2f} s/步；"
+            f"关的运行 zero_std_frac 均值 {rep['off_zero_std']:.3f}"
+        )
+        for name, r in rep["runs"].items():
+            cells = "".join(
+                f"  第 {s} 步（{r['n'][s]} 题）{r['acc'][s]:.3f}"
+                f"（{signed(r['gain'][s]['diff'])}，p = {r['gain'][s]['p']:.2g}）"
+                for s in STEPS
+            )
+            kl = "、".join(f"第 {s} 步 {v:.3f}" for s, v in sorted(r["kl"].items()))
+            print(f"  {name:8s}训练前 {r['acc'][0]:.3f}{cells}")
+            print(
+                f"  {'':8s}到起点的 KL {kl}；熵 前 10 步 {r['entropy'][0]:.3f} → 后 10 步 "
+                f"{r['entropy'][1]:.3f}；截断 {r['truncation']:.3f}；每步 {r['step_s']:.2f} s；"
+                f"梯度范数均值 {r['grad_norm']:.2f}，{r['clipped']:.0%} 的步被裁剪"
+            )
+        for s, d in rep["on_minus_off"].items():
+            print(
+                f"  第 {s} 步 开 − 关 {signed(d['diff'])} ± {d['se']:.3f}"
+                f"（{d['up']} 题开对关错 / {d['down']} 题关对开错），p = {d['p']:.2g}"
+            )
