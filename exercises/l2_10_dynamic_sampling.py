@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 # 检查点作答：把 None 换成大写字母串（多选按字母顺序，如 "AC"）
-CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None}
+CHECKPOINT_ANSWERS = {"Q1": None, "Q2": None, "Q3": None, "Q4": None, "Q5": None}
 
 
 def select_groups(

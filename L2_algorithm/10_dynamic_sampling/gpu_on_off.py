@@ -44,20 +44,35 @@ def one_run(folder: Path) -> dict:
     start = greedy[0]
     rows = read_metrics(folder / "metrics.jsonl")
     kl = {r["step"]: r["kl_start"] for r in rows if r.get("kl_start") is not None}
-    step_s = [r["rollout_s"] + r.get("extra_rollout_s", 0.0) + r["train_s"] for r in rows]
     clip = read_json_object(folder / "config.json", SHIPPED)["grad_clip"]
     return {
         "n": {s: len(greedy[s]) for s in (0, *STEPS)},
         "acc": {s: statistics.fmean(greedy[s]) for s in (0, *STEPS)},
+        # 训练前在同一批题上的正确率：第 50 步只评了前 500 道，和训练前的前 500 道比
+        "start_on": {s: statistics.fmean(start[: len(greedy[s])]) for s in STEPS},
         "gain": {s: paired(start[: len(greedy[s])], greedy[s]) for s in STEPS},
         "kl": kl,
         "entropy": (_mean(rows, "entropy", slice(0, 10)), _mean(rows, "entropy", slice(-10, None))),
         "truncation": _mean(rows, "truncation_rate"),
-        "step_s": statistics.fmean(step_s),
         "grad_norm": _mean(rows, "grad_norm"),
         "clipped": statistics.fmean(r["grad_norm"] > clip for r in rows),  # 被 --grad-clip 裁剪的步
         "rows": rows,
     }
+
+
+def shared_parts(off: list[dict], on: list[dict]) -> dict:
+    """两条同卡的那段（开的一边 elapsed_s 不超过关的最后一步）里每步的平均秒数：rollout、补采、训练。
+    两条的 elapsed_s 从同一秒起算（训练前的评估在同一秒写完，timeline-s0.txt）；关的那条跑完以后，
+    开的那条独占这张卡，那几步不算进来。"""
+    end = off[-1]["elapsed_s"]
+    both = {"off": off, "on": [r for r in on if r["elapsed_s"] <= end]}
+    keys = ("rollout_s", "extra_rollout_s", "train_s")
+    out = {k: {key: statistics.fmean(r.get(key, 0.0) for r in rows) for key in keys}
+           for k, rows in both.items()}  # fmt: skip
+    for k, rows in both.items():
+        out[k]["steps"] = len(rows)
+        out[k]["total_s"] = sum(out[k][key] for key in keys)
+    return out
 
 
 def report() -> dict:
@@ -74,6 +89,11 @@ def report() -> dict:
             "on_minus_off": {s: paired(greedy["off"][s], greedy["on"][s]) for s in STEPS},
             "batches": statistics.fmean(x["groups_drawn"] / P for x in on_rows),
             "dropped": _mean(on_rows, "groups_dropped"),
+            # 有信号、但排在凑够的 P 组之后的组：采了，没训练
+            "surplus": statistics.fmean(
+                x["groups_drawn"] - x["groups_dropped"] - x["groups_kept"] for x in on_rows
+            ),
+            "shared": shared_parts(r["off"]["rows"], on_rows),
             "short_steps": sum(x["groups_kept"] < P for x in on_rows),
             "extra_s": _mean(on_rows, "extra_rollout_s"),
             "off_zero_std": _mean(r["off"]["rows"], "zero_std_frac"),
@@ -86,7 +106,8 @@ if __name__ == "__main__":
     for seed, rep in report().items():
         print(
             f"seed {seed}：开的运行每步平均采 {rep['batches']:.2f} 批、丢 {rep['dropped']:.1f} 组、"
-            f"{rep['short_steps']} 步凑不够 {rep['P']} 组，补采平均 {rep['extra_s']:.2f} s/步；"
+            f"有信号却没训练的 {rep['surplus']:.1f} 组、{rep['short_steps']} 步凑不够 {rep['P']} 组，"
+            f"补采平均 {rep['extra_s']:.2f} s/步；"
             f"关的运行 zero_std_frac 均值 {rep['off_zero_std']:.3f}"
         )
         for name, r in rep["runs"].items():
@@ -96,11 +117,18 @@ if __name__ == "__main__":
                 for s in STEPS
             )
             kl = "、".join(f"第 {s} 步 {v:.3f}" for s, v in sorted(r["kl"].items()))
-            print(f"  {name:8s}训练前 {r['acc'][0]:.3f}{cells}")
+            print(
+                f"  {name:8s}训练前 {r['acc'][0]:.3f}（前 500 道 {r['start_on'][50]:.3f}）{cells}"
+            )
             print(
                 f"  {'':8s}到起点的 KL {kl}；熵 前 10 步 {r['entropy'][0]:.3f} → 后 10 步 "
-                f"{r['entropy'][1]:.3f}；截断 {r['truncation']:.3f}；每步 {r['step_s']:.2f} s；"
+                f"{r['entropy'][1]:.3f}；截断 {r['truncation']:.3f}；"
                 f"梯度范数均值 {r['grad_norm']:.2f}，{r['clipped']:.0%} 的步被裁剪"
+            )
+        for k, t in rep["shared"].items():
+            print(
+                f"  两条同卡时（{k} 的前 {t['steps']} 步）每步：rollout {t['rollout_s']:.2f} s + "
+                f"补采 {t['extra_rollout_s']:.2f} s + 训练 {t['train_s']:.2f} s = {t['total_s']:.2f} s"
             )
         for s, d in rep["on_minus_off"].items():
             print(

@@ -619,13 +619,18 @@ def test_the_gpu_on_off_section_is_the_shipped_runs():
     for name in ("off", "on"):
         x = r["runs"][name]
         assert x["n"] == {0: 1319, 50: 500, 100: 1319}
-        g = x["gain"][100]
+        g50, g100 = x["gain"][50], x["gain"][100]
         row = (
-            f"| {name}-s0 | {x['acc'][0]:.3f} | {x['acc'][50]:.3f} | {x['acc'][100]:.3f} | "
-            f"{signed(g['diff'])}，p = {g['p']:.2g} | {x['kl'][50]:.3f} / {x['kl'][100]:.3f} | "
+            f"| {name}-s0 | {x['acc'][0]:.3f} / {x['start_on'][50]:.3f} | "
+            f"{x['acc'][50]:.3f}（{signed(g50['diff'])}，p = {g50['p']:.2g}） | "
+            f"{x['acc'][100]:.3f}（{signed(g100['diff'])}，p = {g100['p']:.2g}） | "
+            f"{x['kl'][50]:.3f} / {x['kl'][100]:.3f} | "
             f"{x['entropy'][0]:.3f} → {x['entropy'][1]:.3f} | {x['truncation']:.3f} |"
         )
         assert row in text, f"L2.10 第 1.3 节的表和 gpu_runs/ 对不上，应该有：{row}"
+    assert (
+        f"（{r['runs']['off']['start_on'][50]:.3f}，不是 {r['runs']['off']['acc'][0]:.3f}）" in flat
+    )
     d50, d100 = r["on_minus_off"][50], r["on_minus_off"][100]
     want = (
         f"第 50 步 {signed(d50['diff'])} ± {d50['se']:.3f}（p = {d50['p']:.2g}），第 100 步 "
@@ -633,22 +638,48 @@ def test_the_gpu_on_off_section_is_the_shipped_runs():
         f"p = {d100['p']:.2g}）"
     )
     assert want in flat
-    assert f"+0.016 的标准误是 {d100['se']:.3f}，p = {d100['p']:.2g}" in flat
+    assert (
+        f"+0.016 的标准误是 {d100['se']:.3f}，p = {d100['p']:.2g}；第 50 步的 +0.036 也只有 p = {d50['p']:.2g}"
+        in flat
+    )
+    # 代价
     assert f"每步平均采 {r['batches']:.2f} 批" in flat and r["short_steps"] == 0
     assert "100 步里没有一步凑不够 16 组" in flat and r["P"] == 16
-    assert f"每步丢 {r['dropped']:.1f} 组" in flat and f"补采平均每步 {r['extra_s']:.2f} s" in flat
-    plan = _draws_needed().report()["recipe-s0"]["plans"][2]["draws"]
-    assert f"第 1 节按 recipe-s0 估的是 {plan:.2f}" in flat
+    assert f"每步丢 {r['dropped']:.1f} 组" in flat and f"另有 {r['surplus']:.1f} 组有信号" in flat
+    plans = _draws_needed().report()["recipe-s0"]
+    assert f"第 1 节用 recipe-s0 的分布估的是 {plans['plans'][2]['draws']:.2f}" in flat
+    assert (
+        f"`zero_std_frac` 均值 {r['off_zero_std']:.3f}，和 recipe-s0 的 {plans['zero_std_mean']:.3f}"
+        in flat
+    )
+    sh = r["shared"]
+    on_t, off_t = sh["on"], sh["off"]
+    assert f"开的前 {on_t['steps']} 步，关的 {off_t['steps']} 步" in flat
+    assert (
+        f"每步 rollout {on_t['rollout_s']:.2f} s + 补采 {on_t['extra_rollout_s']:.2f} s + "
+        f"训练 {on_t['train_s']:.2f} s = {on_t['total_s']:.2f} s" in flat
+    )
+    assert (
+        f"关的一边 {off_t['rollout_s']:.2f} s + 0 + {off_t['train_s']:.2f} s = {off_t['total_s']:.2f} s"
+        in flat
+    ) and off_t["extra_rollout_s"] == 0
+    assert f"一步贵 {on_t['total_s'] / off_t['total_s']:.2f} 倍" in flat
+    assert f"代价按步算是 {on_t['total_s'] / off_t['total_s']:.2f} 倍" in flat
+    # 梯度范数、裁剪、KL
     on, off = r["runs"]["on"], r["runs"]["off"]
     assert f"梯度范数平均 {on['grad_norm']:.2f}（关的 {off['grad_norm']:.2f}）" in flat
-    assert f"{on['clipped']:.0%} 的步超过了 `--grad-clip 1.0`" in flat and off["clipped"] == 0
-    assert f"KL 在第 50 步是关的 {on['kl'][50] / off['kl'][50]:.1f} 倍" in flat
+    assert f"{on['clipped']:.0%} 的步超过 `--grad-clip 1.0`" in flat and off["clipped"] == 0
+    assert f"（第 50 步 {on['kl'][50]:.3f} 对 {off['kl'][50]:.3f}）" in flat
+    assert f"第 100 步还降到了 {on['kl'][100]:.3f}" in flat and on["kl"][100] < on["kl"][50]
     # 用时：tqdm 的最后一帧，和机器上的文件时刻
     timeline = (LESSON / "gpu_runs" / "timeline-s0.txt").read_text(encoding="utf-8")
     tq = dict(re.findall(r"100/100 \[(\d+):(\d+)<", timeline))
     assert list(tq.items()) == [("12", "26"), ("18", "10")]
     assert "关的 100 步用了 12 分 26 秒" in flat and "开的用了 18 分 10 秒" in flat
     t = _tar_times(0)
+    assert t["runs/off-s0/eval_before.json"] == t["runs/on-s0/eval_before.json"], (
+        "shared_parts 假定两条的 elapsed_s 从同一秒起算"
+    )
     total = t["runs/on-s0/eval_after.json"] - t["runs/on-s0/config.json"]
     shared = t["runs/off-s0/eval_after.json"] - t["runs/on-s0/config.json"]
     assert f"一共 {_mm_ss(total)}" in flat and f"其中前 {_mm_ss(shared)}和关的那条同卡" in flat
@@ -707,8 +738,10 @@ def test_the_first_1319_question_run_is_quoted_from_its_files():
     assert f"开 − 关 {signed(d['diff'])}（p = {d['p']:.2g}）" in readme
     assert (
         f"每步采 {r['batches']:.2f} 批 rollout" in readme
-        and f"{on['clipped']:.0%} 的步被裁剪" in readme
+        and f"{on['clipped']:.0%} 的步被梯度裁剪" in readme
     )
+    cost = r["shared"]["on"]["total_s"] / r["shared"]["off"]["total_s"]
+    assert f"按步算贵 {cost:.2f} 倍" in readme
     l207 = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
     assert f"{a0}，**{a1}**（p = {ap}）" in l207
     assert f"从 ±{binomial_se(0.3, 500):.3f} 降到 ±{binomial_se(0.3, 1319):.3f}" in l207
