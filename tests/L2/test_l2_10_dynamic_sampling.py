@@ -752,3 +752,26 @@ def test_the_first_1319_question_run_is_quoted_from_its_files():
         encoding="utf-8"
     )
     assert f"{a1}（逐题配对的检验在 L2.10 第 1.3 节），落在「三分之二」的那个区间里" in l208
+
+
+def test_adamw_ignores_a_constant_gradient_scale():
+    """第 1.3 节的论据：AdamW 的更新 m/√v 对梯度整体乘一个常数几乎不变（ε 远小于梯度时），
+    一步步的梯度方向乱跳时走得比方向稳时近。课程的 AdamW 设置（betas 0.9 / 0.99），几十个参数、20 步。"""
+    from common.model.optim import make_optimizer
+
+    def walk(grads, scale):
+        w = torch.zeros(64, requires_grad=True)
+        opt = make_optimizer([w], "adamw", lr=1e-2)
+        for g in grads:
+            w.grad = g * scale
+            opt.step()
+        return w.detach()
+
+    gen = torch.Generator().manual_seed(0)
+    signal = torch.randn(64, generator=gen) * 3e-5  # 梯度的量级和真模型上每个参数的相近
+    steady = [signal + 0.3 * signal.abs() * torch.randn(64, generator=gen) for _ in range(20)]
+    noisy = [signal + 3.0 * signal.abs() * torch.randn(64, generator=gen) for _ in range(20)]
+    a, b = walk(steady, 1.0), walk(steady, 1 / 0.58)  # 0.58：关的一边有信号的行的比例
+    # 不完全相同只因为 ε（1e-8，和 √v ≈ 3e-5 比）：差在 1% 以内
+    assert (a - b).norm() < 0.01 * a.norm(), "整体缩放梯度明显改变了 AdamW 的更新"
+    assert walk(steady, 1.0).norm() > 2 * walk(noisy, 1.0).norm(), "方向稳的梯度应该走得更远"
