@@ -35,3 +35,13 @@ def test_every_lesson_is_on_the_course_map():
     assert not missing, (
         f"这些课不在根目录 README.md 的「课程地图」里（每节课一行，链接写课文的路径）：{missing}"
     )
+
+
+def test_the_abstract_counts_the_training_script_lines():
+    """README 的英文摘要说训练脚本有多少行：数的是现在的 grpo_train.py（总行数，和去掉空行、纯注释行以后的行数）。"""
+    script = ROOT / "L2_algorithm" / "07_grpo_train" / "grpo_train.py"
+    lines = script.read_text(encoding="utf-8").splitlines()
+    code = [x for x in lines if x.strip() and not x.strip().startswith("#")]
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    want = f"a training script of {len(lines)} lines ({len(code)} without blank and comment-only lines)"
+    assert want in readme, f"grpo_train.py 的行数变了：README 的摘要要写成「{want}」"

@@ -83,10 +83,17 @@ def report() -> dict:
         r = {k: one_run(f) for k, f in runs.items()}
         on_rows = r["on"]["rows"]
         P = read_json_object(runs["on"] / "config.json", SHIPPED)["prompts_per_step"]
-        greedy = {k: greedy_by_step(runs[k], STEPS) for k in ("off", "on")}
+        greedy = {k: greedy_by_step(f, STEPS) for k, f in runs.items()}
+        # 运行 − 它自己的对照（同一个 seed、同样开或关，--reward shuffled）：有对照目录时才有
+        controls = {
+            k: {s: paired(greedy[f"{k}-ctl"][s], greedy[k][s]) for s in STEPS}
+            for k in ("off", "on")
+            if f"{k}-ctl" in greedy
+        }
         out[seed] = {
             "runs": r,
             "on_minus_off": {s: paired(greedy["off"][s], greedy["on"][s]) for s in STEPS},
+            "minus_control": controls,
             "batches": statistics.fmean(x["groups_drawn"] / P for x in on_rows),
             "dropped": _mean(on_rows, "groups_dropped"),
             # 有信号、但排在凑够的 P 组之后的组：采了，没训练
@@ -130,6 +137,12 @@ if __name__ == "__main__":
                 f"  两条同卡时（{k} 的前 {t['steps']} 步）每步：rollout {t['rollout_s']:.2f} s + "
                 f"补采 {t['extra_rollout_s']:.2f} s + 训练 {t['train_s']:.2f} s = {t['total_s']:.2f} s"
             )
+        for k, by_step in rep["minus_control"].items():
+            for s, d in by_step.items():
+                print(
+                    f"  第 {s} 步 {k} − {k}-ctl {signed(d['diff'])} ± {d['se']:.3f}"
+                    f"（{d['up']} / {d['down']} 题），p = {d['p']:.2g}"
+                )
         for s, d in rep["on_minus_off"].items():
             print(
                 f"  第 {s} 步 开 − 关 {signed(d['diff'])} ± {d['se']:.3f}"

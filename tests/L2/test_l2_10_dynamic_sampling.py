@@ -742,6 +742,12 @@ def test_the_first_1319_question_run_is_quoted_from_its_files():
     )
     cost = r["shared"]["on"]["total_s"] / r["shared"]["off"]["total_s"]
     assert f"按步算贵 {cost:.2f} 倍" in readme
+    abstract = (
+        f"the recipe went from {off['acc'][0]:.3f} to {off['acc'][100]:.3f} in 100 steps (p = {ap}) "
+        f"and, with DAPO's dynamic sampling, to {on['acc'][100]:.3f} (p = {bp}); the difference "
+        f"between the two ({signed(d['diff']).replace(chr(0x2212), '-')}, p = {d['p']:.2g})"
+    )
+    assert abstract in readme, f"README 的英文摘要应该写：{abstract}"
     l207 = (ROOT / "L2_algorithm" / "07_grpo_train" / "README.md").read_text(encoding="utf-8")
     assert f"{a0}，**{a1}**（p = {ap}）" in l207
     assert f"从 ±{binomial_se(0.3, 500):.3f} 降到 ±{binomial_se(0.3, 1319):.3f}" in l207
@@ -775,3 +781,21 @@ def test_adamw_ignores_a_constant_gradient_scale():
     # 不完全相同只因为 ε（1e-8，和 √v ≈ 3e-5 比）：差在 1% 以内
     assert (a - b).norm() < 0.01 * a.norm(), "整体缩放梯度明显改变了 AdamW 的更新"
     assert walk(steady, 1.0).norm() > 2 * walk(noisy, 1.0).norm(), "方向稳的梯度应该走得更远"
+
+
+def test_gpu_on_off_reads_controls_when_they_are_shipped(tmp_path, monkeypatch):
+    """下一次 GPU 会话把对照（off-ctl-sS、on-ctl-sS）放进 gpu_runs/：gpu_on_off.py 自己读到，算「运行 − 对照」。
+    这里拿附带的目录当假的对照（差应该是 0），只核对读法。"""
+    import shutil
+
+    m = _lesson_script("gpu_on_off")
+    for name in ("off-s0", "on-s0"):
+        shutil.copytree(LESSON / "gpu_runs" / name, tmp_path / name)
+    shutil.copytree(LESSON / "gpu_runs" / "on-s0", tmp_path / "on-ctl-s0")
+    monkeypatch.setattr(m, "RUNS", tmp_path)
+    rep = m.report()[0]
+    assert list(rep["minus_control"]) == ["on"] and "on-ctl" in rep["runs"]
+    assert all(
+        d["diff"] == 0 and d["up"] == d["down"] == 0 for d in rep["minus_control"]["on"].values()
+    )
+    assert rep["on_minus_off"] == m.report()[0]["on_minus_off"]
