@@ -56,13 +56,18 @@ def children_cpu_s() -> float:
 
 
 def run_pytest(args: list[str]) -> tuple[int, float, float, str]:
-    """Runs pytest in a child process. Returns (exit code, wall s, CPU s, last output line)."""
+    """Runs pytest in a child process. Returns (exit code, wall s, CPU s, last output line).
+    A failing run also prints its FAILED / ERROR lines and each failure's first `E` line to stderr:
+    without them CI would only say that the tier failed, not which test."""
     cpu0 = children_cpu_s()
     t0 = time.perf_counter()
     proc = subprocess.run(PYTEST + args, cwd=ROOT, capture_output=True, text=True)
     wall = time.perf_counter() - t0
     cpu = children_cpu_s() - cpu0
     lines = proc.stdout.strip().splitlines() or [""]
+    if proc.returncode != 0:
+        named = [x for x in lines if x.startswith(("FAILED ", "ERROR ", "E   "))]
+        print("\n".join(named[:40]) or proc.stdout[-3000:], file=sys.stderr)
     return proc.returncode, wall, cpu, lines[-1]
 
 
