@@ -219,7 +219,7 @@ def check_pairs(pairs: list[tuple[Run, Run]]) -> list[str]:
         if run.n != control.n:
             raise RunError(
                 f"{where}：held-out 题数不同（{run.n} vs {control.n}），不能逐题配对。"
-                "两边要用同样的 --n-heldout 跑"
+                "两边要用同样的 --n-heldout 和 --final-heldout 跑"
             )
     seeds = [run.config.get("seed") for run, _ in pairs]
     repeated = sorted({s for s in seeds if seeds.count(s) > 1 and s is not None})

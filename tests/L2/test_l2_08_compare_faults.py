@@ -264,3 +264,16 @@ def test_an_evaluation_of_neither_size_is_refused(C, capsys, tmp_path):
     assert (
         "第 1 行（第 50 步）" in err and "greedy 有 499 题，这个目录的评估是 1319 或 500 题" in err
     )
+
+
+def test_a_final_heldout_on_one_side_only_is_refused_naming_the_flag(C, capsys, tmp_path):
+    """L2.07 第 6.6 节让学习者在运行和对照上都加 --final-heldout 1319；只加了一边时，拒绝的那句要点名这个参数。"""
+    gpu = ROOT / "L2_algorithm" / "10_dynamic_sampling" / "gpu_runs"
+    shutil.copytree(gpu / "on-s0", tmp_path / "on-s0")
+    ctl = tmp_path / "tiny-ctl"
+    shutil.copytree(HERE / "tiny_runs" / "seed0-shuffled", ctl)
+    _edit_json(ctl / "config.json", lambda c: c.update(
+        {k: json.loads((gpu / "on-s0" / "config.json").read_text())[k]
+         for k in ("data", "n_train", "difficulty", "n_heldout")}))  # fmt: skip
+    err = refused(C, capsys, "--pair", tmp_path / "on-s0", ctl)
+    assert "held-out 题数不同（1319 vs 200）" in err and "--final-heldout" in err
