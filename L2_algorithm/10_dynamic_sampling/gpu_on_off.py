@@ -39,13 +39,15 @@ def _mean(rows: list[dict], key: str, part=slice(None)) -> float:
 
 
 def one_run(folder: Path) -> dict:
-    """一个运行目录：各步的贪心正确率、比训练前（逐题配对）、到起点的 KL、熵、截断、每步秒数。"""
+    """一个运行目录：逐题贪心结果和正确率、比训练前（逐题配对）、到起点的 KL、熵、截断、梯度范数。"""
     greedy = greedy_by_step(folder, STEPS)
     start = greedy[0]
     rows = read_metrics(folder / "metrics.jsonl")
     kl = {r["step"]: r["kl_start"] for r in rows if r.get("kl_start") is not None}
-    clip = read_json_object(folder / "config.json", SHIPPED)["grad_clip"]
+    config = read_json_object(folder / "config.json", SHIPPED)
     return {
+        "greedy": greedy,
+        "config": config,
         "n": {s: len(greedy[s]) for s in (0, *STEPS)},
         "acc": {s: statistics.fmean(greedy[s]) for s in (0, *STEPS)},
         # 训练前在同一批题上的正确率：第 50 步只评了前 500 道，和训练前的前 500 道比
@@ -55,7 +57,9 @@ def one_run(folder: Path) -> dict:
         "entropy": (_mean(rows, "entropy", slice(0, 10)), _mean(rows, "entropy", slice(-10, None))),
         "truncation": _mean(rows, "truncation_rate"),
         "grad_norm": _mean(rows, "grad_norm"),
-        "clipped": statistics.fmean(r["grad_norm"] > clip for r in rows),  # 被 --grad-clip 裁剪的步
+        "clipped": statistics.fmean(
+            r["grad_norm"] > config["grad_clip"] for r in rows
+        ),  # 被裁剪的步
         "rows": rows,
     }
 
@@ -82,8 +86,8 @@ def report() -> dict:
         runs = {k: RUNS / f"{k}-s{seed}" for k in NAMES if (RUNS / f"{k}-s{seed}").is_dir()}
         r = {k: one_run(f) for k, f in runs.items()}
         on_rows = r["on"]["rows"]
-        P = read_json_object(runs["on"] / "config.json", SHIPPED)["prompts_per_step"]
-        greedy = {k: greedy_by_step(f, STEPS) for k, f in runs.items()}
+        P = r["on"]["config"]["prompts_per_step"]
+        greedy = {k: x["greedy"] for k, x in r.items()}
         # 运行 − 它自己的对照（同一个 seed、同样开或关，--reward shuffled）：有对照目录时才有
         controls = {
             k: {s: paired(greedy[f"{k}-ctl"][s], greedy[k][s]) for s in STEPS}
