@@ -466,7 +466,8 @@ def main(argv=None) -> int:
     ap.add_argument("--pair", nargs=2, action="append", type=Path, metavar=("RUN", "CONTROL"),
                     help="一次运行和它的对照（同一个 seed）；可给多次。不给：仓库附带的 tiny 运行")  # fmt: skip
     ap.add_argument("--step", type=int, default=None,
-                    help="在哪一步比（默认：两边都评估过 pass@k 的最后一步）")  # fmt: skip
+                    help="在哪一步比（默认：两边都评估过 pass@k 的最后一步；"
+                    "都没评 pass@k 时是两边都评估过的最后一步）")  # fmt: skip
     ap.add_argument(
         "--plot", type=Path, default=None, help="把 held-out 正确率随步数的图存到这个 PNG"
     )
