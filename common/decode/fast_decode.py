@@ -761,24 +761,43 @@ def fast_generate(
         dtype,
         *options,
     )
-    cache = _DECODERS.setdefault(model, {})
-    if key not in cache:
-        cache[key] = StaticDecoder(
-            model,
-            key[0],
-            key[1],
-            eos_token_ids,
-            pad_token_id,
-            steps_per_graph,
-            compile,
-            dtype,
-            *options,
-        )
+    make = lambda: StaticDecoder(  # noqa: E731
+        model,
+        key[0],
+        key[1],
+        eos_token_ids,
+        pad_token_id,
+        steps_per_graph,
+        compile,
+        dtype,
+        *options,
+    )
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
-    out = cache[key].generate(prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph)
+    out = resident_decoder(model, key, make).generate(
+        prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph
+    )
     if release:
         free_rollout_memory(model)
     return out
+
+
+def resident_decoder(model, key, make: Callable[[], StaticDecoder]) -> StaticDecoder:
+    """The cached decoder of ``model`` for ``key`` (``make()`` on first use), after every OTHER cached
+    decoder of ``model`` has released its static KV cache and graphs.
+
+    One bucket's KV cache is resident at a time, which is what the VRAM ledger counts. Without this,
+    each (rows, slots) bucket a run ever met kept its cache: GSM8K prompts straddle the 640/768-slot
+    buckets and the held-out evaluation uses other row counts, so a Qwen3-0.6B run at 32 GiB held
+    2-4 caches of 5-10.5 GiB and ran out of memory at step 2 (H100, 2026-12-07, L1.04). Switching
+    back to a released decoder re-allocates its cache and re-captures its graphs (no recompilation).
+    """
+    cache = _DECODERS.setdefault(model, {})
+    for other, decoder in cache.items():
+        if other != key:
+            decoder.release()
+    if key not in cache:
+        cache[key] = make()
+    return cache[key]
 
 
 def free_rollout_memory(model) -> None:

@@ -174,6 +174,35 @@ def test_release_frees_rollout_memory_and_the_next_generation_is_unchanged(model
     assert dec.nbytes == kv
 
 
+def test_only_one_buckets_kv_cache_stays_resident(model):
+    """GSM8K 的 prompt 跨 640/768 两个槽数的桶，held-out 评估又是别的行数：每个桶的解码器以前都一直占着自己的
+    KV cache，Qwen3-0.6B 在 32 GiB 上第 2 步就显存不够（H100 上实测，L1.04）。用到一个桶时，别的桶先释放；
+    再回到释放过的桶，重新分配、结果不变。"""
+    import copy
+
+    from common.decode import fast_decode as fd
+
+    m = copy.deepcopy(model)  # 自己的一份：不和别的测试共用解码器缓存
+    ids, mask = _prompts()
+    greedy = Sampling(greedy=True)
+
+    def make(slots):
+        return lambda: StaticDecoder(m, 8, slots, [7, 11], 0, 4, compile=False)
+
+    small = fd.resident_decoder(m, "640", make(64))
+    first = small.generate(ids, mask, 20, greedy, cuda_graph=False)
+    assert small.nbytes > 0
+    large = fd.resident_decoder(m, "768", make(96))
+    assert small.nbytes == 0, "换到另一个桶时，上一个桶的 KV cache 要先释放"
+    large.generate(ids, mask, 20, greedy, cuda_graph=False)
+    assert fd.rollout_memory_bytes(m) == large.nbytes + sum(
+        w.nbytes for w in fd._WEIGHTS.get(m, {}).values()
+    ), "同一时刻只应有一个桶的 KV cache"
+    again = fd.resident_decoder(m, "640", make(64))
+    assert again is small and large.nbytes == 0
+    assert torch.equal(again.generate(ids, mask, 20, greedy, cuda_graph=False), first)
+
+
 def test_gradients_hosted_in_rollout_memory_are_exact_and_generation_is_unchanged(model):
     """梯度借用 KV cache 和权重副本的显存：梯度与普通 backward 逐位相同，之后的生成也不受影响。"""
     import copy
