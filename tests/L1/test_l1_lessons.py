@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from pathlib import Path
 
@@ -223,7 +224,7 @@ def test_the_vram_table_in_the_first_lesson_is_current():
     from common.config import env_check
 
     rows = _vram_table_rows()
-    assert len(rows) == 7, f"第 2.1 节的表应该是 7 行数字，现在是：{list(rows)}"
+    assert len(rows) == 8, f"第 2.1 节的表应该是 8 行数字，现在是：{list(rows)}"
     ledger_lesson = (L1 / "04_vram_ledger" / "README.md").read_text(encoding="utf-8")
     trl_lesson = (ROOT / "L3_frameworks" / "01_trl_vllm_colocate" / "README.md").read_text(
         encoding="utf-8"
@@ -232,6 +233,16 @@ def test_the_vram_table_in_the_first_lesson_is_current():
     # 实测：手写脚本的整步峰值，就是 L1.04 第 7 节贴的 measure_vram.py 输出
     measured = next(v for v in rows if f"整步峰值（allocated）：实测 {v}" in ledger_lesson)
     assert "**实测**" in rows[measured] and "L1.04 第 7 节" in rows[measured]
+
+    # 实测：现在的配方，L1.04 第 7.2 节附带的 measure_vram.py 输出（h100_recipe/）
+    recipe = json.loads(
+        (L1 / "04_vram_ledger" / "h100_recipe" / "measure_vram_8steps.json").read_text("utf-8")
+    )
+    now = f"{recipe['peak_gib']:.2f} GiB"
+    assert "**实测**" in rows.get(now, "") and "L1.04 第 7.2 节" in rows[now], (
+        f"表里要有 L1.04 第 7.2 节实测的现在配方的峰值 {now}"
+    )
+    assert f"算出 {recipe['predicted_peak_gib']:.2f} GiB" in rows[now]
 
     # 账本：env_check 的 qwen3-0.6b 那一行
     why = next(r["why"] for r in env_check.preset_report(None) if r["preset"] == "qwen3-0.6b")
