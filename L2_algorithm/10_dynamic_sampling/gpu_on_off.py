@@ -45,6 +45,7 @@ def one_run(folder: Path) -> dict:
     rows = read_metrics(folder / "metrics.jsonl")
     kl = {r["step"]: r["kl_start"] for r in rows if r.get("kl_start") is not None}
     config = read_json_object(folder / "config.json", SHIPPED)
+    clip = config["grad_clip"]
     return {
         "greedy": greedy,
         "config": config,
@@ -57,9 +58,7 @@ def one_run(folder: Path) -> dict:
         "entropy": (_mean(rows, "entropy", slice(0, 10)), _mean(rows, "entropy", slice(-10, None))),
         "truncation": _mean(rows, "truncation_rate"),
         "grad_norm": _mean(rows, "grad_norm"),
-        "clipped": statistics.fmean(
-            r["grad_norm"] > config["grad_clip"] for r in rows
-        ),  # 被裁剪的步
+        "clipped": statistics.fmean(r["grad_norm"] > clip for r in rows),  # 被 --grad-clip 裁剪的步
         "rows": rows,
     }
 

@@ -39,6 +39,7 @@ in-place optimizer updates are visible to the next rollout with no weight copy (
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import weakref
 from collections.abc import Callable, Sequence
@@ -761,17 +762,8 @@ def fast_generate(
         dtype,
         *options,
     )
-    make = lambda: StaticDecoder(  # noqa: E731
-        model,
-        key[0],
-        key[1],
-        eos_token_ids,
-        pad_token_id,
-        steps_per_graph,
-        compile,
-        dtype,
-        *options,
-    )
+    args = (model, *key[:2], eos_token_ids, pad_token_id, steps_per_graph, compile, dtype, *options)
+    make = functools.partial(StaticDecoder, *args)
     how = Sampling(greedy, float(temperature), float(top_p), None if greedy else process_logits)
     out = resident_decoder(model, key, make).generate(
         prompt_ids, prompt_mask, max_new_tokens, how, cuda_graph

@@ -8,6 +8,7 @@ import statistics
 from pathlib import Path
 
 from common.vram.decode_shape import static_shape
+from common.vram.ledger import GiB
 from common.vram.shapes import get_model
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -15,7 +16,6 @@ LESSON = ROOT / "L1_concepts" / "04_vram_ledger"
 RUNS = LESSON / "h100_recipe"
 TEXT = (LESSON / "README.md").read_text(encoding="utf-8")
 SECTION = TEXT.split("### 7.2 ", 1)[1].split("\n## ", 1)[0]
-GIB = 2**30
 
 
 def _json(name: str) -> dict:
@@ -36,10 +36,9 @@ def test_the_ledger_check_quotes_the_shipped_measurements():
         assert (s["prompts"], s["group"], s["micro_batch"], s["beta"]) == (16, 8, 8, 0.0)
     peak, ledger = runs[0]["peak_gib"], runs[0]["predicted_peak_gib"]
     assert f"{runs[1]['peak_gib']:.2f}" == f"{peak:.2f}", "课文说两次相同"
-    assert (
-        f"整步峰值实测 **{peak:.2f} GiB**，账本 {ledger:.2f} GiB（{f'{(ledger - peak) / peak:+.0%}'.replace('-', '−')}）"
-        in (SECTION.replace("\n", ""))
-    )
+    change = f"{(ledger - peak) / peak:+.0%}".replace("-", "−")  # 课文用数学的减号
+    quoted = f"整步峰值实测 **{peak:.2f} GiB**，账本 {ledger:.2f} GiB（{change}）"
+    assert quoted in SECTION.replace("\n", "")
     assert f"reserved 最高 {runs[0]['max_reserved_gib']:.2f} GiB" in SECTION
     assert f"整张卡已用 {runs[0]['device_used_gib']:.2f} GiB" in SECTION
     assert f"prompt 只有 {runs[0]['settings']['prompt_len']} token" in SECTION
@@ -68,7 +67,7 @@ def test_the_oom_and_its_three_caches():
     assert f"每个 token {per_token // 1024} KiB" in SECTION
     for rows_, longest, what in ((64, 156, "评估"), (128, 112, "第 1 步"), (128, 127, "第 2 步")):
         r, slots = static_shape(rows_, longest, 512)
-        gib = r * slots * per_token / GIB
+        gib = r * slots * per_token / GiB
         assert f"{r} 行 × {slots} 槽（{gib:.2f} GiB）" in SECTION or (
             f"{r} 行 × {slots} 槽（{gib:.1f} GiB）" in SECTION
         ), f"{what}的解码器 {r} × {slots} = {gib:.2f} GiB 和课文不一致"
