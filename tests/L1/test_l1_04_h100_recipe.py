@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import statistics
 from pathlib import Path
+
+import pytest
 
 from common.vram.decode_shape import static_shape
 from common.vram.ledger import GiB
@@ -72,3 +75,157 @@ def test_the_oom_and_its_three_caches():
             f"{r} 行 × {slots} 槽（{gib:.1f} GiB）" in SECTION
         ), f"{what}的解码器 {r} × {slots} = {gib:.2f} GiB 和课文不一致"
     assert static_shape(128, 126, 512)[1] == 640 and static_shape(128, 127, 512)[1] == 768
+
+
+FIXED = RUNS / "grpo_train_fixed"
+LONGEST = [
+    112,
+    180,
+    157,
+    158,
+    108,
+    101,
+    108,
+    157,
+    132,
+    137,
+]  # 每步 16 道题里最长的 prompt（slow 测试重算）
+SAME_BUCKET = [3, 4, 7, 9, 10]  # 和上一步同一个桶、中间没有评估的步
+
+
+def _metrics(name: str) -> list[dict]:
+    text = (FIXED / name / "metrics.jsonl").read_text(encoding="utf-8")
+    return [json.loads(x) for x in text.splitlines()]
+
+
+def _row(values) -> str:
+    return " | ".join(f"{v:.2f}" if isinstance(v, float) else str(v) for v in values)
+
+
+def _recipe_ledger(prompt_len: int):
+    """第 7 节那条 common.vram 命令（现在的 GPU 配方）加 --prompt-len。"""
+    from common.vram.ledger import Settings, ledger
+
+    s = Settings(layout="policy", precision="fp32", rollout_backend="fast", micro_batch=8)
+    s = dataclasses.replace(s, logprobs="hidden", optimizer="fused", host_grads=True)
+    s = dataclasses.replace(s, prompts=16, beta=0.0, prompt_len=prompt_len)
+    return ledger("Qwen3-0.6B", s)
+
+
+def test_the_fix_ran_ten_steps_on_the_gpu():
+    rows = _metrics("default")
+    cfg = json.loads((FIXED / "default" / "config.json").read_text(encoding="utf-8"))
+    assert "H100" in cfg["provenance"]["device"] and cfg["cap_gb"] == 32.0
+    assert cfg["provenance"]["git"] == {
+        "commit": cfg["provenance"]["git"]["commit"],
+        "dirty": False,
+    }
+    assert [r["step"] for r in rows] == list(range(1, 11)), "10 步都跑完"
+    peaks = [r["peak_vram_gb"] for r in rows]
+    assert len(set(peaks[1:])) == 1, "第 2 步起峰值不再变"
+    flat = SECTION.replace("\n", "")
+    assert (
+        f"第 1 步 **{peaks[0]:.2f} GiB**" in flat and f"第 2 步起是 **{peaks[1]:.2f} GiB**" in flat
+    )
+    before = json.loads((RUNS / "grpo_train_oom" / "steps3_metrics.jsonl").read_text())[
+        "peak_vram_gb"
+    ]
+    assert f"修之前同一步是 {before:.2f} GiB，少的 {before - peaks[0]:.2f} GiB" in flat
+    kv = get_model("Qwen3-0.6B").kv_bytes_per_token()
+    assert f"{before - peaks[0]:.2f}" == f"{64 * 768 * kv / GiB:.2f}", "少的正好是评估那个桶"
+    assert f"（32 GiB 的 {peaks[1] / 32:.0%}）" in flat
+    # 表：最长 prompt、槽数、rollout 秒数
+    slots = [static_shape(128, n, 512)[1] for n in LONGEST]
+    assert f"| 最长 prompt（token） | {_row(LONGEST)} |" in SECTION
+    assert f"| 静态 KV 的槽数 | {_row(slots)} |" in SECTION
+    assert f"| rollout 秒数（`rollout_s`） | {_row([r['rollout_s'] for r in rows])} |" in SECTION
+    # 账本在那一步最长的 prompt 上
+    one, two, worst = _recipe_ledger(112), _recipe_ledger(180), _recipe_ledger(240)
+    p1, p2 = one.peak_allocated / GiB, two.peak_allocated / GiB
+    assert (one.peak_phase, two.peak_phase) == ("backward", "rollout")
+    assert (
+        f"第 1 步账本的峰值是 {p1:.2f} GiB（在反向），比实测多记 {(p1 - peaks[0]) / peaks[0]:.0%}"
+        in flat
+    )
+    gap = peaks[1] - p2
+    assert (
+        f"第 2 步账本 {p2:.2f} GiB（在 rollout），**实测多 {gap:.2f} GiB，账本少记了 {gap / peaks[1]:.0%}**"
+        in flat
+    )
+    assert f"合计 {worst.total / GiB:.2f} GiB 还多" in flat and peaks[1] > worst.total / GiB
+    # prefill 的动态 KV 按 fp32 记会多出的量（账本按 bf16 记，少一半）
+    for n, quoted in ((52, "52 token 时账本少记"), (180, "180 token 时少记")):
+        assert f"{quoted} {128 * n * kv / GiB:.2f} GiB" in flat.replace("少记  ", "少记 ")
+    rollout_gap = _json("measure_vram_8steps")["phases"][1]
+    assert rollout_gap["phase"] == "rollout"
+    assert (
+        f"多的 {rollout_gap['measured_gib'] - rollout_gap['predicted_gib']:.2f} GiB 对得上" in flat
+    )
+    assert f"第 1 步账本反而多记了 {p1 - peaks[0]:.1f} GiB" in flat
+
+
+def test_fused_window_end_to_end_in_grpo_train():
+    base, fw = _metrics("default"), _metrics("fused_win128")
+    command = (FIXED / "fused_win128" / "command.txt").read_text(encoding="utf-8")
+    assert "f.FUSED = True" in command and "f.WINDOW = 128" in command
+    assert [r["step"] for r in fw] == list(range(1, 11))
+    evals = [
+        json.loads(x)
+        for x in (FIXED / "fused_win128" / "eval_questions.jsonl").read_text().splitlines()
+    ]
+    assert [(e["step"], e["k"], len(e["correct_of_k"])) for e in evals] == [
+        (5, 8, 128),
+        (10, 8, 128),
+    ]
+    lesson = (ROOT / "L2_algorithm" / "06_sampling" / "README.md").read_text(encoding="utf-8")
+    part = lesson.split("### 第五次（2026-12-08）", 1)[1].split("\n### ", 1)[0]
+    flat = part.replace("\n", "")
+    b = [r["rollout_s"] for r in base]
+    f = [r["rollout_s"] for r in fw]
+    assert f"| 默认写法 | {_row(b)} |" in part and f"| `fused` + `window=128` | {_row(f)} |" in part
+    slots = [static_shape(128, n, 512)[1] for n in LONGEST]
+    assert f"| 静态 KV 的槽数 | {_row(slots)} |" in part
+    mb = statistics.median(b[s - 1] for s in SAME_BUCKET)
+    mf = statistics.median(f[s - 1] for s in SAME_BUCKET)
+    assert f"中位数 {mf:.2f} s 对 {mb:.2f} s，{mf / mb:.2f} 倍" in flat
+    assert "0.77 倍" in flat and f"rollout {mf / mb:.2f} 倍" in SECTION.replace("\n", "")
+    assert f"合计：`fused` + `window=128` {sum(f):.1f} s，默认 {sum(b):.1f} s" in flat
+    later = sum(b[2:]) - sum(f[2:])
+    first = sum(f[:2]) - sum(b[:2])
+    assert (
+        f"第 3–10 步合计省 {later:.1f} s（每步 {later / 8:.2f} s），前两步多花 {first:.1f} s"
+        in flat
+    )
+    assert 40 < first / (later / 8) < 55, "约第 50 步扯平"
+    assert f"100 步一共省约 {round((98 * later / 8 - first) / 10) * 10} s" in flat
+    pb, pf = base[1]["peak_vram_gb"], fw[1]["peak_vram_gb"]
+    assert f"峰值多 {pf - pb:.2f} GiB（{pf:.2f} 对 {pb:.2f} GiB，第 2 步）" in flat
+
+
+@pytest.mark.slow  # 要真实的 Qwen3 tokenizer
+def test_the_longest_prompt_of_each_step(qwen3_tokenizer):
+    """表里每步最长的 prompt：grpo_train.py 的选题（CPU 上的随机数流）加 Qwen3 的 tokenizer 重算。"""
+    import torch
+
+    from common.gsm8k import data as D
+    from common.run.random_streams import random_streams
+
+    cfg = json.loads((FIXED / "default" / "config.json").read_text(encoding="utf-8"))
+    P = cfg["prompts_per_step"]
+    train, _ = D.load_splits(
+        cfg["data"],
+        cfg["n_heldout"],
+        n_train=cfg["n_train"],
+        difficulty=cfg["difficulty"],
+        per_step=P,
+    )
+    tok = qwen3_tokenizer
+    count = lambda p: len(
+        tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
+    )
+    rng = random_streams(cfg["seed"])
+    got = []
+    for _ in range(cfg["steps"]):
+        pick = torch.randperm(len(train), generator=rng["prompts"])[:P]
+        got.append(max(count(train[i]) for i in pick.tolist()))
+    assert got == LONGEST

@@ -620,3 +620,29 @@ def test_a_model_folder_is_priced_from_its_config_json(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({**cfg, "model_type": "llama"}))
     assert vram.main(["--model", str(tmp_path)]) == 2
     assert "llama" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("family", ["qwen3", "qwen2"])
+def test_prefill_cache_is_fp32_under_autocast(family):
+    """L1.04 第 7.2 节：fp32 主权重在 bf16 autocast 下，快速解码器那次 HF prefill 的动态 KV 是 fp32。
+
+    K 经过 fp32 的 k_norm 权重（Qwen3）或 fp32 的 cos/sin（RoPE 按 fp32 的 embedding 取 dtype）升成 fp32，
+    动态 cache 按第一次收到的 K 建，V 也跟着存成 fp32。账本（_fast_rollout_lines 的 prefill_kv）按 bf16 记：
+    这条测试把这个差别钉住，账本改了记法时要跟着改课文。autocast 的类型提升在 CPU 和 CUDA 上相同。"""
+    from transformers import AutoModelForCausalLM
+
+    from tests.small_qwen import small_config
+
+    model = AutoModelForCausalLM.from_config(small_config(family)).float().eval()
+    ids = torch.randint(0, 100, (2, 7))
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16, cache_enabled=False):
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+    layer = out.past_key_values.layers[0]
+    assert out.logits.dtype == torch.bfloat16  # autocast 确实开着
+    assert layer.keys.dtype == layer.values.dtype == torch.float32
+    # 账本现在的记法：prefill 的动态 KV 按 bf16（每 token 112 KiB），比真实的少一半
+    s = Settings(prompts=16, beta=0.0, prompt_len=52, rollout_backend="fast", precision="fp32")
+    m = get_model("Qwen3-0.6B")
+    work = ledger(m, s).nbytes("rollout_workspace")
+    bf16_kv = 128 * 52 * m.kv_bytes_per_token(2)
+    assert work - bf16_kv == 128 * 52 * ledger_module.nograd_layer_bytes_per_token(m)
