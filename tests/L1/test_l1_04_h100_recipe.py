@@ -123,7 +123,7 @@ def test_the_fix_ran_ten_steps_on_the_gpu():
     assert [r["step"] for r in rows] == list(range(1, 11)), "10 步都跑完"
     peaks = [r["peak_vram_gb"] for r in rows]
     assert len(set(peaks[1:])) == 1, "第 2 步起峰值不再变"
-    flat = SECTION.replace("\n", "")
+    flat = re.sub(r"\n\s*", "", SECTION)  # 换行和下一行的缩进
     assert (
         f"第 1 步 **{peaks[0]:.2f} GiB**" in flat and f"第 2 步起是 **{peaks[1]:.2f} GiB**" in flat
     )
@@ -155,17 +155,26 @@ def test_the_fix_ran_ten_steps_on_the_gpu():
     assert f"合计 {worst.total / GiB:.2f} GiB 还多" in flat and peaks[1] > worst.total / GiB
     # prefill 的动态 KV 按 fp32 记会多出的量（账本按 bf16 记，少一半）
     for n, quoted in ((52, "52 token 时账本少记"), (180, "180 token 时少记")):
-        assert f"{quoted} {128 * n * kv / GiB:.2f} GiB" in flat.replace("少记  ", "少记 ")
+        assert f"{quoted} {128 * n * kv / GiB:.2f} GiB" in flat
     rollout_gap = _json("measure_vram_8steps")["phases"][1]
     assert rollout_gap["phase"] == "rollout"
     assert (
         f"多的 {rollout_gap['measured_gib'] - rollout_gap['predicted_gib']:.2f} GiB 对得上" in flat
     )
-    fp32_at_112 = one.phases["rollout"] / GiB + 128 * 112 * kv / GiB
+    # 第 1 步：AdamW 的状态到第一次 step() 才建，最大值在优化器那一步
+    opt_state = one.nbytes("optimizer") / GiB
+    assert f"AdamW 的 m、v（{opt_state:.2f} GiB）" in flat and one.peak_phase == "backward"
+    first = one.phases["optimizer"] / GiB
+    assert max(v / GiB - opt_state for k, v in one.phases.items() if k != "optimizer") < first
     assert (
-        f"112 token 时账本的 rollout 是 {fp32_at_112:.2f} GiB，实测整步的最大值才 {peaks[0]:.2f} GiB"
+        f"账本在 112 token 时是 {first:.2f} GiB，实测 {peaks[0]:.2f} GiB，少记 {(peaks[0] - first) / peaks[0]:.0%}"
         in flat
     )
+    # 第 2 步：prefill 按 fp32 记
+    fixed = p2 + 128 * 180 * kv / GiB
+    assert f"第 2 步的账本就是 {fixed:.2f} GiB，实测多 {(peaks[1] - fixed) / peaks[1]:.0%}" in flat
+    total = (worst.peak_allocated + 128 * 240 * kv) * 1.05 / GiB + 0.5
+    assert worst.peak_phase == "rollout" and f"合计是 {total:.2f} GiB（{total / 32:.0%}）" in flat
     longest = _recipe_ledger(240).phases["rollout"] - two.phases["rollout"]
     extra = (longest / GiB, longest / GiB + 128 * 60 * kv / GiB)
     assert f"还会多 {extra[0]:.1f}–{extra[1]:.1f} GiB" in flat
