@@ -50,6 +50,7 @@ from common.options.cli import CourseParser  # noqa: E402
 from common.options.presets import gpu_recipe  # noqa: E402
 from common.run.atomic_io import WriteError, atomic_write  # noqa: E402
 from common.run.out_dir import out_file_problem  # noqa: E402
+from common.run.random_streams import random_streams  # noqa: E402
 from common.vram.ledger import (  # noqa: E402
     ALLOCATOR_SLACK,
     CUDA_CONTEXT_GIB,
@@ -142,6 +143,13 @@ def parse_args(argv=None):
         action="store_true",
         help="LoRA 预设改成全参数微调（同一个基座，不加 adapter）：L1.04 的 1.7B 全参实验",
     )
+    ap.add_argument(
+        "--questions",
+        choices=["synthetic", "training"],
+        default="synthetic",
+        help="synthetic（默认）：合成的短题；training：grpo_train.py 同一个 --seed 在第 1..--steps 步"
+        "抽到的那些题（同样的数据和选题随机数），prompt 长度和训练时一样（L1.04 第 7.2 节）",
+    )
     ap.add_argument("--lr", type=float, default=1e-6)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument(
@@ -175,6 +183,8 @@ def parse_args(argv=None):
     for line in notes:
         print(line)
     a.lora_rank = plan.lora_rank
+    # --questions training 要和 grpo_train.py 一样地切出训练集（held-out 取多少会改变合成题的切法）
+    a.split = (plan.data, max(plan.n_heldout, plan.final_heldout), plan.n_train, plan.difficulty)
     a.name = plan.preset or a.spec.name
     json_problem = out_file_problem(a.json, "--json") if a.json else None
     bad = [
@@ -280,7 +290,18 @@ def main(argv=None) -> int:
         else nullcontext
     )
     gen = torch.Generator(device=device).manual_seed(a.seed)
-    problems = D.synthetic_problems(a.prompts * a.steps, seed=a.seed)
+    if a.questions == "training":  # 选题的随机数流在 CPU 上：和 grpo_train.py 每一步抽到的题相同
+        data, n_heldout, n_train, difficulty = a.split
+        kw = dict(n_train=n_train, difficulty=difficulty, per_step=a.prompts)
+        train, _ = D.load_splits(data, n_heldout, **kw)
+        order = random_streams(a.seed)["prompts"]
+        a.picks = [
+            torch.randperm(len(train), generator=order)[: a.prompts].tolist()
+            for _ in range(a.steps)
+        ]
+        problems = [train[i] for pick in a.picks for i in pick]
+    else:
+        problems = D.synthetic_problems(a.prompts * a.steps, seed=a.seed)
     encode = lambda p: tok(D.build_prompt(tok, p.question), add_special_tokens=False)["input_ids"]
     eos, pad, G, N, M = (
         list(spec.eos_token_ids),
@@ -463,7 +484,10 @@ def main(argv=None) -> int:
         "optimizer": a.optimizer,
         "hosted_grad_gib": hosted / GiB,
         "last_step_s": {k: timings[k] for k in PHASES[1:5]},
+        "questions": a.questions,
     }
+    if a.questions == "training":  # 每步的题在训练集里的下标：和 grpo_train.py 的 prompt_ids 对得上
+        summary["prompt_ids"] = a.picks
     if cuda:
         peak = max(r["measured_gib"] for r in rows if r["phase"] not in END_OF_PHASE)
         reserved = max(r["peak_reserved_gib"] for r in rows)

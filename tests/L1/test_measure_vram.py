@@ -136,3 +136,26 @@ def test_tiny_preset_runs_on_cpu(tmp_path):
     assert phases == ["loaded", "rollout", "ref_forward", "backward", "optimizer", "after_step"]
     assert all(row["predicted_gib"] > 0 for row in summary["phases"])
     assert summary["settings"]["beta"] == 0.04 and summary["settings"]["prompt_len"] > 0
+
+
+def test_training_questions_are_what_grpo_train_drew(tmp_path):
+    """--questions training：每步的题和 grpo_train.py 同一个 seed 抽到的一样（选题的随机数流在 CPU 上，
+    和题数 P 无关：每步一个新的排列，取前 P 个）。对照 L2.08 附带的 tiny 运行（seed 0，P = 16）。"""
+    shipped = ROOT / "L2_algorithm" / "08_reading_the_curves" / "tiny_runs" / "seed0"
+    cfg = json.loads((shipped / "config.json").read_text(encoding="utf-8"))
+    assert (cfg["preset"], cfg["seed"], cfg["data"], cfg["n_heldout"]) == (
+        "tiny",
+        0,
+        "synthetic",
+        200,
+    )
+    rows = [json.loads(x) for x in (shipped / "metrics.jsonl").read_text().splitlines()[:2]]
+    out = tmp_path / "vram.json"
+    args = ("--preset", "tiny", "--prompts", "2", "--group", "2", "--max-new-tokens", "4")
+    r = _run(*args, "--questions", "training", "--json", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(out.read_text(encoding="utf-8"))
+    assert summary["questions"] == "training"
+    assert summary["prompt_ids"] == [row["prompt_ids"][:2] for row in rows], (
+        "measure_vram.py --questions training 抽到的题和 grpo_train.py 同一个 seed 的不一样"
+    )
