@@ -138,6 +138,7 @@ def test_tiny_preset_runs_on_cpu(tmp_path):
     assert summary["settings"]["beta"] == 0.04 and summary["settings"]["prompt_len"] > 0
 
 
+@pytest.mark.slow  # 起一个子进程跑 tiny 两步（约 9 s）
 def test_training_questions_are_what_grpo_train_drew(tmp_path):
     """--questions training：每步的题和 grpo_train.py 同一个 seed 抽到的一样（选题的随机数流在 CPU 上，
     和题数 P 无关：每步一个新的排列，取前 P 个）。对照 L2.08 附带的 tiny 运行（seed 0，P = 16）。"""
