@@ -183,8 +183,7 @@ def parse_args(argv=None):
     for line in notes:
         print(line)
     a.lora_rank = plan.lora_rank
-    # --questions training 要和 grpo_train.py 一样地切出训练集（held-out 取多少会改变合成题的切法）
-    a.split = (plan.data, max(plan.n_heldout, plan.final_heldout), plan.n_train, plan.difficulty)
+    a.plan = plan  # --questions training 要和 grpo_train.py 一样地切出训练集
     a.name = plan.preset or a.spec.name
     json_problem = out_file_problem(a.json, "--json") if a.json else None
     bad = [
@@ -291,9 +290,9 @@ def main(argv=None) -> int:
     )
     gen = torch.Generator(device=device).manual_seed(a.seed)
     if a.questions == "training":  # 选题的随机数流在 CPU 上：和 grpo_train.py 每一步抽到的题相同
-        data, n_heldout, n_train, difficulty = a.split
-        kw = dict(n_train=n_train, difficulty=difficulty, per_step=a.prompts)
-        train, _ = D.load_splits(data, n_heldout, **kw)
+        c = a.plan  # held-out 取多少（n_final）会改变合成题的切法
+        kw = dict(n_train=c.n_train, difficulty=c.difficulty, per_step=a.prompts)
+        train, _ = D.load_splits(c.data, c.n_final, **kw)
         order = random_streams(a.seed)["prompts"]
         a.picks = [
             torch.randperm(len(train), generator=order)[: a.prompts].tolist()

@@ -68,10 +68,9 @@ def main(cfg, spec):
     # held-out 永远是同一批题：曲线才可比。训练前和最后一步评前 --final-heldout 道（0 = 同
     # n_heldout），训练中评前 n_heldout 道。每步最多抽 P·(1 + D) 道不同的题：训练集不够就拒绝
     P = cfg.prompts_per_step
-    n_final = max(cfg.n_heldout, cfg.final_heldout)
     per_step = P * (1 + cfg.dynamic_sampling)
     kw = dict(n_train=cfg.n_train, difficulty=cfg.difficulty, per_step=per_step)
-    train, final_set = D.load_splits(cfg.data, n_final, **kw)
+    train, final_set = D.load_splits(cfg.data, cfg.n_final, **kw)  # n_final：两者取大
     heldout = final_set[: cfg.n_heldout]
     # 运行目录（L2.07 第 4 节）：加锁，一个目录同时只许一个进程写；新开就写下 config.json（连同
     # provenance：哪个 commit、哪些库、哪台机器、什么命令），续跑先核对 checkpoint（校验和）、

@@ -250,6 +250,12 @@ class GRPOConfig:
         None, "从这个运行目录的 checkpoint 续跑到 --steps（设置取自它的 config.json）", RUN
     )
 
+    @property
+    def n_final(self) -> int:
+        """Held-out questions a run loads (the before and final evaluations); the in-training ones use
+        the first ``n_heldout``. It also decides how a synthetic pool is split into train/held-out."""
+        return max(self.n_heldout, self.final_heldout)
+
 
 FIELDS = {f.name: f for f in dataclasses.fields(GRPOConfig)}
 
@@ -323,7 +329,7 @@ def cross_errors(c: GRPOConfig, resuming: bool = False) -> list[str]:
     out_problem = out_dir_problem(c.out) if c.out is not None else None  # 是文件、不能写……
     gsm8k = c.data in ("gsm8k", "hub")
     test_rows, train_rows = GSM8K_SPLITS["test"], GSM8K_SPLITS["train"]
-    held = max(c.n_heldout, c.final_heldout)
+    held = c.n_final
     pool = train_rows if gsm8k else c.n_train - held if c.data == "synthetic" else None
     checks = [
         (

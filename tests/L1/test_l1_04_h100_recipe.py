@@ -78,18 +78,8 @@ def test_the_oom_and_its_three_caches():
 
 
 FIXED = RUNS / "grpo_train_fixed"
-LONGEST = [
-    112,
-    180,
-    157,
-    158,
-    108,
-    101,
-    108,
-    157,
-    132,
-    137,
-]  # 每步 16 道题里最长的 prompt（slow 测试重算）
+# 每步 16 道题里最长的 prompt（slow 测试重算）
+LONGEST = [112, 180, 157, 158, 108, 101, 108, 157, 132, 137]
 SAME_BUCKET = [3, 4, 7, 9, 10]  # 和上一步同一个桶、中间没有评估的步
 
 
@@ -103,13 +93,13 @@ def _row(values) -> str:
 
 
 def _recipe_ledger(prompt_len: int):
-    """第 7 节那条 common.vram 命令（现在的 GPU 配方）加 --prompt-len。"""
-    from common.vram.ledger import Settings, ledger
+    """env_check 给 qwen3-0.6b 算的账（= 第 7 节那条 common.vram 命令）加 --prompt-len。"""
+    from common.config.config_cli import preset_config
+    from common.vram.ledger import ledger
+    from common.vram.plan import training_settings
 
-    s = Settings(layout="policy", precision="fp32", rollout_backend="fast", micro_batch=8)
-    s = dataclasses.replace(s, logprobs="hidden", optimizer="fused", host_grads=True)
-    s = dataclasses.replace(s, prompts=16, beta=0.0, prompt_len=prompt_len)
-    return ledger("Qwen3-0.6B", s)
+    shape, settings = training_settings(preset_config("qwen3-0.6b"))
+    return ledger(shape, dataclasses.replace(settings, prompt_len=prompt_len))
 
 
 def test_the_fix_ran_ten_steps_on_the_gpu():
